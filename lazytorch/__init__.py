@@ -1,0 +1,73 @@
+"""lazytorch: a lazy graph compiler with a PyTorch-style API.
+
+    import lazytorch as lt
+    y = lt.softmax(lt.randn(64, 128) @ lt.randn(128, 32), dim=-1)   # builds a graph
+    lt.eval(y)                                                      # compiles and runs it
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import api as _api
+from .interop import from_mlx, from_numpy, tensor
+from .ir import creation as _creation  # registers builders
+from .ir import dtypes as _dtypes
+from .ir.creation import manual_seed
+from .ir.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64,
+                        uint8)
+from .ir.graph import to_networkx as _to_networkx
+from .ir.printer import dump_nodes as _dump_nodes
+from .ir.printer import to_dot as _to_dot
+from .ir.promotion import promote_types
+from .realize import eval_tensors as _eval_tensors
+from .runtime import backend_name as get_backend
+from .runtime import set_backend
+from .tensor import Size, Tensor
+
+bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
+half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
+__version__ = "0.1.0"
+
+nn = SimpleNamespace(functional=SimpleNamespace())
+_nn_functional: dict = {}
+_api.install(globals(), _nn_functional)
+for _name, _fn in _nn_functional.items():
+    setattr(nn.functional, _name, _fn)
+
+
+def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in the brief)
+    """Materialise the given tensors together: shared work runs once, then each holds a buffer."""
+    _eval_tensors([t for t in tensors if isinstance(t, Tensor)])
+
+
+def dump(*tensors: Tensor, after: str | None = None) -> str:
+    """The IR of the tensors' pending programs, one line per node (after pass `after`, if given)."""
+    roots = [t.node for t in tensors]
+    if after is not None:
+        from .passes.pipeline import run
+        from .ir.graph import toposort
+        from .passes.normalize import normalize
+        _, roots = normalize(toposort(roots), roots)
+        roots = run(roots, until=after)
+    return _dump_nodes(roots)
+
+
+def to_dot(*tensors: Tensor) -> str:
+    """The tensors' programs as a Graphviz DOT graph."""
+    return _to_dot([t.node for t in tensors])
+
+
+def to_networkx(*tensors: Tensor):
+    return _to_networkx([t.node for t in tensors])
+
+
+def result_type(*args) -> DType:
+    from .ir.build import as_node
+    from .ir.meta import promoted
+    return promoted([as_node(a) for a in args])
+
+
+def is_tensor(x) -> bool:  # noqa: D103
+    return isinstance(x, Tensor)

@@ -1,0 +1,156 @@
+"""The torch-style API, generated from the op registry at import.
+
+For every registry op this makes the function (`lt.add`), the method (`x.add`), the in-place
+method (`x.add_`, functionalised), `out=` handling, the Python operators it declares, and the
+`lt.nn.functional` entry.  Arguments are bound against the op's schema by ir.build.call.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from .ir import dtypes as D
+from .ir import views as V
+from .ir.build import call, view_of
+from .ir.errors import op_error
+from .ir.node import Node
+from .ir.registry import OpDef, ops
+from .tensor import Tensor
+
+ReturnTypes = {}
+
+
+def _named_tuple(op: OpDef, n: int):
+    names = [p for p in op.schemas[-1].returns] if False else None
+    key = (op.name, n)
+    if key not in ReturnTypes:
+        fields = ("values", "indices") if n == 2 else tuple(f"out{i}" for i in range(n))
+        ReturnTypes[key] = collections.namedtuple(op.name, fields)
+    return ReturnTypes[key]
+
+
+def _wrap(op: OpDef, result) -> Any:
+    if isinstance(result, Node):
+        return Tensor(result)
+    if isinstance(result, tuple) and op.schemas and any(len(s.returns) > 1 for s in op.schemas):
+        return _named_tuple(op, len(result))(*(_wrap(op, r) for r in result))
+    if isinstance(result, (list, tuple)):
+        return type(result)(_wrap(op, r) for r in result)
+    return result
+
+
+def _alias(op: OpDef, this: Tensor, args: tuple, kwargs: dict, result):
+    """Results of a view op alias `this`'s base: find each result's ViewSpec into that base."""
+    root = this._base if this._base is not None else this
+    spec = this._spec if this._base is not None else V.contiguous(root.shape)
+    placeholder = Node("param", (), {"slot": -1}, tuple(root.shape), root.dtype)
+    traced = call(op.name, view_of(placeholder, spec), *args[1:], **kwargs)
+
+    def wrap_one(node: Node, probe: Node) -> Tensor:
+        if probe is placeholder:
+            return Tensor(node, root, V.contiguous(root.shape))
+        if probe.op == "view" and probe.inputs[0] is placeholder:
+            return Tensor(node, root, probe.attrs["view"])
+        return Tensor(node)
+
+    if isinstance(result, Node):
+        return wrap_one(result, traced)
+    return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
+
+
+def _can_cast(src: D.DType, dst: D.DType) -> bool:
+    """torch's canCast: no float -> integer and no non-bool -> bool."""
+    return src.category <= dst.category
+
+
+def _assign(op: OpDef, target: Tensor, result: Node, what: str) -> Tensor:
+    from .ir.build import call as build
+    if not _can_cast(result.dtype, target.dtype):
+        raise op_error(RuntimeError, op.name, f"result type {result.dtype.name} can't be cast to the desired "
+                       f"output type {target.dtype.name} ({what})", {"result": result, what: target})
+    if tuple(result.shape) != tuple(target.shape):
+        if what == "out" and target._base is None:
+            pass
+        else:
+            raise op_error(RuntimeError, op.name, f"output with shape {list(target.shape)} doesn't match the "
+                           f"broadcast shape {list(result.shape)}", {"result": result, what: target},
+                           "an in-place op can't change its tensor's shape")
+    if result.dtype is not target.dtype:
+        result = build("to", result, target.dtype)
+    target._rebind(result)
+    return target
+
+
+def _input_alias(kwargs: dict) -> dict:
+    if "input" in kwargs:
+        kwargs = dict(kwargs)
+        kwargs["self"] = kwargs.pop("input")
+    return kwargs
+
+
+def make_function(op: OpDef, name: str):
+    def fn(*args, out=None, **kwargs):
+        kwargs = _input_alias(kwargs)
+        result = call(op.name, *args, **kwargs)
+        if "view" in op.tags and args and isinstance(args[0], Tensor):
+            wrapped = _alias(op, args[0], args, kwargs, result)
+        else:
+            wrapped = _wrap(op, result)
+        if out is not None:
+            if not op.out:
+                raise TypeError(f"{op.name}() got an unexpected keyword argument 'out'")
+            if isinstance(wrapped, tuple):
+                for o, r in zip(out, wrapped):
+                    _assign(op, o, r.node, "out")
+                return out
+            return _assign(op, out, wrapped.node, "out")
+        return wrapped
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = "\n".join(s.text for s in op.schemas)
+    return fn
+
+
+def make_inplace(op: OpDef, name: str):
+    def method(self: Tensor, *args, **kwargs):
+        result = call(op.name, self, *args, **kwargs)
+        return _assign(op, self, result, "self")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place {op.name}: " + "\n".join(s.text for s in op.schemas)
+    return method
+
+
+def make_operator(op: OpDef, dunder: str):
+    fn = make_function(op, op.name)
+    if dunder.startswith("__i"):
+        inplace = make_inplace(op, dunder)
+        return inplace
+    if dunder.startswith("__r") and dunder not in ("__rshift__",):
+        def reflected(self, other):
+            return fn(other, self)
+        reflected.__name__ = dunder
+        return reflected
+
+    def operator(self, *args):
+        return fn(self, *args)
+    operator.__name__ = dunder
+    return operator
+
+
+def install(namespace: dict, nn_namespace: dict) -> None:
+    """Put every registry op into the module namespace, on Tensor, and into nn.functional."""
+    seen = set()
+    for name, op in ops().items():
+        fn = make_function(op, name)
+        if "function" in op.variants:
+            namespace.setdefault(name, fn)
+        if "method" in op.variants and not hasattr(Tensor, name):
+            setattr(Tensor, name, fn)
+        if op.nn:
+            nn_namespace[name] = fn
+        if op.inplace and "method" in op.variants:
+            setattr(Tensor, name + "_", make_inplace(op, name + "_"))
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        for dunder in op.operators:
+            setattr(Tensor, dunder, make_operator(op, dunder))

@@ -1,0 +1,304 @@
+"""Building IR nodes from an op name and arguments: `call("add", x, y, alpha=2)`.
+
+`call` binds the arguments against the op's schema overloads (first fit wins), turns Python numbers
+in tensor positions into scalar leaves, runs the op's meta rule and creates the node.  The Tensor
+API, the decompositions and the tests all build nodes through here, so every node in any graph
+has been shape- and dtype-checked by the same rules.
+
+Ops whose result is more than one plain node (views, split, max with indices, indexing) name a
+builder in the registry; BUILDERS maps those names to functions of (op, schema, args).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import dtypes as D
+from . import meta
+from . import views as V
+from .errors import op_error, wrap_dim
+from .node import Node
+from .registry import OpDef, get
+from .schema import Schema, SchemaError
+
+Args = dict[str, Any]
+BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
+
+TENSORISH = ("Tensor", "Scalar")
+
+
+def builder(name: str):
+    def register(fn):
+        BUILDERS[name] = fn
+        return fn
+    return register
+
+
+def scalar(value) -> Node:
+    """A Python number as a scalar leaf: its value is a runtime argument, not structure."""
+    if isinstance(value, bool):
+        return Node.scalar(bool(value), D.bool_)
+    if isinstance(value, int):
+        return Node.scalar(int(value), D.int64)
+    if isinstance(value, float):
+        return Node.scalar(float(value), D.float64)
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return scalar(value.item())
+    raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
+
+
+def as_node(value) -> Node:
+    if isinstance(value, Node):
+        return value
+    node = getattr(value, "node", None)
+    if isinstance(node, Node):
+        return node
+    return scalar(value)
+
+
+def bind(op: OpDef, args: tuple, kwargs: dict) -> tuple[Schema, Args]:
+    """The first schema overload the call fits, and the bound arguments."""
+    errors = []
+    for schema in op.schemas:
+        try:
+            return schema, schema.bind(args, kwargs)
+        except SchemaError as e:
+            errors.append(e)
+    if len(errors) == 1:
+        raise errors[0]
+    lines = "\n".join(f"  {s.text}" for s in op.schemas)
+    raise TypeError(f"{op.name}(): the arguments match no overload; valid forms are:\n{lines}")
+
+
+def call(name: str, *args, **kwargs):
+    """Build the node (or nodes) of op `name` applied to `args` (nodes, tensors or Python values)."""
+    op = get(name)
+    schema, a = bind(op, args, kwargs)
+    for p in schema.params:
+        v = a[p.name]
+        if p.base in TENSORISH and v is not None and not (p.base == "Scalar" and _is_default(p, v)):
+            a[p.name] = as_node(v)
+        elif p.base == "Tensor[]" and v is not None:
+            a[p.name] = tuple(as_node(t) for t in v)
+    return BUILDERS[op.build](op, schema, a)
+
+
+def _is_default(p, v) -> bool:
+    return p.has_default and type(v) is type(p.default) and v == p.default
+
+
+@builder("generic")
+def generic(op: OpDef, schema: Schema, a: Args) -> Node:
+    """One node: tensor and runtime-scalar arguments become inputs, the rest attributes."""
+    shape, dtype = meta.run(op, a)
+    inputs, attrs = [], {}
+    for p in schema.params:
+        v = a[p.name]
+        if isinstance(v, Node):
+            inputs.append(v)
+        elif p.base == "Tensor[]" and v is not None:
+            inputs.extend(v)
+            attrs[p.name] = len(v)
+        else:
+            attrs[p.name] = tuple(v) if isinstance(v, list) else v
+    return Node(op.name, tuple(inputs), attrs, shape, dtype)
+
+
+def named_inputs(node: Node) -> dict[str, Any]:
+    """A generic node's arguments by schema name: inputs as nodes, attributes as values."""
+    op = get(node.op)
+    schema = next((s for s in op.schemas if all(p.name in node.attrs or p.base in TENSORISH + ("Tensor[]",)
+                                               for p in s.params)), op.schemas[0])
+    out, it = {}, iter(node.inputs)
+    for p in schema.params:
+        if p.base == "Tensor[]":
+            out[p.name] = tuple(next(it) for _ in range(node.attrs[p.name]))
+        elif p.name in node.attrs:
+            out[p.name] = node.attrs[p.name]
+        else:
+            out[p.name] = next(it)
+    return out
+
+
+# ---------------------------------------------------------------- views
+
+def base_and_spec(x: Node) -> tuple[Node, V.ViewSpec]:
+    if x.op == "view":
+        return x.inputs[0], x.attrs["view"]
+    return x, V.contiguous(x.shape)
+
+
+def view_of(x: Node, spec: V.ViewSpec) -> Node:
+    """The node reading `x`'s base through `spec` (a spec returned by a views.* function)."""
+    base, _ = base_and_spec(x)
+    if V.is_identity(spec, base.shape):
+        return base
+    return Node("view", (base,), {"view": spec}, spec.shape, x.dtype)
+
+
+def apply_view(x: Node, fn: Callable[[V.ViewSpec], V.ViewSpec | None]) -> Node:
+    """Apply a views.* function to x; if the result can't be a view, read a contiguous copy."""
+    _, spec = base_and_spec(x)
+    new = fn(spec)
+    if new is None:
+        x = contiguous(x)
+        new = fn(V.contiguous(x.shape))
+    return view_of(x, new)
+
+
+def contiguous(x: Node) -> Node:
+    """A node whose value is x laid out contiguously (x itself if it is not a view)."""
+    if x.op != "view":
+        return x
+    return Node("contiguous", (x,), {}, x.shape, x.dtype)
+
+
+def infer_size(op: str, shape, numel: int, x: Node) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
+    if shape.count(-1) > 1:
+        raise op_error(RuntimeError, op, f"only one dimension can be inferred, got shape {list(shape)}", {"self": x})
+    if any(s < -1 for s in shape):
+        raise op_error(RuntimeError, op, f"invalid shape dimension in {list(shape)}", {"self": x},
+                       "sizes must be >= 0, or -1 for one inferred dim")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise op_error(RuntimeError, op, f"shape {list(shape)} is invalid for input of size {numel}", {"self": x})
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise op_error(RuntimeError, op, f"shape {list(shape)} is invalid for input of size {numel}", {"self": x},
+                       f"the new shape must have {numel} elements")
+    return shape
+
+
+@builder("reshape")
+def reshape(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    shape = infer_size(op.name, a.get("shape", a.get("size")), x.numel, x)
+    if op.name == "view":
+        _, spec = base_and_spec(x)
+        new = V.reshape(spec, shape)
+        if new is None:
+            raise op_error(RuntimeError, "view", f"size {list(shape)} is not compatible with the input's strides "
+                           f"{list(spec.strides)}", {"self": x}, "use .reshape(...) instead, which copies")
+        return view_of(x, new)
+    return apply_view(x, lambda s: V.reshape(s, shape))
+
+
+@builder("permute")
+def permute(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    dims = tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in a["dims"])
+    if sorted(dims) != list(range(x.ndim)):
+        raise op_error(RuntimeError, op.name, f"dims {list(a['dims'])} are not a permutation of the "
+                       f"{x.ndim} dims", {"self": x})
+    return apply_view(x, lambda s: V.permute(s, dims))
+
+
+@builder("transpose")
+def transpose(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    if x.ndim < 2 and op.name == "t":
+        return x
+    if op.name == "t":
+        if x.ndim > 2:
+            raise op_error(RuntimeError, "t", f"expects a tensor with <= 2 dims, but self is {x.ndim}-d",
+                           {"self": x}, "use transpose(dim0, dim1) or .mT")
+        d0, d1 = 0, 1
+    else:
+        d0, d1 = (wrap_dim(op.name, a[k], x.ndim, {"self": x}) for k in ("dim0", "dim1"))
+    dims = list(range(x.ndim))
+    if dims:
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return apply_view(x, lambda s: V.permute(s, tuple(dims)))
+
+
+@builder("expand")
+def expand(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    size = a.get("size", a.get("shape"))
+    size = (size,) if isinstance(size, int) else tuple(size)
+    lead = len(size) - x.ndim
+    if lead < 0:
+        raise op_error(RuntimeError, op.name, f"the number of sizes ({len(size)}) must be at least the number "
+                       f"of dims ({x.ndim})", {"self": x})
+    shape = []
+    for i, s in enumerate(size):
+        old = x.shape[i - lead] if i >= lead else None
+        if s == -1:
+            if old is None:
+                raise op_error(RuntimeError, op.name, f"-1 is not allowed for a new leading dim {i}", {"self": x})
+            s = old
+        if old is not None and old != 1 and old != s:
+            raise op_error(RuntimeError, op.name, f"the size of dim {i - lead} ({old}) must match the target "
+                           f"size {s} (target {list(size)})", {"self": x}, "only size-1 dims can be expanded")
+        shape.append(s)
+    return apply_view(x, lambda spec: V.expand(spec, tuple(shape)))
+
+
+@builder("squeeze")
+def squeeze(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    dim = a.get("dim")
+    dims = tuple(range(x.ndim)) if dim is None else \
+        tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in ((dim,) if isinstance(dim, int) else dim))
+    if x.ndim == 0:
+        return x
+    return apply_view(x, lambda s: V.squeeze(s, dims))
+
+
+@builder("unsqueeze")
+def unsqueeze(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    d = wrap_dim(op.name, a["dim"], x.ndim + 1, {"self": x})
+    return apply_view(x, lambda s: V.unsqueeze(s, d))
+
+
+@builder("narrow")
+def narrow(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    if x.ndim == 0:
+        raise op_error(RuntimeError, op.name, "cannot be applied to a 0-d tensor", {"self": x})
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    start, length = a["start"], a["length"]
+    if start < 0:
+        start += x.shape[d]
+    if not (0 <= start <= x.shape[d] and 0 <= length and start + length <= x.shape[d]):
+        raise op_error(IndexError, op.name, f"start {a['start']} + length {length} exceeds dim {d} of size "
+                       f"{x.shape[d]}", {"self": x})
+    return apply_view(x, lambda s: V.slice_dim(s, d, start, start + length, 1))
+
+
+@builder("select")
+def select(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    if x.ndim == 0:
+        raise op_error(IndexError, op.name, "cannot select from a 0-d tensor", {"self": x})
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    i = a["index"]
+    if not -x.shape[d] <= i < x.shape[d]:
+        raise op_error(IndexError, op.name, f"index {i} is out of bounds for dim {d} with size {x.shape[d]}",
+                       {"self": x})
+    return apply_view(x, lambda s: V.select(s, d, i % x.shape[d]))
+
+
+def slice_node(x: Node, d: int, start, stop, step: int) -> Node:
+    """x[..., start:stop:step, ...] along dim d, with Python's clamping of start/stop."""
+    if step <= 0:
+        raise op_error(ValueError, "slice", f"step must be greater than zero, got {step}", {"self": x},
+                       "use flip() to reverse")
+    start, stop, _ = slice(start, stop, step).indices(x.shape[d])
+    stop = max(stop, start)
+    return apply_view(x, lambda s: V.slice_dim(s, d, start, stop, step))
+
+
+@builder("flip")
+def flip(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    dims = a["dims"]
+    dims = tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in ((dims,) if isinstance(dims, int) else dims))
+    if x.ndim == 0:
+        return x
+    return apply_view(x, lambda s: V.flip(s, dims))

@@ -1,0 +1,41 @@
+"""Meta rules of reductions: dims, keepdim and the result dtype policy."""
+from __future__ import annotations
+
+from .. import dtypes as D
+from ..dtypes import DType
+from ..errors import op_error, wrap_dim
+from ..node import Node
+from ..promotion import Promotion, elementwise_dtypes
+from ..registry import OpDef
+from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank, reduced_shape, rule, tensor_args
+
+_REDUCE_RESULT = {
+    "same": lambda dt: dt,
+    "int_to_long": lambda dt: D.int64 if dt.category != D.FLOATING else dt,
+    "long": lambda dt: D.int64,
+    "bool": lambda dt: D.uint8 if dt is D.uint8 else D.bool_,
+    "int_to_float": lambda dt: dt if dt.is_floating_point else D.default_float,
+    "float_only": lambda dt: dt,
+}
+
+
+@rule("reduction")
+def reduction(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    x: Node = a["self"]
+    nodes = {"self": x}
+    check_allowed(op, a, nodes)
+    dims = normalize_dims(op.name, a.get("dim"), x.ndim, nodes)
+    a["dim"] = dims
+    keepdim = bool(a.get("keepdim", False))
+    policy = op.meta_arg("result", "same")
+    dtype = a.get("dtype")
+    out = D.as_dtype(dtype) if dtype is not None else _REDUCE_RESULT[policy](x.dtype)
+    if policy == "float_only" and dtype is None and not x.dtype.is_floating_point:
+        raise op_error(RuntimeError, op.name, f"could not infer the output dtype from {x.dtype.name}", nodes,
+                       "the input must have a floating point dtype, or pass dtype=")
+    if op.meta_arg("nonempty") and any(x.shape[d] == 0 for d in dims) or (op.meta_arg("nonempty") and x.numel == 0):
+        raise op_error(IndexError, op.name, "cannot reduce over a zero-size dimension: the op has no identity",
+                       nodes, "reduce over non-empty dims, or use sum/prod")
+    return reduced_shape(x.shape, dims, keepdim), out
+
+

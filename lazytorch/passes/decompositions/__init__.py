@@ -1,0 +1,51 @@
+"""Decompositions: composite ops written in terms of primitive ops, one function per op.
+
+A decomposition receives the composite node's arguments by schema name (ir.build.named_inputs)
+and returns the replacement node, built with ir.build.call so every intermediate is checked by
+the meta rules.  Forms are the numerically stable ones torch uses (max-subtracted softmax,
+log-sum-exp) and compute in the opmath dtype (float32 for half types), casting back at the end.
+The primitive set they lower to is listed in docs/architecture.md.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ...ir import dtypes as D
+from ...ir.build import call as B
+from ...ir.node import Node
+
+DECOMPOSITIONS: dict[str, Callable[..., Node]] = {}
+
+
+def decomposes(*names: str):
+    def register(fn):
+        for n in names:
+            DECOMPOSITIONS[n] = fn
+        return fn
+    return register
+
+
+def opmath(x: Node) -> Node:
+    """x in the dtype arithmetic should run in (half types widen to float32)."""
+    if x.dtype in (D.float16, D.bfloat16):
+        return B("to", x, D.float32)
+    return x
+
+
+def back(x: Node, dtype: D.DType) -> Node:
+    return x if x.dtype is dtype else B("to", x, dtype)
+
+
+@decomposes("softmax")
+def softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
+    x = opmath(B("to", self, dtype) if dtype is not None else self)
+    shifted = B("sub", x, B("amax", x, dim, True))
+    e = B("exp", shifted)
+    return back(B("div", e, B("sum", e, dim, True)), node.dtype)
+
+
+@decomposes("log_softmax")
+def log_softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
+    x = opmath(B("to", self, dtype) if dtype is not None else self)
+    shifted = B("sub", x, B("amax", x, dim, True))
+    return back(B("sub", shifted, B("log", B("sum", B("exp", shifted), dim, True))), node.dtype)

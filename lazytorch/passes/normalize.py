@@ -1,0 +1,24 @@
+"""Normalisation: copy a pending program with its leaves replaced by numbered `param` nodes.
+
+The compiled program must not hold the user's buffers or scalar values (the graph cache keeps it
+for later calls with other data), so leaf i of the program becomes param(slot=i), which remembers
+only whether it was a buffer or a scalar.
+"""
+from __future__ import annotations
+
+from ..ir.node import Node
+
+
+def normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[Node]]:
+    """(params, roots) of a copy of the program `order` whose leaves are params."""
+    copies: dict[int, Node] = {}
+    params: list[Node] = []
+    for n in order:
+        if n.is_leaf:
+            kind = "scalar" if n.op == "scalar" else "buffer"
+            new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
+            params.append(new)
+        else:
+            new = Node(n.op, tuple(copies[id(i)] for i in n.inputs), n.attrs, n.shape, n.dtype)
+        copies[id(n)] = new
+    return params, [copies[id(r)] for r in roots]

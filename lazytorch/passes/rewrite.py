@@ -1,0 +1,45 @@
+"""The one graph-rewriting mechanism every pass uses.
+
+`rewrite(roots, fn)` visits nodes bottom-up (iteratively: no recursion limits).  Each node is first
+rebuilt over its already-rewritten inputs, then `fn` may return a replacement (built from any
+nodes, e.g. through ir.build.call) or None to keep it.  Replacements are rewritten too, so a rule
+can produce nodes that other rules then lower further.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir.graph import toposort
+from ..ir.node import Node
+
+Rule = Callable[[Node], "Node | None"]
+
+
+def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
+    """The node over new inputs (itself when they are unchanged)."""
+    if all(a is b for a, b in zip(inputs, node.inputs)):
+        return node
+    new = Node(node.op, inputs, node.attrs, node.shape, node.dtype)
+    new.buffer, new.value = node.buffer, node.value
+    return new
+
+
+def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
+    done: dict[int, Node] = {}
+    for node in toposort(roots):
+        done[id(node)] = _rewrite_one(node, fn, done, max_depth)
+    return [done[id(r)] for r in roots]
+
+
+def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Node:
+    new = with_inputs(node, tuple(done[id(i)] for i in node.inputs))
+    out = fn(new)
+    if out is None or out is new:
+        return new
+    if depth == 0:
+        raise RecursionError(f"rewrite of {node.op} did not settle")
+    # the replacement's own new nodes are rewritten as well
+    for inner in toposort([out]):
+        if id(inner) not in done:
+            done[id(inner)] = _rewrite_one(inner, fn, done, depth - 1)
+    return done[id(out)]

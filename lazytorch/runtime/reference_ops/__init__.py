@@ -1,0 +1,44 @@
+"""The reference executor's op table: numpy implementations of the primitive ops.
+
+Ops are grouped by family in this package's modules (pointwise.py, reduction.py, views.py, ...);
+importing the package registers them all.  Each entry takes the node and its inputs' host arrays (storage form) and returns the node's value
+in storage form.  These are the oracle for generated kernels and the fallback for ops without
+one; they favour clarity and torch's exact semantics over speed.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from ...ir import dtypes as D
+from ...ir import views as V
+from ...ir.meta import compute_dtype
+from ...ir.node import Node
+from ...ir.registry import get
+
+REF: dict[str, Callable] = {}
+
+
+def ref(*names: str):
+    def register(fn):
+        for n in names:
+            REF[n] = fn
+        return fn
+    return register
+
+
+def np_compute(arr: np.ndarray, src: D.DType, dst: D.DType) -> np.ndarray:
+    """Host array of dtype src as numpy values of compute dtype dst."""
+    vals = D.to_compute(np.asarray(arr), src)
+    if dst is D.bfloat16 or dst is D.float16:
+        dst = D.float32
+    return vals.astype(dst.np if dst is not D.bfloat16 else np.float32, copy=False)
+
+
+def finish(values, node: Node) -> np.ndarray:
+    return np.ascontiguousarray(np.broadcast_to(D.from_compute(values, node.dtype), node.shape))
+
+
+from . import pointwise, reduction, views  # noqa: E402,F401  (register the implementations)

@@ -1,0 +1,140 @@
+"""Reference implementations of pointwise ops."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import dtypes as D
+from ...ir import views as V
+from ...ir.meta import compute_dtype
+from ...ir.node import Node
+from ...ir.registry import get
+from . import REF, finish, np_compute, ref
+
+# ---------------------------------------------------------------- pointwise
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+def _round_half_even(x):
+    return np.round(x)
+
+
+def _sign(x):
+    return np.sign(x)
+
+
+def _floor_divide(a, b):
+    if a.dtype.kind in "iu":
+        with np.errstate(divide="ignore"):
+            if np.any(b == 0):
+                raise ZeroDivisionError("floor_divide: integer division by zero")
+            return np.floor_divide(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)
+
+
+def _remainder(a, b):
+    if a.dtype.kind in "iu" and np.any(b == 0):
+        raise ZeroDivisionError("remainder: integer division by zero")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.mod(a, b)
+
+
+def _fmod(a, b):
+    if a.dtype.kind in "iu" and np.any(b == 0):
+        raise ZeroDivisionError("fmod: integer division by zero")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmod(a, b)
+
+
+def _div_trunc(a, b):
+    if a.dtype.kind in "iu":
+        if np.any(b == 0):
+            raise ZeroDivisionError("div: integer division by zero")
+        q = np.abs(a) // np.abs(b)
+        return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.trunc(a / b)
+
+
+def _pow(a, b):
+    if a.dtype.kind in "iu":
+        if np.any(b < 0):
+            raise ValueError("pow: integers to negative integer powers are not allowed")
+        return np.power(a, b)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.power(a, b)
+
+
+UNARY = {
+    "neg": np.negative, "abs": np.abs, "sign": _sign, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
+    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "erf": _erf, "floor": np.floor, "ceil": np.ceil,
+    "round": _round_half_even, "trunc": np.trunc, "isnan": np.isnan, "isinf": np.isinf,
+    "isfinite": np.isfinite, "logical_not": np.logical_not, "bitwise_not": np.invert,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floor_divide": _floor_divide, "remainder": _remainder, "fmod": _fmod, "pow": _pow,
+    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor, "div_trunc": _div_trunc, "div_floor": _floor_divide,
+}
+
+
+def _pointwise(fn):
+    def run(node: Node, *arrays):
+        op = get(node.op)
+        ct = compute_dtype(op, list(node.inputs))
+        args = [np_compute(a, n.dtype, ct) for a, n in zip(arrays, node.inputs)]
+        with np.errstate(all="ignore"):
+            out = fn(*args)
+        return finish(out, node)
+    return run
+
+
+for _name, _fn in {**UNARY, **BINARY}.items():
+    REF[_name] = _pointwise(_fn)
+
+
+@ref("where")
+def _where(node: Node, cond, a, b):
+    ct = node.dtype
+    return finish(np.where(cond.astype(bool), np_compute(a, node.inputs[1].dtype, ct),
+                           np_compute(b, node.inputs[2].dtype, ct)), node)
+
+
+@ref("to")
+def _to(node: Node, x):
+    src = node.inputs[0].dtype
+    vals = D.to_compute(x, src)
+    if node.dtype.category == D.INTEGER and src.is_floating_point:
+        with np.errstate(invalid="ignore"):
+            vals = np.trunc(vals)
+    if node.dtype.is_bool:
+        return finish(vals != 0, node)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return finish(vals, node)
+
+
+@ref("full")
+def _full(node: Node, value):
+    return finish(np.full(node.shape, np_compute(value, node.inputs[0].dtype, node.dtype)), node)
+
+
+@ref("iota")
+def _iota(node: Node):
+    dim = node.attrs["dim"]
+    shape = [1] * len(node.shape)
+    shape[dim] = node.shape[dim]
+    return finish(np.arange(node.shape[dim], dtype=np.int64).reshape(shape), node)
+
+

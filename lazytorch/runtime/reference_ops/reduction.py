@@ -1,0 +1,63 @@
+"""Reference implementations of reductions."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import dtypes as D
+from ...ir import views as V
+from ...ir.meta import compute_dtype
+from ...ir.node import Node
+from ...ir.registry import get
+from . import REF, finish, np_compute, ref
+
+# ---------------------------------------------------------------- reductions
+
+def _reduce(fn, identity=None):
+    def run(node: Node, x):
+        dims = node.attrs["dim"]
+        keep = node.attrs.get("keepdim", False)
+        src = node.inputs[0].dtype
+        acc = node.dtype if node.dtype.category != D.FLOATING else D.float64 if node.dtype is D.float64 else D.float32
+        vals = np_compute(x, src, acc) if src.category != D.BOOL or acc.category != D.BOOL else x
+        with np.errstate(all="ignore"):
+            out = fn(vals, axis=dims, keepdims=keep) if x.ndim else fn(vals.reshape(1), axis=0,
+                                                                        keepdims=False).reshape(())
+        return finish(out, node)
+    return run
+
+
+REF["sum"] = _reduce(np.sum)
+REF["prod"] = _reduce(np.prod)
+REF["amax"] = _reduce(np.max)
+REF["amin"] = _reduce(np.min)
+REF["any"] = _reduce(np.any)
+REF["all"] = _reduce(np.all)
+
+
+def _argreduce(fn):
+    def run(node: Node, x):
+        dims = node.attrs["dim"]
+        vals = D.to_compute(x, node.inputs[0].dtype)
+        keep = node.attrs.get("keepdim", False)
+        if x.ndim == 0:
+            return np.zeros((), np.int64)
+        if len(dims) == x.ndim and len(dims) != 1:
+            out = fn(vals.reshape(-1), axis=0)
+            return finish(np.reshape(out, (1,) * x.ndim if keep else ()), node)
+        # torch returns the first NaN (argmax treats NaN as largest)
+        d = dims[0]
+        if vals.dtype.kind == "f" and np.isnan(vals).any():
+            nan = np.isnan(vals)
+            out = np.where(nan.any(axis=d), np.argmax(nan, axis=d), fn(np.where(nan, 0, vals), axis=d))
+        else:
+            out = fn(vals, axis=d)
+        if keep:
+            out = np.expand_dims(out, d)
+        return finish(out, node)
+    return run
+
+
+REF["argmax"] = _argreduce(np.argmax)
+REF["argmin"] = _argreduce(np.argmin)
