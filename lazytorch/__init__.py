@@ -22,6 +22,9 @@ from .ir.printer import dump_nodes as _dump_nodes
 from .ir.printer import to_dot as _to_dot
 from .ir.promotion import promote_types
 from .realize import eval_tensors as _eval_tensors
+from .codegen.show import show_kernels
+from .graph_cache import cache_clear, cache_info, set_cache_size
+from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend
 from .runtime import set_backend
 from .tensor import Size, Tensor
@@ -46,11 +49,10 @@ def dump(*tensors: Tensor, after: str | None = None) -> str:
     """The IR of the tensors' pending programs, one line per node (after pass `after`, if given)."""
     roots = [t.node for t in tensors]
     if after is not None:
-        from .passes.pipeline import run
         from .ir.graph import toposort
         from .passes.normalize import normalize
-        _, roots = normalize(toposort(roots), roots)
-        roots = run(roots, until=after)
+        from .passes.pipeline import dump_after
+        return dump_after(*normalize(toposort(roots), roots), after=after)
     return _dump_nodes(roots)
 
 
@@ -71,3 +73,9 @@ def result_type(*args) -> DType:
 
 def is_tensor(x) -> bool:  # noqa: D103
     return isinstance(x, Tensor)
+
+
+def kernel_plan(*tensors: Tensor):
+    """The KernelPlan the tensors' pending program compiles to, without running it."""
+    from .realize import kernel_plan as _kernel_plan
+    return _kernel_plan(tensors)

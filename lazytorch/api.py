@@ -11,11 +11,11 @@ from typing import Any
 
 from .ir import dtypes as D
 from .ir import views as V
-from .ir.build import call, view_of
+from .ir.build import call
 from .ir.errors import op_error
 from .ir.node import Node
 from .ir.registry import OpDef, ops
-from .tensor import Tensor
+from .tensor import Tensor, alias
 
 ReturnTypes = {}
 
@@ -37,25 +37,6 @@ def _wrap(op: OpDef, result) -> Any:
     if isinstance(result, (list, tuple)):
         return type(result)(_wrap(op, r) for r in result)
     return result
-
-
-def _alias(op: OpDef, this: Tensor, args: tuple, kwargs: dict, result):
-    """Results of a view op alias `this`'s base: find each result's ViewSpec into that base."""
-    root = this._base if this._base is not None else this
-    spec = this._spec if this._base is not None else V.contiguous(root.shape)
-    placeholder = Node("param", (), {"slot": -1}, tuple(root.shape), root.dtype)
-    traced = call(op.name, view_of(placeholder, spec), *args[1:], **kwargs)
-
-    def wrap_one(node: Node, probe: Node) -> Tensor:
-        if probe is placeholder:
-            return Tensor(node, root, V.contiguous(root.shape))
-        if probe.op == "view" and probe.inputs[0] is placeholder:
-            return Tensor(node, root, probe.attrs["view"])
-        return Tensor(node)
-
-    if isinstance(result, Node):
-        return wrap_one(result, traced)
-    return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
 
 
 def _can_cast(src: D.DType, dst: D.DType) -> bool:
@@ -91,11 +72,13 @@ def _input_alias(kwargs: dict) -> dict:
 def make_function(op: OpDef, name: str):
     def fn(*args, out=None, **kwargs):
         kwargs = _input_alias(kwargs)
-        result = call(op.name, *args, **kwargs)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
-            wrapped = _alias(op, args[0], args, kwargs, result)
+            wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
+        elif "view" in op.tags and isinstance(kwargs.get("self"), Tensor):
+            this, rest = kwargs["self"], {k: v for k, v in kwargs.items() if k != "self"}
+            wrapped = alias(this, lambda node: call(op.name, node, *args, **rest))
         else:
-            wrapped = _wrap(op, result)
+            wrapped = _wrap(op, call(op.name, *args, **kwargs))
         if out is not None:
             if not op.out:
                 raise TypeError(f"{op.name}() got an unexpected keyword argument 'out'")
@@ -121,7 +104,7 @@ def make_inplace(op: OpDef, name: str):
 
 def make_operator(op: OpDef, dunder: str):
     fn = make_function(op, op.name)
-    if dunder.startswith("__i"):
+    if dunder.startswith("__i") and dunder != "__invert__":   # __invert__ (~x) is not in-place
         inplace = make_inplace(op, dunder)
         return inplace
     if dunder.startswith("__r") and dunder not in ("__rshift__",):

@@ -21,7 +21,7 @@ def _infer_dtype(data) -> D.DType:
 
 def from_host(arr: np.ndarray, dtype: D.DType) -> Tensor:
     """A tensor owning a contiguous host array already in dtype's storage form."""
-    arr = np.ascontiguousarray(arr)
+    arr = np.ascontiguousarray(arr).reshape(arr.shape)    # reshape: ascontiguousarray makes 0-d 1-d
     return Tensor(Node.from_buffer(arr, tuple(arr.shape), dtype))
 
 

@@ -1,63 +1,65 @@
 """Evaluation: turn pending lazy nodes into buffers.
 
-eval_tensors collects the pending roots of the given tensors, looks the program up in the graph
-cache (keyed on structure, not data), compiles it through the passes on a miss, runs it on the
-current leaf values, and replaces each root by its buffer so the graph is cut there.
+eval_nodes collects the pending roots, looks the program up in the graph cache (graph_cache.py,
+keyed on structure and backend, not data), compiles it on a miss (normalize leaves to params, the
+passes, fusion into a KernelPlan, backend.prepare), runs it on the current leaf buffers and scalar
+values, and replaces each root by its buffer so the graph is cut there.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
+from .graph_cache import CACHE
 from .ir import dtypes as D
 from .ir.graph import structural_key, toposort
 from .ir.node import Node
-from .passes import pipeline
 from .passes.normalize import normalize
-from .runtime import backend_name
-from .runtime.reference import execute
+from .passes.pipeline import compile_plan
+from .passes.plan import KernelPlan
+from .runtime import backend_name, get_backend
 
 
-class Program:
-    """A compiled program: runs on leaf values (buffers and scalars) and returns root values."""
+class Compiled:
+    """A cached program: its plan and the backend's executable for it."""
 
-    def __init__(self, params: list[Node], roots: list[Node]):
-        self.params = params
-        self.roots = roots
-        self.order = toposort(roots)
+    __slots__ = ("plan", "executable")
 
-    def run(self, values: list) -> list[np.ndarray]:
-        env = {}
-        for p, v in zip(self.params, values):
-            env[id(p)] = np.asarray(v, dtype=p.dtype.np) if p.attrs["kind"] == "scalar" else v
-        execute(self.order, env)
-        return [env[id(r)] for r in self.roots]
+    def __init__(self, plan: KernelPlan, executable: Any):
+        self.plan, self.executable = plan, executable
 
 
-def compile_program(order: list[Node], roots: list[Node]) -> Program:
+def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:
     params, norm_roots = normalize(order, roots)
-    return Program(params, pipeline.run(norm_roots))
+    plan = compile_plan(params, norm_roots)
+    plan.backend = backend or backend_name()
+    return plan
 
 
-_cache: dict = {}
-
-
-def eval_nodes(nodes: Iterable[Node]) -> None:
+def pending_roots(nodes: Iterable[Node]) -> list[Node]:
     roots, seen = [], set()
     for n in nodes:
         if not n.realized and id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
+    return roots
+
+
+def eval_nodes(nodes: Iterable[Node]) -> None:
+    roots = pending_roots(nodes)
     if not roots:
         return
     order = toposort(roots)
-    key = (structural_key(order), backend_name())
-    program = _cache.get(key)
-    if program is None:
-        program = _cache[key] = compile_program(order, roots)
-    leaves = [n for n in order if n.is_leaf]
-    outs = program.run([n.buffer if n.op == "buffer" else n.value for n in leaves])
+    name = backend_name()
+
+    def compile_program() -> Compiled:
+        plan = plan_for(order, roots, name)
+        return Compiled(plan, get_backend(name).prepare(plan))
+
+    program = CACHE.get_or_compile((structural_key(order), name), compile_program)
+    args = [n.buffer if n.op == "buffer" else n.value for n in order if n.is_leaf]
+    outs = program.executable.run(args)
     for node, buf in zip(roots, outs):
         node.realize(buf)
 
@@ -66,10 +68,15 @@ def eval_tensors(tensors) -> None:
     eval_nodes(t.node for t in tensors)
 
 
+def kernel_plan(tensors) -> KernelPlan:
+    """The plan the tensors' pending program compiles to, without running it (not cached)."""
+    roots = pending_roots(t.node for t in tensors)
+    return plan_for(toposort(roots), roots)
+
+
 def host_value(node: Node) -> np.ndarray:
     """A realized node's value as a numpy array (bfloat16 widened to float32 for the user)."""
-    buf = node.buffer
-    arr = np.asarray(buf)
+    arr = np.asarray(node.buffer)
     if node.dtype is D.bfloat16:
         return D.bf16_to_f32(arr)
     return arr

@@ -8,7 +8,7 @@ their node when the base is mutated, and an in-place op on them writes through i
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -146,14 +146,14 @@ class Tensor:
 
     def to_mlx(self):
         import mlx.core as mx
-        arr = self.numpy()
+        arr = self.numpy()                     # bfloat16 arrives widened to float32
         if self.dtype is D.bfloat16:
-            return mx.array(D.bf16_to_f32(arr)).astype(mx.bfloat16)
+            return mx.array(arr).astype(mx.bfloat16)
         return mx.array(arr)
 
     def __repr__(self) -> str:
         arr = self.numpy()
-        body = np.array2string(arr, separator=", ", threshold=1000, precision=4)
+        body = np.array2string(arr, separator=", ", threshold=1000, precision=4, prefix="tensor(")
         suffix = "" if self.dtype in (D.float32, D.int64, D.bool_) else f", dtype=lazytorch.{self.dtype.name}"
         return f"tensor({body}{suffix})"
 
@@ -165,12 +165,42 @@ class Tensor:
     def type_str(self) -> str:
         return type_str(self._node)
 
+    # ---- indexing (lazytorch/indexing.py) ----
+    def __getitem__(self, key) -> "Tensor":
+        from .indexing import getitem
+        return getitem(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        from .indexing import setitem
+        setitem(self, key, value)
+
+    # ---- transposes as properties: views, as in torch ----
+    @property
+    def T(self) -> "Tensor":  # noqa: N802  (torch's name)
+        """All dims reversed."""
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":  # noqa: N802  (torch's name)
+        """The last two dims swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            from .ir.errors import op_error
+            raise op_error(RuntimeError, "mT", f"needs a tensor of at least 2 dims, got a {self.ndim}-d one",
+                           {"self": self._node})
+        return self.transpose(-2, -1)
+
+    H = T
+    mH = mT
+
     # ---- torch-compatible odds and ends ----
     def contiguous(self, memory_format=None) -> "Tensor":
+        """self when already contiguous (as torch, the result then aliases self), else a copy."""
+        if self.is_contiguous():
+            return self
         return Tensor(contiguous(self.node))
 
     def is_contiguous(self) -> bool:
-        return self._base is None or V.is_contiguous(self._spec) and self._spec.offset == 0
+        return self._base is None or V.is_contiguous(self._spec)
 
     def clone(self, memory_format=None) -> "Tensor":
         from .ir.build import call
@@ -201,6 +231,30 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
+    """Run `build` (Node -> Node or tuple of Nodes) on this tensor's node and wrap the results.
+
+    Results that are views of this tensor's data alias its root, as torch's views do.  To find each
+    result's ViewSpec into the root, `build` is traced once more over a placeholder for the root.
+    """
+    result = build(this.node)
+    root = this._base if this._base is not None else this
+    spec = this._spec if this._base is not None else V.contiguous(root.shape)
+    placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
+    traced = build(view_of(placeholder, spec))
+
+    def wrap_one(node: Node, probe: Node) -> Tensor:
+        if probe is placeholder:
+            return Tensor(node, root, V.contiguous(root.shape))
+        if probe.op == "view" and probe.inputs[0] is placeholder:
+            return Tensor(node, root, probe.attrs["view"])
+        return Tensor(node)
+
+    if isinstance(result, Node):
+        return wrap_one(result, traced)
+    return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
 
 
 def view_node(base: Node, spec: V.ViewSpec) -> Node:

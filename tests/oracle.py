@@ -72,7 +72,7 @@ def sample(shape, dtype: str = "float32", *, low: float = -3, high: float = 3, s
 
 
 def _run(fn, module, args):
-    return fn(module, *[a.lt if module is lt else a.torch if isinstance(a, Sample) else a for a in args])
+    return fn(module, *[(a.lt if module is lt else a.torch) if isinstance(a, Sample) else a for a in args])
 
 
 def to_numpy(x) -> np.ndarray:
@@ -104,12 +104,34 @@ def assert_same(got, want, atol=None, rtol=None, equal_nan=True, what="result"):
         np.testing.assert_array_equal(g, w, err_msg=what)
 
 
+# Metal GPUs have no float64: there a program reading or producing float64 must fail clearly.
+NO_FLOAT64_BACKENDS = ("metal", "metal-emu")
+
+
 def check(fn, *args, atol=None, rtol=None, equal_nan=True):
     """Run fn(module, *inputs) with lazytorch and with torch and compare the results."""
     want = _run(fn, torch, args)
+    if lt.get_backend() in NO_FLOAT64_BACKENDS and _uses_float64(args, want):
+        return _check_float64_refused(fn, args)
     got = _run(fn, lt, args)
     assert_same(got, want, atol, rtol, equal_nan)
     return got
+
+
+def _uses_float64(args, want) -> bool:
+    tensors = [a.torch for a in args if isinstance(a, Sample)]
+    tensors += list(want) if isinstance(want, (tuple, list)) else [want]
+    return any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tensors)
+
+
+def _check_float64_refused(fn, args) -> None:
+    """On a backend without float64 evaluating the program raises a TypeError naming float64."""
+    import pytest
+    with pytest.raises(TypeError, match="float64"):
+        got = _run(fn, lt, args)
+        for g in got if isinstance(got, (tuple, list)) else [got]:
+            if isinstance(g, lt.Tensor):
+                g.numpy()
 
 
 def check_error(fn, *args, exc=Exception, match: tuple[str, ...] = ()):

@@ -190,9 +190,10 @@ def reshape(op: OpDef, schema: Schema, a: Args) -> Node:
 @builder("permute")
 def permute(op: OpDef, schema: Schema, a: Args) -> Node:
     x = a["self"]
-    dims = tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in a["dims"])
+    given = (a["dims"],) if isinstance(a["dims"], int) else tuple(a["dims"])
+    dims = tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in given)
     if sorted(dims) != list(range(x.ndim)):
-        raise op_error(RuntimeError, op.name, f"dims {list(a['dims'])} are not a permutation of the "
+        raise op_error(RuntimeError, op.name, f"dims {list(given)} are not a permutation of the "
                        f"{x.ndim} dims", {"self": x})
     return apply_view(x, lambda s: V.permute(s, dims))
 
@@ -297,8 +298,90 @@ def slice_node(x: Node, d: int, start, stop, step: int) -> Node:
 @builder("flip")
 def flip(op: OpDef, schema: Schema, a: Args) -> Node:
     x = a["self"]
-    dims = a["dims"]
-    dims = tuple(wrap_dim(op.name, d, x.ndim, {"self": x}) for d in ((dims,) if isinstance(dims, int) else dims))
+    dims = meta.normalize_dims(op.name, a["dims"], x.ndim, {"self": x})   # a repeated dim is an error
     if x.ndim == 0:
         return x
     return apply_view(x, lambda s: V.flip(s, dims))
+
+
+@builder("flatten")
+def flatten(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    if x.ndim == 0:
+        return apply_view(x, lambda s: V.reshape(s, (1,)))
+    start, end = (wrap_dim(op.name, a[k], x.ndim, {"self": x}) for k in ("start_dim", "end_dim"))
+    if start > end:
+        raise op_error(RuntimeError, op.name, f"start_dim {a['start_dim']} comes after end_dim {a['end_dim']}",
+                       {"self": x}, "flatten needs start_dim <= end_dim")
+    n = 1
+    for s in x.shape[start:end + 1]:
+        n *= s
+    shape = x.shape[:start] + (n,) + x.shape[end + 1:]
+    return apply_view(x, lambda s: V.reshape(s, shape))
+
+
+@builder("unflatten")
+def unflatten(op: OpDef, schema: Schema, a: Args) -> Node:
+    x = a["self"]
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    sizes = tuple(a["sizes"]) if not isinstance(a["sizes"], int) else (a["sizes"],)
+    if not sizes:
+        raise op_error(RuntimeError, op.name, "sizes must be non-empty", {"self": x})
+    sizes = infer_size(op.name, sizes, x.shape[d], x)
+    shape = x.shape[:d] + sizes + x.shape[d + 1:]
+    return apply_view(x, lambda s: V.reshape(s, shape))
+
+
+def _split_sizes(op: str, x: Node, d: int, size_or_sections) -> list[int]:
+    n = x.shape[d]
+    if isinstance(size_or_sections, int):
+        size = size_or_sections
+        if size < 0 or (size == 0 and n != 0):
+            raise op_error(RuntimeError, op, f"split_size must be a positive integer, got {size}", {"self": x})
+        if n == 0:
+            return [0]
+        return [min(size, n - i) for i in range(0, n, size)]
+    sections = [int(s) for s in size_or_sections]
+    if any(s < 0 for s in sections) or sum(sections) != n:
+        raise op_error(RuntimeError, op, f"split sizes {sections} must be >= 0 and sum to {n}, the size of "
+                       f"dim {d}", {"self": x})
+    return sections
+
+
+def _pieces(x: Node, d: int, sizes: list[int]) -> tuple[Node, ...]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(apply_view(x, lambda s, start=start, size=size: V.slice_dim(s, d, start, start + size, 1)))
+        start += size
+    return tuple(out)
+
+
+@builder("split")
+def split(op: OpDef, schema: Schema, a: Args) -> tuple[Node, ...]:
+    x = a["self"]
+    if x.ndim == 0:
+        raise op_error(RuntimeError, op.name, "cannot split a 0-d tensor", {"self": x})
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    return _pieces(x, d, _split_sizes(op.name, x, d, a["split_size_or_sections"]))
+
+
+@builder("chunk")
+def chunk(op: OpDef, schema: Schema, a: Args) -> tuple[Node, ...]:
+    x = a["self"]
+    if x.ndim == 0:
+        raise op_error(RuntimeError, op.name, "cannot chunk a 0-d tensor", {"self": x})
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    chunks = a["chunks"]
+    if chunks <= 0:
+        raise op_error(RuntimeError, op.name, f"chunks must be greater than 0, got {chunks}", {"self": x})
+    size = -(-x.shape[d] // chunks)
+    return _pieces(x, d, _split_sizes(op.name, x, d, size))
+
+
+@builder("unbind")
+def unbind(op: OpDef, schema: Schema, a: Args) -> tuple[Node, ...]:
+    x = a["self"]
+    if x.ndim == 0:
+        raise op_error(RuntimeError, op.name, "cannot unbind a 0-d tensor", {"self": x})
+    d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
+    return tuple(apply_view(x, lambda s, i=i: V.select(s, d, i)) for i in range(x.shape[d]))

@@ -1,15 +1,20 @@
 """Builders of the creation ops: lazy fills and index ramps, and seeded random data.
 
+Fills are `full` nodes; ramps (arange, linspace, eye) are pointwise arithmetic on `iota` nodes, so
+neither holds memory until a kernel writes it.
+
 `full` is a pointwise node of a runtime scalar (so zeros and ones of any size cost no memory until
 a kernel writes them); random tensors are drawn on the host from one seeded generator
 (`lazytorch.manual_seed`), since no backend can reproduce torch's generator anyway.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import dtypes as D
-from .build import builder, scalar
+from .build import builder, call, scalar
 from .errors import op_error
 from .node import Node
 from .registry import OpDef
@@ -51,23 +56,127 @@ def _fill_dtype(value, dtype) -> D.DType:
     return D.default_float
 
 
+_CONSTANT = {"zeros": 0.0, "ones": 1.0, "empty": 0.0}     # empty is zero-filled: no garbage reads
+
+
 @builder("full")
 def full(op: OpDef, schema: Schema, a: dict) -> Node:
     size = check_size(op.name, a["size"])
-    value = {"zeros": 0.0, "ones": 1.0}.get(op.name, a.get("fill_value"))
+    value = _CONSTANT.get(op.name, a.get("fill_value"))
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else \
-        D.default_float if op.name in ("zeros", "ones") else _fill_dtype(value, None)
+        D.default_float if op.name in _CONSTANT else _fill_dtype(value, None)
     return fill(size, value, dtype)
+
+
+def _float_dtype(op: str, dtype) -> D.DType:
+    dtype = D.as_dtype(dtype) if dtype is not None else D.default_float
+    if not dtype.is_floating_point:
+        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported", None,
+                       "random floats need a floating point dtype")
+    return dtype
+
+
+def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
+    """rand (uniform [0, 1)) or randn (standard normal) values drawn now from the seeded generator."""
+    g = generator()
+    data = g.standard_normal(size) if op.startswith("randn") else g.random(size)
+    return Node.from_buffer(D.from_compute(data.astype(np.float32 if dtype is not D.float64 else np.float64),
+                                           dtype), size, dtype)
 
 
 @builder("random")
 def random(op: OpDef, schema: Schema, a: dict) -> Node:
+    return random_node(op.name, check_size(op.name, a["size"]), _float_dtype(op.name, a.get("dtype")))
+
+
+@builder("randint")
+def randint(op: OpDef, schema: Schema, a: dict) -> Node:
     size = check_size(op.name, a["size"])
+    low, high = a.get("low", 0), a["high"]
+    if low >= high:
+        raise op_error(RuntimeError, op.name, f"random_ expects 'from' < 'to', got low={low} >= high={high}")
+    dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.int64
+    data = generator().integers(low, high, size=size)
+    return Node.from_buffer(D.from_compute(data, dtype), size, dtype)
+
+
+@builder("like")
+def like(op: OpDef, schema: Schema, a: dict) -> Node:
+    x: Node = a["self"]
+    dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else x.dtype
+    kind = op.name.removesuffix("_like")
+    if kind in ("rand", "randn"):
+        return random_node(kind, x.shape, _float_dtype(op.name, dtype))
+    value = a["fill_value"] if kind == "full" else _CONSTANT[kind]
+    return fill(x.shape, value, dtype)
+
+
+# ---------------------------------------------------------------- index ramps
+
+def iota(shape: tuple[int, ...], dim: int) -> Node:
+    """The int64 index along `dim`, broadcast over `shape` (the primitive ramps are built from)."""
+    return Node("iota", (), {"dim": dim, "size": shape, "dtype": D.int64}, shape, D.int64)
+
+
+def _number(op: str, name: str, v) -> int | float:
+    """A Python number from a scalar argument (a number, a scalar leaf or an evaluated 0-d tensor)."""
+    if isinstance(v, Node):
+        if v.op == "scalar":
+            return v.value
+        if v.realized and v.numel == 1:
+            return np.asarray(D.to_compute(v.buffer, v.dtype)).reshape(()).item()
+        raise op_error(TypeError, op, f"argument '{name}' must be a number, got a lazy tensor", {name: v},
+                       "evaluate it first or pass a Python number")
+    return v
+
+
+def _ramp(n: int, start, step, dtype: D.DType) -> Node:
+    """start + i * step for i in range(n), computed in int64 or float64 and cast to dtype."""
+    i = iota((n,), 0)
+    if all(isinstance(v, int) for v in (start, step)) and not dtype.is_floating_point:
+        values = call("add", call("mul", i, step), start)
+    else:
+        values = call("add", call("mul", call("to", i, D.float64), float(step)), float(start))
+    return values if values.dtype is dtype else call("to", values, dtype)
+
+
+@builder("arange")
+def arange(op: OpDef, schema: Schema, a: dict) -> Node:
+    start, end, step = (_number(op.name, k, a.get(k, d)) for k, d in (("start", 0), ("end", None), ("step", 1)))
+    if step == 0:
+        raise op_error(RuntimeError, op.name, "step must be nonzero", None)
+    if (end - start) * step < 0:
+        raise op_error(RuntimeError, op.name, f"upper bound and larger bound inconsistent with step sign "
+                       f"(start={start}, end={end}, step={step})", None)
+    floating = any(isinstance(v, float) for v in (start, end, step))
+    dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
+    n = math.ceil((end - start) / step)
+    return _ramp(n, start, step, dtype)
+
+
+@builder("linspace")
+def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
+    start, end = (float(_number(op.name, k, a[k])) for k in ("start", "end"))
+    steps = a["steps"]
+    if steps < 0:
+        raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
-    if not dtype.is_floating_point:
-        raise op_error(TypeError, op.name, f"dtype {dtype.name} is not supported", None,
-                       "random floats need a floating point dtype")
-    g = generator()
-    data = g.standard_normal(size) if op.name == "randn" else g.random(size)
-    return Node.from_buffer(D.from_compute(data.astype(np.float32 if dtype is not D.float64 else np.float64),
-                                           dtype), size, dtype)
+    if steps <= 1:
+        return fill((steps,), start, dtype)
+    # torch's symmetric form: the first half counts up from start, the second down from end
+    step = (end - start) / (steps - 1)
+    i = call("to", iota((steps,), 0), D.float64)
+    up = call("add", call("mul", i, step), start)
+    down = call("sub", end, call("mul", call("sub", steps - 1, i), step))
+    values = call("where", call("lt", i, steps // 2), up, down)
+    return values if values.dtype is dtype else call("to", values, dtype)
+
+
+@builder("eye")
+def eye(op: OpDef, schema: Schema, a: dict) -> Node:
+    n = a["n"]
+    m = n if a.get("m") is None else a["m"]
+    shape = check_size(op.name, (n, m))
+    dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
+    diagonal = call("eq", iota(shape, 0), iota(shape, 1))
+    return diagonal if dtype.is_bool else call("to", diagonal, dtype)

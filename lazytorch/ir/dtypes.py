@@ -103,7 +103,7 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.ascontiguousarray(x, dtype=np.float32).reshape(np.shape(x))   # keep 0-d as 0-d
     u = x.view(np.uint32)
     rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .node import Node
+
 _NO_DEFAULT = object()
 _PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?$")
 
@@ -80,6 +82,11 @@ class SchemaError(TypeError):
 
 def _pack_int_list_varargs(positional: list[Param], args: tuple) -> tuple:
     """torch lets `x.view(2, 3)` stand for `x.view((2, 3))` and `zeros(2, 3)` for `zeros((2, 3))`."""
+    # `einsum("ij,jk", a, b)` stands for `einsum("ij,jk", (a, b))` when Tensor[] is the last positional
+    last = len(positional) - 1
+    if positional and positional[-1].base == "Tensor[]" and len(args) > last and \
+            all(hasattr(a, "node") for a in args[last:]):
+        return args[:last] + (tuple(args[last:]),)
     if len(args) <= len(positional):
         return args
     for i, p in enumerate(positional):
@@ -97,9 +104,9 @@ def _fits(p: Param, v) -> bool:
         return p.optional or p.default is None
     base = p.base
     if base in ("Tensor", "Scalar"):
-        return hasattr(v, "node") or isinstance(v, (bool, int, float)) or _is_np_scalar(v)
+        return _is_tensor(v) or isinstance(v, (bool, int, float)) or _is_np_scalar(v)
     if base == "Tensor[]":
-        return isinstance(v, (list, tuple)) and all(hasattr(t, "node") for t in v)
+        return isinstance(v, (list, tuple)) and all(_is_tensor(t) for t in v)
     if base == "int":
         return _is_int(v) and not isinstance(v, bool) or isinstance(v, bool) and p.name in ("diagonal",)
     if base == "int[]":
@@ -111,6 +118,11 @@ def _fits(p: Param, v) -> bool:
     if base == "str":
         return isinstance(v, str)
     return True                                  # ScalarType, Generator, Any: checked by the op
+
+
+def _is_tensor(v) -> bool:
+    """A Tensor (has .node) or an IR Node itself (decompositions and builders call with nodes)."""
+    return hasattr(v, "node") or isinstance(v, Node)
 
 
 def _is_np_scalar(v) -> bool:

@@ -1,26 +1,46 @@
-"""Backends: they compile and launch kernels and own the buffers.  Selected by name."""
+"""Backends: they compile and launch kernels and own the buffers.  Selected by name.
+
+`set_backend(name)` or the LAZYTORCH_BACKEND environment variable picks one (default: reference).
+Each name maps to a factory, imported lazily so that a backend whose toolchain is missing costs
+nothing until it is chosen: an entry is "module:Class" relative to this package, or a callable
+registered with `register_backend`.  runtime/backend.py defines the interface a backend implements.
+"""
 from __future__ import annotations
 
+import importlib
 import os
 import threading
+from typing import Callable
 
-_state = threading.local()
-BACKENDS = ("cpu", "metal", "metal-emu", "cuda", "reference")
+FACTORIES: dict[str, "str | Callable"] = {
+    "reference": ".reference:ReferenceBackend",
+    "cpu": ".cpu:CpuBackend",
+    "metal": ".metal:MetalBackend",
+    "metal-emu": ".metal_emu:MetalEmuBackend",
+    "cuda": ".cuda:CudaBackend",
+}
+BACKENDS = tuple(FACTORIES)
+
+_selected: list = [None]
+_instances: dict = {}
+_lock = threading.Lock()
 
 
 def default_backend() -> str:
-    env = os.environ.get("LAZYTORCH_BACKEND")
-    if env:
-        return env
-    return "reference"
+    return os.environ.get("LAZYTORCH_BACKEND") or "reference"
 
 
-_selected = [None]
+def register_backend(name: str, factory: Callable) -> None:
+    """Make `name` selectable; factory() returns a runtime.backend.Backend."""
+    global BACKENDS
+    FACTORIES[name] = factory
+    BACKENDS = tuple(FACTORIES)
+    _instances.pop(name, None)
 
 
 def set_backend(name: str) -> None:
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend '{name}'; valid: {', '.join(BACKENDS)}")
+    if name not in FACTORIES:
+        raise ValueError(f"unknown backend '{name}'; valid: {', '.join(FACTORIES)}")
     _selected[0] = name
 
 
@@ -28,3 +48,29 @@ def backend_name() -> str:
     if _selected[0] is None:
         _selected[0] = default_backend()
     return _selected[0]
+
+
+def get_backend(name: str | None = None):
+    """The Backend instance for `name` (default: the selected one), created on first use."""
+    name = name or backend_name()
+    inst = _instances.get(name)
+    if inst is not None:
+        return inst
+    with _lock:
+        if name not in _instances:
+            _instances[name] = _create(name)
+        return _instances[name]
+
+
+def _create(name: str):
+    factory = FACTORIES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown backend '{name}'; valid: {', '.join(FACTORIES)}")
+    if isinstance(factory, str):
+        module, _, cls = factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module, __name__), cls)
+        except (ImportError, AttributeError) as e:
+            raise RuntimeError(f"backend '{name}' is not available ({e}); "
+                               f"available: reference") from e
+    return factory()

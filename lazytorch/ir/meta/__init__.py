@@ -107,5 +107,6 @@ def promoted(nodes: list[Node]) -> DType:
     return result_type([(n.dtype, rank(n)) for n in nodes])
 
 
-from . import misc, pointwise, reduction  # noqa: E402,F401  (register the rules)
+from . import linalg, misc, nn, pointwise, reduction, shape_ops  # noqa: E402,F401  (register the rules)
+from . import shape  # noqa: E402,F401  (indexing rules)
 from .pointwise import compute_dtype  # noqa: E402,F401

@@ -11,7 +11,17 @@ from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank
 
 @rule("cast")
 def cast(op: OpDef, a: Args) -> tuple[Shape, DType]:
-    return a["self"].shape, D.as_dtype(a["dtype"])
+    """x.to(dtype): same shape; the dtype is a dtype (any spelling D.as_dtype takes) or a tensor's."""
+    x: Node = a["self"]
+    target = a["dtype"]
+    target = getattr(target, "node", target)
+    if isinstance(target, Node):
+        return x.shape, target.dtype
+    try:
+        return x.shape, D.as_dtype(target)
+    except TypeError:
+        raise op_error(TypeError, op.name, f"{target!r} is not a dtype", {"self": x},
+                       f"valid dtypes: {', '.join(d.name for d in D.ALL)}") from None
 
 
 @rule("same")

@@ -5,19 +5,31 @@ from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
-from ..promotion import Promotion, elementwise_dtypes
+from ..promotion import Promotion, elementwise_dtypes, result_type
 from ..registry import OpDef
 from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank, reduced_shape, rule, tensor_args
 
 @rule("pointwise")
 def pointwise(op: OpDef, a: Args) -> tuple[Shape, DType]:
     nodes = tensor_args(op, a)
-    check_allowed(op, a, nodes)
+    check_promoted_allowed(op, nodes)
     shape = broadcast_shapes(op.name, *(n.shape for n in nodes.values()), args=nodes)
     if op.promotion is Promotion.KEEP:
         return shape, next(iter(nodes.values())).dtype
     _, out = elementwise_dtypes([(n.dtype, rank(n)) for n in nodes.values()], op.promotion)
     return shape, out
+
+
+def check_promoted_allowed(op: OpDef, nodes: dict[str, Node]) -> None:
+    """The op's dtype categories apply to the promoted dtype, as torch dispatches on it: a Python
+    bool may meet an integer tensor in remainder, but a float can't meet anything in bitwise_and."""
+    promoted = result_type([(n.dtype, rank(n)) for n in nodes.values()])
+    if promoted.category not in [CATEGORIES[c] for c in op.allow]:
+        raise op_error(TypeError, op.name, f"dtype {promoted.name} is not supported", nodes,
+                       f"{op.name} accepts {' and '.join(sorted(op.allow))} dtypes")
+
+
+CATEGORIES = {"bool": D.BOOL, "integer": D.INTEGER, "floating": D.FLOATING}
 
 
 def compute_dtype(op: OpDef, nodes: list[Node]) -> DType:
@@ -28,3 +40,132 @@ def compute_dtype(op: OpDef, nodes: list[Node]) -> DType:
     return compute
 
 
+def _number(node: Node) -> bool:
+    return node.op == "scalar" or node.op == "param" and node.attrs.get("kind") == "scalar"
+
+
+def _check_scalar_fits(op: OpDef, name: str, value, result: DType, nodes: dict[str, Node]) -> None:
+    """torch's alpha/value rule: a float scalar can't scale integer tensors, only bool scales bool."""
+    if not isinstance(value, Node):
+        return
+    if value.dtype.is_floating_point and not result.is_floating_point:
+        raise op_error(RuntimeError, op.name, f"for integral input tensors, argument {name} must not be a "
+                       f"floating point number", {**nodes, name: value}, f"pass an integer {name}")
+    if result.is_bool and not value.dtype.is_bool:
+        raise op_error(RuntimeError, op.name, f"for boolean input tensors, argument {name} must be a boolean",
+                       {**nodes, name: value}, f"pass {name}=True or False")
+
+
+@rule("add")
+def add(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """add/sub: pointwise, with torch's checks on alpha and on subtracting bools."""
+    shape, out = pointwise(op, a)
+    nodes = tensor_args(op, a)
+    if op.name == "sub" and any(n.dtype.is_bool for n in nodes.values()):
+        raise op_error(RuntimeError, op.name, "subtraction with a bool operand is not supported", nodes,
+                       "to invert a mask use ~ or logical_not(); for two masks use logical_xor()")
+    _check_scalar_fits(op, "alpha", a.get("alpha"), out, nodes)
+    return shape, out
+
+
+ROUNDING_MODES = (None, "trunc", "floor")
+
+
+@rule("div")
+def div(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """True division promotes integers to float; rounding divisions keep the promoted dtype."""
+    mode = a.get("rounding_mode")
+    nodes = tensor_args(op, a)
+    if mode not in ROUNDING_MODES:
+        raise op_error(ValueError, op.name, f"rounding_mode {mode!r} is not supported", nodes,
+                       "valid modes are None, 'trunc' and 'floor'")
+    check_promoted_allowed(op, nodes)
+    shape = broadcast_shapes(op.name, *(n.shape for n in nodes.values()), args=nodes)
+    kind = Promotion.INT_TO_FLOAT if mode is None else Promotion.DEFAULT
+    _, out = elementwise_dtypes([(n.dtype, rank(n)) for n in nodes.values()], kind)
+    if mode is not None and out.is_bool:
+        raise op_error(RuntimeError, op.name, f"rounding_mode={mode!r} is not supported for bool tensors", nodes,
+                       "cast to an integer dtype first")
+    return shape, out
+
+
+@rule("round")
+def round_(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    shape, out = pointwise(op, a)
+    if a.get("decimals", 0) != 0 and not out.is_floating_point:
+        raise op_error(RuntimeError, op.name, f"decimals={a['decimals']} needs a floating point tensor",
+                       {"self": a["self"]}, "round integers with decimals=0")
+    return shape, out
+
+
+@rule("where")
+def where(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """Shape broadcasts all three; dtype promotes self and other only; the condition must be bool."""
+    cond, nodes = a["condition"], {"self": a["self"], "other": a["other"]}
+    every = {"condition": cond, **nodes}
+    if cond.dtype not in (D.bool_, D.uint8):
+        raise op_error(TypeError, op.name, f"condition must be a bool tensor, got {cond.dtype.name}", every,
+                       "compare to get a condition, e.g. x > 0")
+    shape = broadcast_shapes(op.name, *(n.shape for n in every.values()), args=every)
+    return shape, promoted_dtype(nodes)
+
+
+def promoted_dtype(nodes: dict[str, Node]) -> DType:
+    return elementwise_dtypes([(n.dtype, rank(n)) for n in nodes.values()], Promotion.NO_OPMATH)[1]
+
+
+@rule("clamp")
+def clamp(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    nodes = {k: a[k] for k in ("self", "min", "max") if isinstance(a.get(k), Node)}
+    if len(nodes) == 1:
+        raise op_error(RuntimeError, op.name, "at least one of 'min' or 'max' must not be None", nodes,
+                       "pass min=, max= or both")
+    shape = broadcast_shapes(op.name, *(n.shape for n in nodes.values()), args=nodes)
+    out = promoted_dtype(nodes)
+    if out.is_bool:
+        raise op_error(TypeError, op.name, "dtype bool is not supported", nodes,
+                       "clamp integer or floating point tensors, or bool ones with integer bounds")
+    return shape, out
+
+
+@rule("masked_fill")
+def masked_fill(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """Output is shaped and typed like self; the mask must be bool and broadcast to self's shape."""
+    x, mask, value = a["self"], a["mask"], a["value"]
+    nodes = {"self": x, "mask": mask, "value": value}
+    if not mask.dtype.is_bool:
+        raise op_error(TypeError, op.name, f"mask must be a bool tensor, got {mask.dtype.name}", nodes,
+                       "compare to get a mask, e.g. x > 0")
+    if value.ndim != 0:
+        raise op_error(RuntimeError, op.name, f"value must be a number or a 0-d tensor, got a {value.ndim}-d "
+                       f"tensor", nodes, "use where(mask, value, self) for tensor values")
+    if broadcast_shapes(op.name, x.shape, mask.shape, args=nodes) != x.shape:
+        raise op_error(RuntimeError, op.name, f"mask of shape {list(mask.shape)} does not broadcast to self's "
+                       f"shape {list(x.shape)}", nodes, "the output keeps self's shape")
+    return x.shape, x.dtype
+
+
+@rule("lerp")
+def lerp(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """torch's lerp: self and end (and a tensor weight) must share a floating dtype; no promotion."""
+    nodes = tensor_args(op, a)
+    check_allowed(op, a, nodes)
+    x = a["self"]
+    for name in ("end", "weight"):
+        n = nodes[name]
+        if n.dtype is not x.dtype and not (name == "weight" and _number(n)) and not (name == "weight" and n.ndim == 0):
+            raise op_error(RuntimeError, op.name, f"expected dtype {x.dtype.name} for `{name}` but got dtype "
+                           f"{n.dtype.name}", nodes, "self, end and weight must have the same dtype")
+    return broadcast_shapes(op.name, *(n.shape for n in nodes.values()), args=nodes), x.dtype
+
+
+@rule("addc")
+def addc(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """addcmul/addcdiv: self + value * (tensor1 op tensor2), promoted over the three tensors."""
+    shape, out = pointwise(op, a)
+    nodes = tensor_args(op, a)
+    if op.name == "addcdiv" and not all(nodes[k].dtype.is_floating_point for k in ("tensor1", "tensor2")):
+        raise op_error(RuntimeError, op.name, "integer division with addcdiv is not supported", nodes,
+                       "use floating point tensor1 and tensor2")
+    _check_scalar_fits(op, "value", a.get("value"), out, nodes)
+    return shape, out

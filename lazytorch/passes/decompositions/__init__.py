@@ -36,16 +36,7 @@ def back(x: Node, dtype: D.DType) -> Node:
     return x if x.dtype is dtype else B("to", x, dtype)
 
 
-@decomposes("softmax")
-def softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
-    x = opmath(B("to", self, dtype) if dtype is not None else self)
-    shifted = B("sub", x, B("amax", x, dim, True))
-    e = B("exp", shifted)
-    return back(B("div", e, B("sum", e, dim, True)), node.dtype)
-
-
-@decomposes("log_softmax")
-def log_softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
-    x = opmath(B("to", self, dtype) if dtype is not None else self)
-    shifted = B("sub", x, B("amax", x, dim, True))
-    return back(B("sub", shifted, B("log", B("sum", B("exp", shifted), dim, True))), node.dtype)
+from . import activations  # noqa: E402,F401  (register the decompositions)
+from . import pointwise  # noqa: E402,F401
+from . import reductions  # noqa: E402,F401
+from . import nn  # noqa: E402,F401

@@ -38,7 +38,12 @@ def np_compute(arr: np.ndarray, src: D.DType, dst: D.DType) -> np.ndarray:
 
 
 def finish(values, node: Node) -> np.ndarray:
-    return np.ascontiguousarray(np.broadcast_to(D.from_compute(values, node.dtype), node.shape))
+    # np.array, not np.ascontiguousarray: the latter turns 0-d values into shape (1,)
+    return np.array(np.broadcast_to(D.from_compute(values, node.dtype), node.shape), order="C")
 
 
+from . import indexing  # noqa: E402,F401
 from . import pointwise, reduction, views  # noqa: E402,F401  (register the implementations)
+from . import linalg  # noqa: E402,F401
+from . import nn  # noqa: E402,F401
+from . import shape_ops  # noqa: E402,F401

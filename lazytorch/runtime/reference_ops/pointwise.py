@@ -23,7 +23,9 @@ def _round_half_even(x):
 
 
 def _sign(x):
-    return np.sign(x)
+    if x.dtype == np.bool_:
+        return x.copy()
+    return np.where(np.isnan(x), 0, np.sign(x)) if x.dtype.kind == "f" else np.sign(x)  # torch: sign(NaN) = 0
 
 
 def _floor_divide(a, b):
@@ -138,3 +140,7 @@ def _iota(node: Node):
     return finish(np.arange(node.shape[dim], dtype=np.int64).reshape(shape), node)
 
 
+@ref("scalar")
+def _scalar(node: Node):
+    """A constant a decomposition introduced (user scalars arrive as params)."""
+    return finish(np.asarray(node.value), node)

@@ -61,3 +61,13 @@ def _argreduce(fn):
 
 REF["argmax"] = _argreduce(np.argmax)
 REF["argmin"] = _argreduce(np.argmin)
+
+
+@ref("cumsum")
+def _cumsum(node: Node, x):
+    """Running sum in the accumulation dtype (float32 for half types), rounded per element."""
+    acc = node.dtype if node.dtype.category != D.FLOATING else D.float64 if node.dtype is D.float64 else D.float32
+    vals = np_compute(x, node.inputs[0].dtype, acc)
+    if vals.ndim == 0:
+        return finish(vals, node)
+    return finish(np.cumsum(vals, axis=node.attrs["dim"], dtype=vals.dtype), node)

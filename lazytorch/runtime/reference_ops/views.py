@@ -20,7 +20,7 @@ def _view(node: Node, base):
     flat = np.ascontiguousarray(base).reshape(-1)
     if spec.numel == 0:
         return np.empty(spec.shape, dtype=base.dtype)
-    return np.ascontiguousarray(flat[V.storage_index(spec)])
+    return np.ascontiguousarray(flat[V.storage_index(spec)]).reshape(spec.shape)  # 0-d stays 0-d
 
 
 @ref("contiguous", "clone")

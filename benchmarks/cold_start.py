@@ -1,0 +1,43 @@
+"""W8's fresh process: import a framework, run one workload once (the first evaluation, timed),
+check it, time the steady state, and print one JSON line.  Started by runner.cold_start.
+
+    python -m benchmarks.cold_start --workload W1 --framework "lazytorch[cpu]" [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    p = argparse.ArgumentParser()
+    p.add_argument("--workload", required=True)
+    p.add_argument("--framework", required=True)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    from .frameworks import by_name
+    from .runner import check, describe, prepared_call, reference
+    from .timing import QUICK, measure
+    from .workloads import BY_NAME, make_inputs
+    w, fw = BY_NAME[args.workload], by_name(args.framework)
+    inputs = make_inputs(w, args.quick)
+    row: dict = {"framework": fw.name}
+    try:
+        fw.ops()  # imports the framework
+        row["import_s"] = time.perf_counter() - t0
+        call = prepared_call(w, fw, inputs)
+        t1 = time.perf_counter()
+        out = call()
+        row["first_call_s"] = time.perf_counter() - t1
+        row.update(check(fw.to_numpy(out), reference(w, inputs), w.tol))
+        if row["status"] == "ok":
+            row["median_s"] = measure(call, QUICK).median_s
+    except Exception as exc:
+        row.update(status="error", error=describe(exc))
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

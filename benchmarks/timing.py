@@ -1,0 +1,76 @@
+"""Repeated timing (median and min, never one sample) and the machine's copy bandwidth."""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Timing:
+    median_s: float     # per call
+    min_s: float        # per call
+    samples: int        # timed samples
+    calls_per_sample: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    """How hard to time: `warmup` calls, then samples until `repeats` of them or `budget_s`
+    seconds (at least `min_repeats`).  A sample loops enough calls to last `min_sample_s`, so
+    microsecond calls are timed over many calls."""
+    warmup: int = 2
+    repeats: int = 15
+    min_repeats: int = 5
+    budget_s: float = 4.0
+    min_sample_s: float = 0.02
+
+
+FULL = Plan(warmup=1, min_repeats=3)   # the checked first call warmed up too
+QUICK = Plan(warmup=1, repeats=3, min_repeats=2, budget_s=0.2, min_sample_s=0.001)
+
+
+def _calls_per_sample(call: Callable[[], object], min_sample_s: float) -> int:
+    t0 = time.perf_counter()
+    call()
+    once = time.perf_counter() - t0
+    return max(1, min(100_000, int(min_sample_s / max(once, 1e-9)) + 1)) if once < min_sample_s else 1
+
+
+def measure(call: Callable[[], object], plan: Plan) -> Timing:
+    """Warm up, then time samples of `call` with the garbage collector paused inside each sample."""
+    for _ in range(plan.warmup):
+        call()
+    number = _calls_per_sample(call, plan.min_sample_s)
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < plan.repeats and (len(samples) < plan.min_repeats or spent < plan.budget_s):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call()
+            dt = time.perf_counter() - t0
+        finally:
+            gc.enable()
+        samples.append(dt / number)
+        spent += dt
+    return Timing(statistics.median(samples), min(samples), len(samples), number)
+
+
+def copy_bandwidth(nbytes: int, plan: Plan) -> dict:
+    """numpy copyto into a preallocated destination; GB/s counts the bytes read plus written
+    (2·nbytes per copy), the same way workloads count bytes_moved."""
+    src = np.ones(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    t = measure(lambda: np.copyto(dst, src), plan)
+    return {"array_bytes": src.nbytes, "bytes_per_copy": 2 * src.nbytes,
+            "gb_per_s": 2 * src.nbytes / t.median_s / 1e9, **t.as_dict()}

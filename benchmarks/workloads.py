@@ -1,0 +1,148 @@
+"""The workload table: one Workload per row, data rather than branches.
+
+A workload's `math(ops, *inputs)` is written once against an ops table (frameworks.py), so every
+framework runs the same expression; the reference is the same math in numpy float64.  `bytes_moved`
+(the bytes that must cross memory at least once: every input read once, every output written
+once) gives the ideal time against the measured copy bandwidth; `flops` gives GFLOP/s, and `roof`
+is the matmul-only part of the math, timed on the peers as the compute limit.
+
+`mode` says how the harness runs the row: "timed" (check, then time in this process),
+"cold" (first call in fresh subprocesses, of the workload named by `of`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+F32 = 4  # bytes per float32 element
+
+Inputs = Callable[[np.random.Generator, dict], list[np.ndarray]]
+
+
+@dataclass
+class Workload:
+    name: str
+    title: str
+    sizes: dict
+    quick_sizes: dict
+    inputs: Inputs | None = None
+    math: Callable | None = None
+    bytes_moved: Callable[[dict], int] | None = None
+    bytes_formula: str = ""
+    flops: Callable[[dict], int] | None = None
+    flops_formula: str = ""
+    roof: Callable | None = None          # matmul-only math: the compute limit for `flops` rows
+    per_call_us: bool = False             # report microseconds per call (overhead rows)
+    tol: float = 1e-4                     # allclose rtol, and atol as a fraction of max|reference|
+    mode: str = "timed"
+    of: str = ""                          # the timed workload a "cold" row starts
+    missing: Callable[[], str | None] = lambda: None   # why the row can't run yet, or None
+    seed: int = 0
+
+    def size(self, quick: bool) -> dict:
+        return self.quick_sizes if quick else self.sizes
+
+
+def randn(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def w1_math(o, a, b, c):
+    return o.gelu_tanh(a * b + c) * o.sigmoid(a) - o.tanh(b)
+
+
+def w7_math(o, x):
+    # 20 pointwise ops with Python scalars; the constants keep values bounded across the chain.
+    for _ in range(5):
+        x = ((x * 1.01 + 0.5) - 0.25) / 1.02
+    return x
+
+
+def mlp_inputs(rng, s):
+    m, k, n = s["M"], s["K"], s["N"]
+    return [randn(rng, m, k), randn(rng, k, n, scale=k ** -0.5), randn(rng, n, scale=0.1),
+            randn(rng, n, k, scale=n ** -0.5), randn(rng, k, scale=0.1)]
+
+
+def attention_inputs(rng, s):
+    shape = (s["B"], s["H"], s["S"], s["D"])
+    return [randn(rng, *shape) for _ in range(3)]
+
+
+def attention_flops(s):
+    return 2 * (2 * s["B"] * s["H"] * s["S"] * s["S"] * s["D"])
+
+
+def _example_missing(path: str) -> Callable[[], str | None]:
+    def missing() -> str | None:
+        from pathlib import Path
+        root = Path(__file__).resolve().parent.parent
+        return None if (root / path).exists() else f"{path} not present yet"
+    return missing
+
+
+WORKLOADS: list[Workload] = [
+    Workload(
+        "W1", "pointwise chain gelu_tanh(a*b+c)*sigmoid(a)-tanh(b)",
+        {"N": 2 ** 24}, {"N": 2 ** 14},
+        inputs=lambda rng, s: [randn(rng, s["N"]) for _ in range(3)],
+        math=w1_math,
+        bytes_moved=lambda s: 4 * s["N"] * F32, bytes_formula="4·N·4 (read a, b, c; write out)"),
+    Workload(
+        "W2", "bias + activation relu(x+bias)*scale",
+        {"M": 4096, "N": 4096}, {"M": 64, "N": 128},
+        inputs=lambda rng, s: [randn(rng, s["M"], s["N"]), randn(rng, s["N"]), randn(rng, s["M"], 1)],
+        math=lambda o, x, bias, scale: o.relu(x + bias) * scale,
+        bytes_moved=lambda s: (2 * s["M"] * s["N"] + s["N"] + s["M"]) * F32,
+        bytes_formula="(2·M·N + N + M)·4 (read x, bias, scale; write out)"),
+    Workload(
+        "W3", "softmax over the last dim",
+        {"M": 4096, "N": 4096}, {"M": 64, "N": 128},
+        inputs=lambda rng, s: [randn(rng, s["M"], s["N"])],
+        math=lambda o, x: o.softmax(x),
+        bytes_moved=lambda s: 2 * s["M"] * s["N"] * F32, bytes_formula="2·M·N·4 (read x; write out)"),
+    Workload(
+        "W4", "layer_norm over the last dim, with weight and bias",
+        {"M": 8192, "N": 1024}, {"M": 64, "N": 128},
+        inputs=lambda rng, s: [randn(rng, s["M"], s["N"]), randn(rng, s["N"]), randn(rng, s["N"])],
+        math=lambda o, x, w, b: o.layer_norm(x, w, b),
+        bytes_moved=lambda s: (2 * s["M"] * s["N"] + 2 * s["N"]) * F32,
+        bytes_formula="(2·M·N + 2·N)·4 (read x, weight, bias; write out)"),
+    Workload(
+        "W5", "MLP gelu_tanh(x@W1+b1)@W2+b2",
+        {"M": 512, "K": 1024, "N": 4096}, {"M": 16, "K": 32, "N": 64},
+        inputs=mlp_inputs,
+        math=lambda o, x, w1, b1, w2, b2: o.gelu_tanh(x @ w1 + b1) @ w2 + b2,
+        roof=lambda o, x, w1, b1, w2, b2: (x @ w1) @ w2,
+        flops=lambda s: 2 * (2 * s["M"] * s["K"] * s["N"]), flops_formula="2·(2·M·K·N), two matmuls",
+        tol=1e-3),
+    Workload(
+        "W6", "attention softmax(q@kᵀ/8)@v",
+        {"B": 8, "H": 16, "S": 512, "D": 64}, {"B": 1, "H": 2, "S": 16, "D": 8},
+        inputs=attention_inputs,
+        math=lambda o, q, k, v: o.softmax(q @ o.t(k) / 8.0) @ v,
+        roof=lambda o, q, k, v: (q @ o.t(k)) @ v,
+        flops=attention_flops, flops_formula="2·(2·B·H·S·S·D), two batched matmuls",
+        tol=1e-3),
+    Workload(
+        "W7", "overhead: 20 chained pointwise ops with scalars, build + eval per call",
+        {"N": 1024}, {"N": 1024},
+        inputs=lambda rng, s: [randn(rng, s["N"])],
+        math=w7_math, per_call_us=True),
+    Workload(
+        "W8", "compile latency: first W1 evaluation in a fresh process, cold and warm disk cache",
+        {}, {}, mode="cold", of="W1"),
+    # A real model's forward: examples/minilm.py will provide inputs and math; this row runs it
+    # once that file exists (see docs/benchmarks.md, "Adding a workload").
+    Workload(
+        "W9", "model forward (MiniLM)", {}, {}, missing=_example_missing("examples/minilm.py")),
+]
+
+BY_NAME = {w.name: w for w in WORKLOADS}
+
+
+def make_inputs(w: Workload, quick: bool) -> list[np.ndarray]:
+    """The workload's float32 inputs from its fixed seed."""
+    return w.inputs(np.random.default_rng(w.seed), w.size(quick))

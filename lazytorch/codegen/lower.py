@@ -1,0 +1,339 @@
+"""Lowering: a kernel launch of the plan (a group of nodes) -> a kernel_ir.Kernel.
+
+Every group node is *elem* (evaluated per domain element) or *row* (evaluated once per outer
+index: reductions and pointwise ops over their results).  Row kernels (softmax, layer_norm) need
+several passes over the inner domain: a reduction whose input needs the result of another
+reduction runs in a later pass, and elem values are recomputed in each pass that needs them (the
+row is in cache).  Reads become loads through an Access (strides over the domain); loads whose
+strides are all zero (scalar params, broadcast constants) and ops over them are hoisted to the
+kernel stage.
+"""
+from __future__ import annotations
+
+from ..ir import dtypes as D
+from ..ir import views as V
+from ..ir.dtypes import DType
+from ..ir.meta import compute_dtype
+from ..ir.node import Node
+from ..ir.registry import get
+from .kernel_ir import I32_LIMIT, Access, Arg, Kernel, Op, Reduce, Stage, Store
+
+REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
+BOOL_RESULT = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+                         "logical_not", "logical_and", "logical_or", "logical_xor"})
+PASS_THROUGH = frozenset({"contiguous", "clone"})
+POINTWISE = frozenset({
+    "neg", "abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+    "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "sigmoid",
+    "floor", "ceil", "round", "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not",
+    "add", "sub", "mul", "div", "div_trunc", "div_floor", "floor_divide", "remainder", "fmod", "pow",
+    "maximum", "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where"})
+SUPPORTED = POINTWISE | REDUCTIONS | PASS_THROUGH | {"to", "full", "iota", "view", "scalar"}
+
+
+class Unsupported(Exception):
+    """The group holds something this code generator does not lower (the backend falls back)."""
+
+
+def register(dt: DType) -> DType:
+    """The dtype a value of `dt` is computed in: half types compute in float32."""
+    return D.float32 if dt in (D.float16, D.bfloat16) else dt
+
+
+def accumulator(op: str, node: Node, value_dtype: DType) -> DType:
+    if op in ("argmax", "argmin"):
+        return value_dtype
+    return register(node.dtype)
+
+
+def supports(launch) -> bool:
+    return all(n.op in SUPPORTED for n in launch.nodes)
+
+
+def lower(launch, name: str | None = None) -> Kernel:
+    """The Kernel of a `kernel` launch; raises Unsupported for ops without a lowering."""
+    for n in launch.nodes:
+        if n.op not in SUPPORTED:
+            raise Unsupported(f"{n.op} has no kernel lowering")
+    return _Lowering(launch, name or launch.name).run()
+
+
+class _Lowering:
+    def __init__(self, launch, name: str):
+        self.launch, self.name = launch, name
+        self.I = tuple(launch.domain)
+        self.R = tuple(launch.reduce_dims)
+        self.K = tuple(d for d in range(len(self.I)) if d not in self.R)
+        self.group = {id(n) for n in launch.nodes}
+        self.reads = {id(n): i for i, (n, _) in enumerate(launch.reads)}
+        self.args = [Arg(f"a{i}", b.dtype, "in", b.numel) for i, (_, b) in enumerate(launch.reads)]
+        self.args += [Arg(f"a{len(self.args) + i}", b.dtype, "out", b.numel)
+                      for i, (_, b) in enumerate(launch.writes)]
+        self.raw_access: list[tuple[int | None, tuple[int, ...], int]] = []   # (arg, I-strides, offset)
+        self.memo: dict = {}
+        self.nvar = 0
+
+    # ---------------------------------------------------------------- scopes and levels
+    def classify(self) -> None:
+        nodes = self.launch.nodes
+        scope: dict[int, str | None] = {}
+        for n in nodes:
+            if n.op in REDUCTIONS:
+                scope[id(n)] = "row"
+            elif n.op == "view":
+                scope[id(n)] = None
+            else:
+                inner = [scope[id(i)] for i in n.inputs if id(i) in self.group]
+                inner = [s for s in inner if s is not None]
+                row = "elem" not in inner and self._row_shaped(n.shape)
+                scope[id(n)] = ("row" if row else "elem") if inner else None
+        consumers: dict[int, list[Node]] = {}
+        for n in nodes:
+            for i in n.inputs:
+                consumers.setdefault(id(i), []).append(n)
+        for n in reversed(nodes):       # nodes over external reads only: decided by their consumers
+            if scope[id(n)] is None:
+                users = consumers.get(id(n), [])
+                kinds = {"elem" if u.op in REDUCTIONS else scope[id(u)] for u in users}
+                if "elem" in kinds:
+                    scope[id(n)] = "elem"
+                elif self._row_shaped(n.shape) and ("row" in kinds or not users):
+                    scope[id(n)] = "row"
+                else:
+                    scope[id(n)] = "elem"
+        self.scope = scope
+        level: dict[int, int] = {}
+        for n in nodes:
+            ins = [level.get(id(i), 0) for i in n.inputs]
+            level[id(n)] = max(ins, default=0) + (1 if n.op in REDUCTIONS else 0)
+        self.level = level   # row nodes: passes needed before they exist; elem nodes: passes before
+
+    def _row_shaped(self, shape) -> bool:
+        keep = tuple(1 if d in self.R else s for d, s in enumerate(self.I))
+        drop = tuple(self.I[d] for d in self.K)
+        return bool(self.R) and tuple(shape) in (keep, drop)
+
+    def space(self, n: Node) -> tuple[int, ...]:
+        """The domain dims that the dims of group node n's value index, right-aligned."""
+        if self.scope[id(n)] == "elem" or len(n.shape) == len(self.I):
+            return tuple(range(len(self.I)))
+        return self.K
+
+    # ---------------------------------------------------------------- emission helpers
+    def var(self, prefix: str = "v") -> str:
+        self.nvar += 1
+        return f"{prefix}{self.nvar}"
+
+    def emit(self, stage: Stage, op: str, args, dtype: DType, **attrs) -> str:
+        v = self.var()
+        stage.ops.append(Op(v, op, tuple(args), dtype, attrs))
+        return v
+
+    def stage_of(self, args) -> Stage:
+        """Kernel-scope values hoist ops over them out of every loop."""
+        return self.kernel_stage if all(a in self.kernel_vars for a in args) else None
+
+    def cast(self, v: str, src: DType, dst: DType, stage: Stage) -> str:
+        if src == dst:
+            return v
+        st = self.kernel_stage if v in self.kernel_vars else stage
+        out = self.emit(st, "cast", [v], dst, src=src, to=dst)
+        if st is self.kernel_stage:
+            self.kernel_vars.add(out)
+        return out
+
+    def access(self, arg: int | None, shape, strides, offset: int, space: tuple[int, ...]) -> int:
+        full = [0] * len(self.I)
+        dims = space[len(space) - len(shape):] if shape else ()
+        for k, d in enumerate(dims):
+            if shape[k] != 1:
+                full[d] = strides[k]
+        key = (arg, tuple(full), offset)
+        if key not in self.raw_access:
+            self.raw_access.append(key)
+        return self.raw_access.index(key)
+
+    # ---------------------------------------------------------------- values
+    def value(self, n: Node, stage: Stage, space: tuple[int, ...], scope: str) -> tuple[str, DType]:
+        """(var, register dtype) of node n, consumed in `space` from a stage of `scope`."""
+        if id(n) in self.reads or n.op == "view":
+            return self.load(n, stage, space, scope)
+        if n.op in PASS_THROUGH:
+            return self.value(n.inputs[0], stage, space, scope)
+        if self.scope[id(n)] == "row":
+            if id(n) not in self.row_values:     # reductions are entered by reduce()
+                self.row_values[id(n)] = self.compute(n, self.row_stages[self.level[id(n)]])
+            return self.row_values[id(n)]
+        key = (id(n), id(stage))
+        if key not in self.memo:
+            self.memo[key] = self.compute(n, stage)
+        return self.memo[key]
+
+    def load(self, n: Node, stage: Stage, space, scope: str) -> tuple[str, DType]:
+        if n.op == "view" and id(n) not in self.reads:
+            base, spec = n.inputs[0], n.attrs["view"]
+        else:
+            base, spec = n, V.contiguous(n.shape)
+        arg = self.reads[id(base)]
+        acc = self.access(arg, spec.shape, spec.strides, spec.offset, space)
+        strides = self.raw_access[acc][1]
+        if not any(strides):
+            target = self.kernel_stage
+        elif scope == "row":
+            target = self.row_stages[0]
+        else:
+            target = stage
+        key = ("load", acc, id(target))
+        if key not in self.memo:
+            v = self.emit(target, "load", [], register(base.dtype), access=acc, storage=base.dtype)
+            if target is self.kernel_stage:
+                self.kernel_vars.add(v)
+            self.memo[key] = (v, register(base.dtype))
+        return self.memo[key]
+
+    def compute(self, n: Node, stage: Stage) -> tuple[str, DType]:
+        sp = self.space(n)
+        scope = self.scope[id(n)]
+        out = register(n.dtype)
+        if n.op == "scalar":      # a structural constant of the program (a runtime scalar is a param)
+            v = self.emit(self.kernel_stage, "const", [], out, value=n.value)
+            self.kernel_vars.add(v)
+            return v, out
+        if n.op == "full":
+            v, dt = self.value(n.inputs[0], stage, sp, scope)
+            return self.cast(v, dt, out, stage), out
+        if n.op == "iota":
+            dim = len(sp) - len(n.shape) + n.attrs["dim"]     # n's dims are right-aligned in sp
+            acc = self.access(None, (n.shape[n.attrs["dim"]],), (1,), 0, sp[dim:dim + 1])
+            return self.emit(stage, "index", [], out, access=acc), out
+        if n.op == "to":
+            v, dt = self.value(n.inputs[0], stage, sp, scope)
+            if dt == out and n.dtype not in (D.float16, D.bfloat16):
+                return v, out
+            st = self.kernel_stage if v in self.kernel_vars else stage
+            r = self.emit(st, "cast", [v], out, src=dt, to=n.dtype)
+            if st is self.kernel_stage:
+                self.kernel_vars.add(r)
+            return r, out
+        ins = [self.value(i, stage, sp, scope) for i in n.inputs]
+        if n.op == "where":
+            args = [self.cast(ins[0][0], ins[0][1], D.bool_, stage)]
+            args += [self.cast(v, dt, out, stage) for v, dt in ins[1:]]
+            res_dt = out
+        else:
+            ct = register(compute_dtype(get(n.op), list(n.inputs)))
+            args = [self.cast(v, dt, ct, stage) for v, dt in ins]
+            res_dt = D.bool_ if n.op in BOOL_RESULT else ct
+        st = self.stage_of(args) or stage
+        r = self.emit(st, n.op, args, res_dt)
+        if st is self.kernel_stage:
+            self.kernel_vars.add(r)
+        return self.cast(r, res_dt, out, stage), out
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> Kernel:
+        self.classify()
+        writes = self.launch.writes
+        full = tuple(range(len(self.I)))
+        elem_out = [(n, i) for i, (n, _) in enumerate(writes) if self.scope.get(id(n)) == "elem"]
+        row_out = [(n, i) for i, (n, _) in enumerate(writes) if self.scope.get(id(n)) == "row"]
+        reductions = [n for n in self.launch.nodes if n.op in REDUCTIONS]
+        passes = max([self.level[id(r)] for r in reductions] +
+                     [self.level[id(n)] + 1 for n, _ in elem_out] + [1])
+        self.kernel_stage = Stage("kernel")
+        self.kernel_vars: set[str] = set()
+        self.row_stages = [Stage("row") for _ in range(passes + 1)]
+        elem_stages = [Stage("elem") for _ in range(passes)]
+        self.row_values: dict[int, tuple[str, DType]] = {}
+        for p, elem in enumerate(elem_stages, start=1):
+            for r in reductions:
+                if self.level[id(r)] == p:
+                    self.reduce(r, elem)
+            for n, i in elem_out:
+                if self.level[id(n)] + 1 == p:
+                    v, dt = self.value(n, elem, full, "elem")
+                    self.store(elem, i, v, dt, full)
+        for n, i in row_out:
+            v, dt = self.value(n, self.row_stages[self.level[id(n)]], self.space(n), "row")
+            self.store(self.row_stages[self.level[id(n)]], i, v, dt, self.space(n))
+        stages = [self.kernel_stage, self.row_stages[0]]
+        for elem, row in zip(elem_stages, self.row_stages[1:]):
+            stages += [elem, row]
+        return self.finish(stages)
+
+    def reduce(self, r: Node, elem: Stage) -> None:
+        x = r.inputs[0]
+        v, dt = self.value(x, elem, tuple(range(len(self.I))), "elem")
+        acc_dt = accumulator(r.op, r, dt)
+        if r.op in ("any", "all"):
+            v = self.cast(v, dt, D.bool_, elem)
+        elif r.op not in ("argmax", "argmin"):
+            v = self.cast(v, dt, acc_dt, elem)
+        acc = self.var("acc")
+        index = self.var("idx") if r.op in ("argmax", "argmin") else None
+        elem.reduces.append(Reduce(acc, r.op, v, acc_dt, dt, index))
+        result = index if index else acc
+        res_dt = D.int64 if index else acc_dt
+        self.row_values[id(r)] = (result, res_dt)
+
+    def store(self, stage: Stage, i: int, v: str, dt: DType, space) -> None:
+        """Store v to write i; the store itself narrows registers to the storage type."""
+        buf = self.launch.writes[i][1]
+        v = self.cast(v, dt, register(buf.dtype), stage)
+        acc = self.access(len(self.launch.reads) + i, buf.shape, V.contiguous_strides(buf.shape), 0, space)
+        stage.stores.append(Store(acc, v, buf.dtype))
+
+    # ---------------------------------------------------------------- domain
+    def finish(self, stages: list[Stage]) -> Kernel:
+        inner_dims = list(self.R) if self.R else list(range(len(self.I)))
+        outer_dims = list(self.K) if self.R else []
+        strides = [s for _, s, _ in self.raw_access]
+        outer = _merge(outer_dims, self.I, strides)
+        inner = _merge(inner_dims, self.I, strides)
+        accesses = []
+        for arg, s, off in self.raw_access:
+            accesses.append(Access(arg, tuple(_group_stride(g, s, self.I) for g in outer),
+                                   tuple(_group_stride(g, s, self.I) for g in inner), off))
+        osz = tuple(_size(g, self.I) for g in outer)
+        isz = tuple(_size(g, self.I) for g in inner)
+        cont = V.contiguous_strides(osz + isz)
+        contiguous = all(not any(a.outer + a.inner) or a.outer + a.inner == cont for a in accesses)
+        return Kernel(self.name, self.launch.pattern, self.args, osz, isz, accesses, stages,
+                      _index_type(self.I, self.args, accesses, osz, isz), contiguous)
+
+
+def _merge(dims: list[int], I, strides) -> list[list[int]]:
+    """Groups of adjacent dims (size-1 dims dropped) that every access walks linearly."""
+    groups: list[list[int]] = []
+    for d in dims:
+        if I[d] == 1:
+            continue
+        if groups:
+            last = groups[-1][-1]
+            if all(s[last] == s[d] * I[d] for s in strides):
+                groups[-1].append(d)
+                continue
+        groups.append([d])
+    return groups
+
+
+def _group_stride(group: list[int], s, I) -> int:
+    return s[group[-1]]
+
+
+def _size(group: list[int], I) -> int:
+    n = 1
+    for d in group:
+        n *= I[d]
+    return n
+
+
+def _index_type(I, args, accesses, osz, isz) -> str:
+    numel = 1
+    for s in I:
+        numel *= s
+    far = max([numel] + [a.numel for a in args] +
+              [abs(a.offset) + sum(abs(st) * max(n - 1, 0) for st, n in zip(a.outer + a.inner, osz + isz))
+               for a in accesses])
+    return "i32" if far <= I32_LIMIT else "i64"

@@ -1,0 +1,199 @@
+"""Rendering: a kernel_ir.Kernel + a dialect table -> kernel source, through shaders/ templates.
+
+render.py turns each Op, Reduce and Store into statements using the dialect's expression
+tables and index arithmetic from the Accesses; the templates only arrange them into loops (or
+threads).  Templates: "linear" for pointwise kernels whose accesses are all linear (one flat
+index), "rows" for everything else (outer index x inner loop; pointwise strided kernels iterate
+their last dim as the inner loop).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import jinja2
+
+import lazytorch
+
+from ..ir import dtypes as D
+from ..ir.dtypes import DType
+from .dialects import INT_TYPES, Dialect, get_dialect
+from .kernel_ir import Access, Kernel, Reduce, Stage
+
+SHADERS = Path(lazytorch.__file__).parents[1] / "shaders"
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(SHADERS)), trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+
+
+@functools.lru_cache(maxsize=None)
+def preamble(dialect_name: str) -> str:
+    d = get_dialect(dialect_name)
+    return environment().get_template(d.preamble).render(int_types=INT_TYPES)
+
+
+def _identity(op: str, dt: DType) -> str:
+    if op in ("sum", "any"):
+        return "0"
+    if op in ("prod", "all"):
+        return "1"
+    big = op in ("amin", "argmin")
+    if dt.is_floating_point:
+        return "INFINITY" if big else "-INFINITY"
+    if dt.is_bool:
+        return "1" if big else "0"
+    bits = dt.itemsize * 8
+    if not dt.signed:
+        return str(2**bits - 1) if big else "0"
+    return f"{2**(bits - 1) - 1}" if big else f"(-{2**(bits - 1) - 1} - 1)"
+
+
+def _literal(value, dt: DType) -> str:
+    if dt.is_floating_point:
+        v = float(value)
+        if v != v:
+            return "NAN"
+        if v in (float("inf"), float("-inf")):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        return repr(v) + ("f" if dt == D.float32 else "")
+    if dt.is_bool:
+        return "1" if value else "0"
+    return f"{int(value)}LL" if abs(int(value)) < 2**63 else f"{int(value)}ULL"
+
+
+SIMD_CLAUSE = {"sum": "+", "prod": "*", "amax": "max", "amin": "min", "any": "||", "all": "&&"}
+
+
+@dataclass
+class _Stage:
+    scope: str
+    lines: list[str] = field(default_factory=list)
+    init: list[str] = field(default_factory=list)
+    final: list[str] = field(default_factory=list)
+    clauses: list[str] = field(default_factory=list)
+    simd: bool = True
+    reduces: list = field(default_factory=list)   # the stage's Reduces (Metal combines them across threads)
+
+
+class _Renderer:
+    def __init__(self, kernel: Kernel, dialect: Dialect):
+        self.k, self.d = kernel, dialect
+        self.types: dict[str, DType] = {}
+        self.idx = "int32_t" if kernel.index_type == "i32" else "int64_t"
+
+    # ---- index expressions
+    def index(self, a: Access, scope: str) -> str:
+        terms = [str(a.offset)] if a.offset else []
+        if scope != "kernel":
+            terms += [f"o{d} * {s}" if s != 1 else f"o{d}" for d, s in enumerate(a.outer) if s]
+        if scope == "elem":
+            terms += [f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in enumerate(a.inner) if s]
+        return " + ".join(terms) or "0"
+
+    def linear_index(self, a: Access) -> str:
+        if not any(a.outer + a.inner):
+            return str(a.offset)
+        return f"i + {a.offset}" if a.offset else "i"
+
+    def at(self, a: Access, scope: str) -> str:
+        return self.linear_index(a) if self.linear else self.index(a, scope)
+
+    # ---- statements
+    def op_line(self, op, scope: str) -> str:
+        d = self.d
+        T = d.register_type(op.dtype)
+        self.types[op.var] = op.dtype
+        if op.op == "load":
+            a = self.k.accesses[op.attrs["access"]]
+            st = op.attrs["storage"]
+            fmt = d.load.get(st.name, d.load["*"])
+            e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
+        elif op.op == "index":
+            e = f"({T})({self.at(self.k.accesses[op.attrs['access']], scope)})"
+        elif op.op == "const":
+            e = _literal(op.attrs["value"], op.dtype)
+        elif op.op == "cast":
+            fmt = d.cast.get(op.attrs["to"].name, d.cast["*"])
+            e = fmt.format(op.args[0], T=T)
+        else:
+            lookup = op.dtype if op.op == "where" else self.types[op.args[0]]
+            e = d.expr(op.op, lookup, list(op.args))
+        return f"const {T} {op.var} = {e};"
+
+    def store_line(self, st, scope: str) -> str:
+        a = self.k.accesses[st.access]
+        fmt = self.d.store.get(st.dtype.name, self.d.store["*"])
+        return f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};"
+
+    def reduce(self, r: Reduce, out: _Stage) -> None:
+        out.reduces.append(r)
+        T = self.d.register_type(r.dtype)
+        ident = _identity(r.op, r.value_dtype if r.index else r.dtype)
+        out.init.append(f"{T} {r.acc} = {ident};")
+        v, a = r.value, r.acc
+        is_float = r.dtype.is_floating_point
+        if r.op in ("argmax", "argmin"):
+            cmp = ">" if r.op == "argmax" else "<"
+            nan = f" || ({v} != {v} && {a} == {a})" if is_float else ""
+            out.init.append(f"int64_t {r.index} = 0;")
+            out.lines.append(f"if ({v} {cmp} {a}{nan}) {{ {a} = {v}; {r.index} = i; }}")
+            out.simd = False
+            return
+        update = {"sum": f"{a} += {v};", "prod": f"{a} *= {v};", "any": f"{a} = {a} || {v};",
+                  "all": f"{a} = {a} && {v};",
+                  "amax": f"{a} = {v} > {a} ? {v} : {a};", "amin": f"{a} = {v} < {a} ? {v} : {a};"}[r.op]
+        out.lines.append(update)
+        out.clauses.append(f"reduction({SIMD_CLAUSE[r.op]}:{a})")
+        if r.op in ("amax", "amin") and is_float:
+            out.init.append(f"int {a}_nan = 0;")
+            out.lines.append(f"{a}_nan |= {v} != {v};")
+            out.clauses.append(f"reduction(|:{a}_nan)")
+            out.final.append(f"if ({a}_nan) {a} = NAN;")
+        self.types[r.acc] = r.dtype
+        if r.index:
+            self.types[r.index] = D.int64
+
+    def stage(self, s: Stage) -> _Stage:
+        out = _Stage(s.scope)
+        for op in s.ops:
+            out.lines.append(self.op_line(op, s.scope))
+        for r in s.reduces:
+            self.reduce(r, out)
+        for st in s.stores:
+            out.lines.append(self.store_line(st, s.scope))
+        return out
+
+    def render(self) -> str:
+        k = self.k
+        self.linear = k.pattern == "pointwise" and k.contiguous
+        kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
+        self.k = kernel
+        stages = [self.stage(s) for s in kernel.stages]
+        args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
+                 "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
+        template = self.d.templates["linear" if self.linear else "rows"]
+        parallel = kernel.numel >= int(self.d.extra.get("parallel_min", "0"))
+        ctx = dict(name=kernel.name, args=args, idx=self.idx, kernel=kernel, stages=stages,
+                   kernel_stage=stages[0], row_stages=stages[1:], outer=kernel.outer, inner=kernel.inner,
+                   numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,
+                   parallel=parallel, chunk=16384, restrict=self.d.restrict, preamble=preamble(self.d.name),
+                   extra=self.d.extra)
+        return environment().get_template(template).render(**ctx)
+
+
+def _split_last(k: Kernel) -> Kernel:
+    """A strided pointwise kernel as rows: every dim but the last is outer, the last is inner."""
+    if not k.inner:
+        return replace(k, outer=(), inner=())
+    accesses = [replace(a, outer=a.inner[:-1], inner=a.inner[-1:]) for a in k.accesses]
+    return replace(k, outer=k.inner[:-1], inner=k.inner[-1:], accesses=accesses)
+
+
+def render(kernel: Kernel, dialect: str | Dialect = "c") -> str:
+    """The source of `kernel` in `dialect` (a name or a Dialect table)."""
+    d = dialect if isinstance(dialect, Dialect) else get_dialect(dialect)
+    return _Renderer(kernel, d).render()

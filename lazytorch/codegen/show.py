@@ -1,0 +1,60 @@
+"""`lt.show_kernels`: the generated source of every kernel of a program, for any backend, on any
+host, without compiling or running anything."""
+from __future__ import annotations
+
+from ..ir.graph import toposort
+from ..passes.normalize import normalize
+from ..passes.pipeline import compile_plan
+from .lower import Unsupported, lower
+
+
+def _c_source(launch) -> str | None:
+    from .render import preamble, render
+    return render(lower(launch, "lt_" + launch.name), "c")[len(preamble("c")):]
+
+
+def _metal_source(launch) -> str | None:
+    from .metal import launch_call
+    from .metal_kernel import assemble
+    call = launch_call(launch)
+    return None if call is None else assemble(call).source
+
+
+SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source}
+
+
+def kernel_sources(tensors, backend: str) -> list[tuple[str, str]]:
+    """(launch header, source) of each launch of the tensors' pending program on `backend`."""
+    if backend not in SOURCES:
+        raise ValueError(f"show_kernels: no code generator for backend '{backend}'; valid: {', '.join(SOURCES)}")
+    roots, seen = [], set()
+    for t in tensors:
+        n = t.node
+        if not n.realized and id(n) not in seen:
+            seen.add(id(n))
+            roots.append(n)
+    if not roots:
+        return []
+    params, norm = normalize(toposort(roots), roots)
+    plan = compile_plan(params, norm)
+    out = []
+    for launch in plan.launches:
+        head = f"// {launch.name}: {launch.kind}/{launch.pattern}"
+        src = None
+        if launch.kind == "kernel":
+            try:
+                src = SOURCES[backend](launch)
+            except Unsupported:
+                src = None
+        out.append((head, src if src is not None else f"// runs as a {launch.kind if launch.kind != 'kernel' else 'reference'} "
+                    f"call: {', '.join(n.op for n in launch.nodes)}\n"))
+    return out
+
+
+def show_kernels(*tensors, backend: str | None = None) -> str:
+    """Print and return the source of every kernel the tensors' program compiles to on `backend`
+    (default: the selected backend).  Nothing is compiled or run."""
+    from ..runtime import backend_name
+    text = "\n".join(f"{h}\n{s}" for h, s in kernel_sources(tensors, backend or backend_name()))
+    print(text)
+    return text

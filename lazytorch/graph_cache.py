@@ -1,0 +1,86 @@
+"""The graph cache: compiled programs by structural key, a bounded, thread-safe LRU.
+
+Keys are (structural_key(order), backend name): the structure, shapes, dtypes and view layouts of
+the program, never its data or the values of Python scalars (those are runtime arguments).  The
+size comes from LAZYTORCH_CACHE_SIZE (default 512) or `set_cache_size`.  A compile runs outside
+the lock (it may be slow; two threads missing the same key may both compile, the first insert
+wins) and only a successful compile inserts an entry, so a failed one leaves the cache as it was.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, NamedTuple
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    entries: int
+    evictions: int
+    maxsize: int
+
+
+class GraphCache:
+    def __init__(self, maxsize: int):
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self.maxsize = maxsize
+        self.hits = self.misses = self.evictions = 0
+
+    def get_or_compile(self, key: Hashable, compile_fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+            self.misses += 1
+        entry = compile_fn()
+        with self._lock:
+            existing = self._entries.get(key)
+            if existing is not None:
+                return existing
+            self._entries[key] = entry
+            self._evict()
+        return entry
+
+    def _evict(self) -> None:
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+            self.evictions += 1
+
+    def resize(self, maxsize: int) -> None:
+        if maxsize < 0:
+            raise ValueError(f"set_cache_size: size must be >= 0, got {maxsize}")
+        with self._lock:
+            self.maxsize = maxsize
+            self._evict()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = self.evictions = 0
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self.hits, self.misses, len(self._entries), self.evictions, self.maxsize)
+
+
+CACHE = GraphCache(int(os.environ.get("LAZYTORCH_CACHE_SIZE", "512")))
+
+
+def cache_info() -> CacheInfo:
+    """(hits, misses, entries, evictions, maxsize) of the graph cache."""
+    return CACHE.info()
+
+
+def cache_clear() -> None:
+    """Drop every compiled program and reset the counters."""
+    CACHE.clear()
+
+
+def set_cache_size(n: int) -> None:
+    """Keep at most n compiled programs (least recently used are evicted first)."""
+    CACHE.resize(int(n))

@@ -1,0 +1,178 @@
+"""Decompositions of the nn composites into primitives (see the package docstring for the rules).
+
+Every form computes in the opmath dtype (float32 for half types) and casts back once at the end:
+softmax subtracts the row max, norms centre before squaring, losses pick the target's log-prob
+with a one-hot comparison against an `iota` (no gather), attention masks with -inf before softmax.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import dtypes as D
+from ...ir.build import call as B
+from ...ir.creation import iota
+from ...ir.node import Node
+from . import back, decomposes, opmath
+
+
+# ---------------------------------------------------------------- softmax family
+
+def _shifted(x: Node, dim: int) -> Node:
+    """x minus its max along dim (exp of it cannot overflow); empty tensors have no max to take."""
+    if x.numel == 0:
+        return x
+    return B("sub", x, B("amax", x, dim, True))
+
+
+def log_softmax_of(x: Node, dim: int) -> Node:
+    shifted = _shifted(x, dim)
+    return B("sub", shifted, B("log", B("sum", B("exp", shifted), dim, True)))
+
+
+def softmax_of(x: Node, dim: int) -> Node:
+    e = B("exp", _shifted(x, dim))
+    return B("div", e, B("sum", e, dim, True))
+
+
+def _input(self: Node, dtype) -> Node:
+    return opmath(B("to", self, dtype) if dtype is not None else self)
+
+
+@decomposes("softmax")
+def softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
+    return back(softmax_of(_input(self, dtype), dim), node.dtype)
+
+
+@decomposes("log_softmax")
+def log_softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
+    return back(log_softmax_of(_input(self, dtype), dim), node.dtype)
+
+
+# ---------------------------------------------------------------- norms
+
+def _mean(x: Node, dims: list[int]) -> Node:
+    """Mean over dims, kept as size 1 (sum times 1/n: no mean primitive needed)."""
+    n = math.prod(x.shape[d] for d in dims)
+    return B("mul", B("sum", x, dims, True), 1.0 / n if n else math.nan)
+
+
+def _affine(y: Node, weight: Node | None, bias: Node | None) -> Node:
+    if weight is not None:
+        y = B("mul", y, opmath(weight))
+    if bias is not None:
+        y = B("add", y, opmath(bias))
+    return y
+
+
+@decomposes("layer_norm")
+def layer_norm(node: Node, self: Node, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Node:
+    x = opmath(self)
+    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
+    centred = B("sub", x, _mean(x, dims))
+    var = _mean(B("mul", centred, centred), dims)            # biased, as torch's layer_norm
+    y = B("mul", centred, B("rsqrt", B("add", var, eps)))
+    return back(_affine(y, weight, bias), node.dtype)
+
+
+@decomposes("rms_norm")
+def rms_norm(node: Node, self: Node, normalized_shape, weight=None, eps=None) -> Node:
+    x = opmath(self)
+    if eps is None:                                          # torch: machine epsilon of the opmath dtype
+        eps = float(np.finfo(x.dtype.np).eps)
+    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
+    y = B("mul", x, B("rsqrt", B("add", _mean(B("mul", x, x), dims), eps)))
+    return back(_affine(y, weight, None), node.dtype)
+
+
+# ---------------------------------------------------------------- linear
+
+@decomposes("linear")
+def linear(node: Node, self: Node, weight: Node, bias=None) -> Node:
+    y = B("matmul", self, B("t", weight))
+    return y if bias is None else B("add", y, bias)
+
+
+# ---------------------------------------------------------------- losses
+
+def _class_dim(x: Node) -> int:
+    return 0 if x.ndim == 1 else 1
+
+
+def _per_class(w: Node, x: Node) -> Node:
+    """A [C] weight shaped to broadcast along x's class dim."""
+    trailing = x.ndim - _class_dim(x) - 1
+    return w if trailing == 0 else B("reshape", w, tuple(w.shape) + (1,) * trailing)
+
+
+def _reduce(loss: Node, reduction: str, denominator: Node | float | None = None) -> Node:
+    if reduction == "none":
+        return loss
+    total = B("sum", loss)
+    if reduction == "sum":
+        return total
+    if isinstance(denominator, Node):
+        return B("div", total, denominator)
+    return B("mul", total, 1.0 / denominator if denominator else math.nan)
+
+
+@decomposes("cross_entropy")
+def cross_entropy(node: Node, self: Node, target: Node, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Node:
+    cdim = _class_dim(self)
+    lp = log_softmax_of(opmath(self), cdim)
+    w = None if weight is None else _per_class(opmath(weight), self)
+    weighted = lp if w is None else B("mul", lp, w)
+    classes = self.shape[cdim]
+    if target.dtype.is_floating_point:
+        loss = _probability_target(weighted, opmath(target), cdim, classes, label_smoothing)
+        return back(_reduce(loss, reduction, self.numel / classes if classes else 0), node.dtype)
+    onehot = B("eq", iota(tuple(self.shape), cdim), B("unsqueeze", target, cdim))
+    valid = B("ne", target, ignore_index)
+    nll = B("where", valid, B("neg", B("sum", B("where", onehot, weighted, 0.0), cdim)), 0.0)
+    per_item_weight = valid if w is None else \
+        B("where", valid, B("sum", B("where", onehot, B("expand", w, tuple(self.shape)), 0.0), cdim), 0.0)
+    denominator = B("sum", per_item_weight, dtype=lp.dtype)
+    loss = _reduce(nll, reduction, denominator)
+    if label_smoothing > 0.0:
+        smooth = B("where", valid, B("neg", B("sum", weighted, cdim)), 0.0)
+        loss = B("add", B("mul", loss, 1.0 - label_smoothing),
+                 B("mul", _reduce(smooth, reduction, denominator), label_smoothing / classes))
+    return back(loss, node.dtype)
+
+
+def _probability_target(weighted_lp: Node, target: Node, cdim: int, classes: int, smoothing: float) -> Node:
+    if smoothing > 0.0:
+        target = B("add", B("mul", target, 1.0 - smoothing), smoothing / classes)
+    return B("neg", B("sum", B("mul", weighted_lp, target), cdim))
+
+
+@decomposes("mse_loss")
+def mse_loss(node: Node, self: Node, target: Node, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None) -> Node:
+    d = B("sub", opmath(self), opmath(target))
+    sq = B("mul", d, d)
+    if weight is None:
+        return back(_reduce(sq, reduction, sq.numel), node.dtype)
+    sq = B("mul", sq, opmath(weight))
+    return back(_reduce(sq, reduction, B("sum", opmath(weight))), node.dtype)
+
+
+# ---------------------------------------------------------------- attention
+
+@decomposes("scaled_dot_product_attention")
+def scaled_dot_product_attention(node: Node, query: Node, key: Node, value: Node, attn_mask=None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale=None,
+                                 enable_gqa: bool = False) -> Node:
+    q, k, v = opmath(query), opmath(key), opmath(value)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = B("mul", B("matmul", q, B("transpose", k, -2, -1)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:                                # query i sees keys 0..i (top-left aligned, as torch)
+        attn_mask = B("ge", iota((L, S), 0), iota((L, S), 1))
+    if attn_mask is not None and attn_mask.dtype.is_bool:
+        scores = B("where", attn_mask, scores, -math.inf)
+    elif attn_mask is not None:
+        scores = B("add", scores, opmath(attn_mask))
+    return back(B("matmul", softmax_of(scores, -1), v), node.dtype)

@@ -1,0 +1,90 @@
+"""Decompositions of composite reductions: mean, var, std, logsumexp and norm.
+
+They accumulate in the opmath dtype (float32 for half types) and cast back once.  Element counts
+come from shapes, so they are structural; user-given scalars (correction) stay runtime leaves.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import dtypes as D
+from ...ir.build import call as B
+from ...ir.node import Node
+from . import back, decomposes, opmath
+
+
+def _count(x: Node, dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    return n
+
+
+def _input(self: Node, dtype) -> Node:
+    """The input in the dtype to accumulate in: dtype= first, then widened if half."""
+    return opmath(self if dtype is None else B("to", self, dtype))
+
+
+def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
+    return B("div", B("sum", x, dims, keepdim), _count(x, dims))
+
+
+@decomposes("mean")
+def mean(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = False, dtype=None) -> Node:
+    return back(_mean(_input(self, dtype), dim, keepdim), node.dtype)
+
+
+def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool) -> Node:
+    """sum((x - mean)^2) / max(N - correction, 0): two passes, as torch's stable algorithm."""
+    x = opmath(self)
+    centered = B("sub", x, _mean(x, dim, True))
+    squares = B("sum", B("mul", centered, centered), dim, keepdim)
+    correction = 1 if correction is None else correction
+    return B("div", squares, B("maximum", B("sub", _count(x, dim), correction), 0))
+
+
+@decomposes("var")
+def var(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
+    return back(_var(node, self, dim, correction, keepdim), node.dtype)
+
+
+@decomposes("std")
+def std(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
+    return back(B("sqrt", _var(node, self, dim, correction, keepdim)), node.dtype)
+
+
+@decomposes("logsumexp")
+def logsumexp(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = False) -> Node:
+    """log(sum(exp(x - m))) + m with m the max, set to 0 where it is infinite (torch's form)."""
+    x = opmath(B("to", self, node.dtype) if not self.dtype.is_floating_point else self)
+    if x.numel == 0:                             # no max to subtract: log(sum(exp(x))) is log(0) or empty
+        return back(B("log", B("sum", B("exp", x), dim, keepdim)), node.dtype)
+    total = B("sum", B("exp", B("sub", x, _finite_max(x, dim, True))), dim, keepdim)
+    return back(B("add", B("log", total), _finite_max(x, dim, keepdim)), node.dtype)
+
+
+def _finite_max(x: Node, dim: tuple[int, ...], keepdim: bool) -> Node:
+    m = B("amax", x, dim, keepdim)
+    return B("where", B("isinf", m), B("to", 0, m.dtype), m)
+
+
+@decomposes("norm")
+def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=None) -> Node:
+    """Vector norms by p: sqrt of squares (2), sum of |x| (1), max/min |x| (+-inf), nonzeros (0),
+    else (sum |x|^p)^(1/p)."""
+    x = _input(self, dtype)
+    a = B("abs", x)
+    p = 2.0 if p is None else float(p)
+    if p == 2:
+        out = B("sqrt", B("sum", B("mul", x, x), dim, keepdim))
+    elif p == 1:
+        out = B("sum", a, dim, keepdim)
+    elif p == math.inf:
+        out = B("amax", a, dim, keepdim)
+    elif p == -math.inf:
+        out = B("amin", a, dim, keepdim)
+    elif p == 0:
+        out = B("sum", B("to", B("ne", x, 0), x.dtype), dim, keepdim)
+    else:
+        out = B("pow", B("sum", B("pow", a, p), dim, keepdim), 1.0 / p)
+    return back(out, node.dtype)

@@ -1,0 +1,388 @@
+"""Fusion: group the final graph's nodes into launches and produce the KernelPlan.
+
+Nodes are visited in topological order.  Each computing node joins the kernel group(s) of the
+nodes it reads when the result is still one valid kernel (rules below), merging several input
+groups where it reads more than one; otherwise it starts a new group.  Views, `full` and `iota`
+are *inlined*: they are not members of any group but are copied into every kernel group that
+reads them (a view becomes index arithmetic on the buffer it reads, a fill a constant).
+
+A kernel group has one domain: full shape I and reduced dims R (None until it holds a reduction).
+A member is *reduced* (once per row: a reduction, or pointwise over reduced members only) or
+*full* (once per element).  Joining is allowed when:
+  - full members have shape I exactly (inlined reads may broadcast); reduced members have I's
+    shape with R removed or kept as 1; a full member reading a reduced one needs the keepdim form;
+  - every reduction reads a full value of shape I and reduces exactly R;
+  - if a full value depends on a reduced one (the row is revisited: softmax, layer_norm), the
+    row (the product of I over R) has at most ROW_LIMIT elements;
+  - no inlined view reads a member of the same group (its input must be a stored buffer);
+  - reads + writes stay within MAX_BUFFERS, and merging groups creates no cycle between launches.
+matmul is a `library` launch; ops with no kernel form are `reference` launches.
+"""
+from __future__ import annotations
+
+from ..ir.graph import consumers, toposort
+from ..ir.node import Node
+from ..ir.registry import ops
+from .plan import BufferRef, KernelPlan, Launch
+
+ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
+MAX_BUFFERS = 31       # reads + writes of one launch (Metal's buffer argument table)
+
+REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
+INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
+LIBRARY = frozenset({"matmul"})
+EXTRA_POINTWISE = frozenset({"to", "clone", "contiguous", "where"})
+
+
+def is_pointwise(op: str) -> bool:
+    opdef = ops().get(op)
+    return op in EXTRA_POINTWISE or (opdef is not None and opdef.has("pointwise"))
+
+
+def launch_kind(op: str) -> str:
+    if op in LIBRARY:
+        return "library"
+    if op in INLINED:
+        return "kernel"
+    if op in REDUCTIONS or is_pointwise(op):
+        return "kernel"
+    return "reference"
+
+
+def keep_shape(I: tuple[int, ...], R: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if d in R else s for d, s in enumerate(I))
+
+
+def drop_shape(I: tuple[int, ...], R: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(s for d, s in enumerate(I) if d not in R)
+
+
+def row_size(I: tuple[int, ...], R: tuple[int, ...]) -> int:
+    n = 1
+    for d in R:
+        n *= I[d]
+    return n
+
+
+class Group:
+    """A launch being formed: members in topological order and, for kernels, the domain."""
+
+    def __init__(self, gid: int, kind: str, I: tuple[int, ...], R: tuple[int, ...] | None = None):
+        self.id = gid
+        self.kind = kind
+        self.I = I
+        self.R = R
+        self.members: list[Node] = []
+        self.role: dict[int, str] = {}          # id(member) -> "full" | "reduced"
+        self.after_reduce: set[int] = set()     # full members that depend on a reduced member
+        self.revisits = False                   # some full value depends on a reduced one
+        self.reads: set[int] = set()            # ids of external values read (incl. via inlined)
+        self.deps: set[int] = set()             # ids of groups this one depends on (transitive)
+
+
+class Fuser:
+    def __init__(self, roots: list[Node]):
+        self.roots = roots
+        self.order = toposort(roots)
+        self.users = consumers(self.order)
+        self.root_ids = {id(r) for r in roots}
+        self.group_of: dict[int, Group] = {}
+        self.groups: list[Group] = []
+        self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
+                                                                                  self.root_ids)}
+
+    # ---- classification ----
+    def inlined(self, n: Node) -> bool:
+        """Copied into each reading kernel: views, fills, constants, pointwise scalar values of
+        inputs only (a scalar argument's cast) and broadcast operands (see broadcast_operands)."""
+        got = self._inlined.get(id(n))
+        if got is None:
+            got = id(n) not in self.root_ids and (n.op in INLINED or (
+                n.shape == () and is_pointwise(n.op) and n.inputs and
+                all(i.op == "param" or self.inlined(i) for i in n.inputs)))
+            self._inlined[id(n)] = got
+        return got
+
+    def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
+        """(direct computed inputs, values read through inlined inputs) of a node."""
+        direct, through = [], []
+        stack = list(n.inputs)
+        while stack:
+            i = stack.pop()
+            if self.inlined(i):
+                for j in i.inputs:
+                    (stack.append(j) if self.inlined(j) else through.append(j))
+            else:
+                direct.append(i)
+        return direct, through
+
+    # ---- main loop ----
+    def run(self) -> list[Group]:
+        for n in self.order:
+            if n.op == "param" or self.inlined(n):
+                continue
+            kind = launch_kind(n.op)
+            direct, through = self.sources(n)
+            if kind == "kernel" and n.op not in INLINED and n.shape != ():
+                if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
+                    continue
+            self.start(n, kind, direct, through)
+        return self.groups
+
+    def start(self, n: Node, kind: str, direct: list[Node], through: list[Node]) -> Group:
+        if n.op in REDUCTIONS:
+            g = Group(len(self.groups), kind, tuple(n.inputs[0].shape), tuple(n.attrs["dim"]))
+        else:
+            g = Group(len(self.groups), kind, tuple(n.shape), None)
+        self.groups.append(g)
+        self.add(g, n, direct, through, role="reduced" if n.op in REDUCTIONS else "full")
+        return g
+
+    def add(self, g: Group, n: Node, direct: list[Node], through: list[Node], role: str) -> None:
+        g.members.append(n)
+        g.role[id(n)] = role
+        self.group_of[id(n)] = g
+        for i in direct + through:
+            if self.group_of.get(id(i)) is not g:
+                g.reads.add(id(i))
+                src = self.group_of.get(id(i))
+                if src is not None:
+                    g.deps |= {src.id} | src.deps
+
+    # ---- joining ----
+    def try_join(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
+        cands = []
+        for i in direct:
+            g = self.group_of.get(id(i))
+            if g is not None and g.kind == "kernel" and g not in cands:
+                cands.append(g)
+        forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
+        cands = [g for g in cands if g.id not in forbidden]
+        if not cands:
+            return False
+        # first all candidate groups merged, then each alone (largest first)
+        options = [cands] if len(cands) > 1 else []
+        options += [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
+        for option in options:
+            if self.acyclic(option, direct, through) and self.merge_and_add(option, n, direct, through):
+                return True
+        return False
+
+    def try_sibling(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
+        """Join a kernel group that reads the same values over the same domain (horizontal fusion:
+        several outputs computed from shared inputs come out of one kernel)."""
+        mine = {id(i) for i in direct + through}
+        for g in reversed(self.groups):
+            if g.kind == "kernel" and g.reads & mine and self.acyclic([g], direct, through) \
+                    and self.merge_and_add([g], n, direct, through):
+                return True
+        return False
+
+    def acyclic(self, option: list[Group], direct: list[Node], through: list[Node]) -> bool:
+        """Merging `option` (plus n) must not put a group both before and after the result."""
+        ids = {g.id for g in option}
+        outside: set[int] = set()
+        for g in option:
+            outside |= g.deps
+        for i in direct + through:
+            src = self.group_of.get(id(i))
+            if src is not None and src.id not in ids:
+                outside |= {src.id} | src.deps
+        outside -= ids
+        return not any(self.groups[h].deps & ids for h in outside)
+
+    def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
+        first = option[0]
+        for g in option[1:]:
+            if g.I != first.I or (g.R is not None and first.R is not None and g.R != first.R):
+                return False
+        I = first.I
+        R = next((g.R for g in option if g.R is not None), None)
+        members = {id(m) for g in option for m in g.members}
+        role = {k: v for g in option for k, v in g.role.items()}
+        in_group = [i for i in direct if id(i) in members]
+        if any(id(i) in members for i in through):
+            return False
+        revisits = any(g.revisits for g in option)
+        after = set().union(*(g.after_reduce for g in option))
+        if n.op in REDUCTIONS:
+            x = n.inputs[0]
+            dims = tuple(n.attrs["dim"])
+            if tuple(x.shape) != I or (R is not None and dims != R):
+                return False
+            if id(x) in members and role[id(x)] != "full":
+                return False
+            R = dims
+            my_role = "reduced"
+            if id(x) in after:
+                revisits = True
+        else:
+            roles = [role[id(i)] for i in in_group]
+            reduced_form = R is not None and tuple(n.shape) in (keep_shape(I, R), drop_shape(I, R))
+            my_role = "reduced" if roles and all(r == "reduced" for r in roles) and reduced_form else "full"
+            if my_role == "full":
+                if tuple(n.shape) != I:
+                    return False
+                for i in in_group:
+                    if role[id(i)] == "reduced":
+                        pad = (1,) * (len(I) - i.ndim) + tuple(i.shape)
+                        if pad != keep_shape(I, R):
+                            return False
+                        revisits = True
+                if any(role[id(i)] == "reduced" or id(i) in after for i in in_group):
+                    after.add(id(n))
+        if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
+            return False
+        reads = set().union(*(g.reads for g in option)) - members
+        reads |= {id(i) for i in direct + through if id(i) not in members}
+        if len(reads) + self.write_estimate(option, members) + 1 > MAX_BUFFERS:
+            return False
+        # commit
+        for g in option[1:]:
+            for m in g.members:
+                self.group_of[id(m)] = first
+            first.members = sorted(first.members + g.members, key=self.position)
+            first.deps |= g.deps
+            g.members = []
+            g.kind = "merged"
+        for g in self.groups:   # whoever depended on a merged group depends on the result
+            if g.deps & {o.id for o in option[1:]}:
+                g.deps.add(first.id)
+        first.deps -= {first.id}
+        first.R, first.role, first.after_reduce, first.revisits = R, role, after, revisits
+        first.reads = reads
+        self.add(first, n, direct, through, my_role)
+        first.reads -= {id(m) for m in first.members}
+        return True
+
+    def write_estimate(self, option: list[Group], members: set[int]) -> int:
+        """Members that must be stored: roots, and values read by nodes of other groups."""
+        count = 0
+        for g in option:
+            for m in g.members:
+                if id(m) in self.root_ids or any(
+                        id(u) in self.group_of and id(u) not in members for u in self.users[id(m)]):
+                    count += 1
+        return count
+
+    def position(self, n: Node) -> int:
+        if not hasattr(self, "_pos"):
+            self._pos = {id(m): k for k, m in enumerate(self.order)}
+        return self._pos[id(n)]
+
+
+def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids: set[int]) -> list[Node]:
+    """Pointwise values of params only that every reader reads at another shape (say a bias
+    computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
+    from_params: set[int] = set()
+    for n in order:
+        if n.op == "param" or n.op in INLINED or (is_pointwise(n.op) and n.inputs and
+                                                 all(id(i) in from_params for i in n.inputs)):
+            from_params.add(id(n))
+    chosen: set[int] = set()
+    for n in reversed(order):
+        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids:
+            continue
+        readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
+        if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
+            chosen.add(id(n))
+    return [n for n in order if id(n) in chosen]
+
+
+# ---------------------------------------------------------------- building the plan
+
+def build_plan(params: list[Node], roots: list[Node]) -> KernelPlan:
+    """Fuse the final graph into launches and assign buffers (see passes/plan.py)."""
+    fuser = Fuser(roots)
+    groups = [g for g in fuser.run() if g.kind != "merged"]
+    buffers: list[BufferRef] = []
+    by_node: dict[int, BufferRef] = {}
+
+    def new_buffer(node: Node, kind: str, slot: int | None) -> BufferRef:
+        b = BufferRef(len(buffers), tuple(node.shape), node.dtype, kind, slot)
+        buffers.append(b)
+        return b
+
+    param_refs = []
+    for p in params:
+        b = new_buffer(p, "param", p.attrs["slot"])
+        by_node[id(p)] = b
+        param_refs.append(b)
+    for slot, r in enumerate(roots):
+        if id(r) not in by_node:
+            by_node[id(r)] = new_buffer(r, "output", slot)
+    outputs = [by_node[id(r)] for r in roots]
+
+    # a member is stored when it is a root or some node outside its group reads it
+    group_of = fuser.group_of
+    launches = []
+    for k, g in enumerate(toposort_groups(groups, fuser)):
+        nodes = inlined_closure(g, fuser)
+        node_ids = {id(n) for n in nodes}
+        reads, seen = [], set()
+        for n in nodes:
+            for i in n.inputs:
+                if id(i) not in node_ids and id(i) not in seen:
+                    seen.add(id(i))
+                    if id(i) not in by_node:
+                        by_node[id(i)] = new_buffer(i, "temp", None)
+                    reads.append((i, by_node[id(i)]))
+        writes = []
+        for m in g.members:
+            if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)]):
+                if id(m) not in by_node:
+                    by_node[id(m)] = new_buffer(m, "temp", None)
+                writes.append((m, by_node[id(m)]))
+        launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes)))
+    order = toposort(roots)
+    scalars = frozenset(p.attrs["slot"] for p in params if p.attrs["kind"] == "scalar")
+    return KernelPlan(param_refs, buffers, launches, outputs, nodes=order, scalar_slots=scalars)
+
+
+def make_launch(k: int, g: Group, nodes, reads, writes) -> Launch:
+    if g.kind != "kernel":
+        name = g.members[-1].op
+        return Launch(g.kind, f"{g.kind[:3]}{k}_{name}", nodes, reads, writes, g.kind)
+    R = g.R if g.R is not None else ()
+    if g.R is None:
+        pattern = "pointwise"
+    elif any(g.role[id(n)] == "full" for n, _ in writes):
+        pattern = "row"
+    else:
+        pattern = "reduce"
+    if len(reads) + len(writes) > MAX_BUFFERS:
+        raise AssertionError(f"fusion: launch k{k} uses {len(reads) + len(writes)} buffers (cap {MAX_BUFFERS})")
+    return Launch("kernel", f"k{k}_{pattern}", nodes, reads, writes, pattern, tuple(g.I), tuple(R))
+
+
+def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
+    """The group's members plus the inlined nodes (views, fills) they read, topologically."""
+    extra: dict[int, Node] = {}
+    stack = [i for m in g.members for i in m.inputs]
+    while stack:
+        i = stack.pop()
+        if fuser.inlined(i) and id(i) not in extra:
+            extra[id(i)] = i
+            stack.extend(i.inputs)
+    nodes = list(extra.values()) + g.members
+    return sorted(nodes, key=fuser.position)
+
+
+def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:
+    """Groups in an order where every group runs after those it reads (ties: program order)."""
+    first = {g.id: min(fuser.position(m) for m in g.members) for g in groups}
+    by_id = {g.id: g for g in groups}
+    done: set[int] = set()
+    out: list[Group] = []
+    pending = sorted(groups, key=lambda g: first[g.id])
+    while pending:
+        for g in pending:
+            need = {by_id[d].id for d in g.deps if d in by_id}
+            if need <= done:
+                out.append(g)
+                done.add(g.id)
+                pending.remove(g)
+                break
+        else:
+            raise AssertionError("fusion produced a cycle between launches")
+    return out

@@ -1,0 +1,104 @@
+"""The kernel plan: what the fusion pass produces and every backend executes.
+
+The contract is written out in docs/architecture.md ("The kernel plan"); in short:
+
+- BufferRef: one buffer of the program: a `param` (slot = leaf index of the program; scalar
+  params are buffers of shape ()), a `temp` (written by one launch, read by later ones) or an
+  `output` (slot = root index).
+- Launch: one step: a generated `kernel`, a `library` call (matmul) or a `reference` (host)
+  fallback, over a group of nodes in topological order.  `reads` pairs each value the group reads
+  from outside with its buffer; `writes` pairs each group node whose value is stored with its
+  buffer.  Kernel launches also carry their iteration domain (`domain` = full shape I,
+  `reduce_dims` = R).
+- KernelPlan: params (by slot), all buffers, launches in execution order, outputs (by root).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.dtypes import DType
+from ..ir.node import Node, type_str
+from ..ir.printer import format_node
+
+KINDS = ("kernel", "library", "reference")
+PATTERNS = ("pointwise", "reduce", "row", "library", "reference")
+
+
+@dataclass(frozen=True, eq=False)
+class BufferRef:
+    id: int
+    shape: tuple[int, ...]
+    dtype: DType
+    kind: str                 # "param", "temp" or "output"
+    slot: int | None = None   # param: leaf index; output: root index; temp: None
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        slot = "" if self.slot is None else str(self.slot)
+        return f"{self.kind}{slot}#{self.id}:{self.dtype.short}{list(self.shape)}"
+
+
+@dataclass(eq=False)
+class Launch:
+    kind: str                                     # "kernel", "library" or "reference"
+    name: str                                     # unique in the plan, e.g. "k0_row"
+    nodes: tuple[Node, ...]                       # the group, topological
+    reads: tuple[tuple[Node, BufferRef], ...]     # outside value -> its buffer
+    writes: tuple[tuple[Node, BufferRef], ...]    # group node -> the buffer it is stored to
+    pattern: str                                  # "pointwise", "reduce", "row" (kernels); else = kind
+    domain: tuple[int, ...] = ()                  # kernels: the full shape I
+    reduce_dims: tuple[int, ...] = ()             # kernels: the reduced dims R of I (sorted)
+
+    @property
+    def buffers(self) -> int:
+        return len(self.reads) + len(self.writes)
+
+
+@dataclass(eq=False)
+class KernelPlan:
+    params: list[BufferRef]
+    buffers: list[BufferRef]
+    launches: list[Launch]
+    outputs: list[BufferRef]
+    backend: str = ""
+    scalar_slots: frozenset = frozenset()    # param slots that receive Python numbers, not buffers
+    nodes: list[Node] = field(default_factory=list, repr=False)   # the final graph, topological
+
+    @property
+    def kernels(self) -> list[Launch]:
+        """Every launch in order (kind says kernel, library or reference)."""
+        return self.launches
+
+    def count(self, kind: str) -> int:
+        return sum(1 for l in self.launches if l.kind == kind)
+
+    def __str__(self) -> str:
+        return format_plan(self)
+
+
+def format_plan(plan: KernelPlan) -> str:
+    """One line per launch (kind, pattern, domain, buffers read and written), nodes indented."""
+    names: dict[int, str] = {}
+    lines = [f"plan: {len(plan.launches)} launches, params {plan.params}, outputs {plan.outputs}"]
+    order = [n for l in plan.launches for n in l.nodes]
+    for i, n in enumerate(order):
+        names[id(n)] = f"%{i}"
+    for l in plan.launches:
+        for n, b in l.reads:
+            names.setdefault(id(n), repr(b))
+    for l in plan.launches:
+        dom = ""
+        if l.kind == "kernel":
+            dom = f" I={list(l.domain)}" + (f" R={list(l.reduce_dims)}" if l.reduce_dims else "")
+        reads = ", ".join(repr(b) for _, b in l.reads)
+        writes = ", ".join(f"{names[id(n)]}->{b!r}" for n, b in l.writes)
+        lines.append(f"{l.name}: {l.kind}/{l.pattern}{dom} reads({reads}) writes({writes})")
+        for n in l.nodes:
+            lines.append("    " + format_node(n, names))
+    return "\n".join(lines)

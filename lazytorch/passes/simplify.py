@@ -1,0 +1,148 @@
+"""Simplification: CSE, DCE, constant folding, algebraic identities, cast and view clean-up.
+
+Structural constants are `scalar` nodes the decompositions and legalize created; they are part of
+the program's structure and may be folded.  A user's Python number is a `param` of kind "scalar"
+(a runtime argument the graph cache does not key on) and is never folded into a literal.
+DCE is implicit: every pass rebuilds the graph from the roots, so unreachable nodes vanish.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import views as V
+from ..ir.node import Node
+from ..ir.registry import ops
+from .rewrite import rewrite
+
+# dtype -> the dtypes that hold every one of its values exactly (for to(to(x, wide), x.dtype))
+_WIDER = {
+    D.bool_: set(D.ALL),
+    D.uint8: {D.uint8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32, D.float64},
+    D.int8: {D.int8, D.int16, D.int32, D.int64, D.float16, D.bfloat16, D.float32, D.float64},
+    D.int16: {D.int16, D.int32, D.int64, D.float32, D.float64},
+    D.int32: {D.int32, D.int64, D.float64},
+    D.int64: {D.int64},
+    D.float16: {D.float16, D.float32, D.float64},
+    D.bfloat16: {D.bfloat16, D.float32, D.float64},
+    D.float32: {D.float32, D.float64},
+    D.float64: {D.float64},
+}
+INVOLUTIONS = frozenset({"neg", "bitwise_not"})
+
+
+def is_const(n: Node) -> bool:
+    return n.op == "scalar"
+
+
+def const_value(n: Node):
+    return n.value if is_const(n) else None
+
+
+def _same(x: Node, n: Node) -> Node | None:
+    """x replaces n only when it has n's exact type (identities must not change shape or dtype)."""
+    return x if x.shape == n.shape and x.dtype is n.dtype else None
+
+
+def fold_constants(n: Node) -> Node | None:
+    """A pointwise op (or cast) of structural constants only is computed now."""
+    opdef = ops().get(n.op)
+    if not n.inputs or not all(is_const(i) for i in n.inputs) or n.shape != ():
+        return None
+    if n.op != "to" and (opdef is None or not opdef.has("pointwise")):
+        return None
+    from ..runtime.reference import run_node
+    args = [D.from_compute(np.asarray(i.value), i.dtype).reshape(()) for i in n.inputs]
+    try:
+        with np.errstate(all="ignore"):
+            out = run_node(n, args)
+    except Exception:   # noqa: BLE001  (e.g. integer division by zero: leave it to run time)
+        return None
+    return Node.scalar(D.to_compute(out, n.dtype).item(), n.dtype)
+
+
+def identities(n: Node) -> Node | None:
+    ins = n.inputs
+    if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
+        return _same(ins[0], n)
+    if n.op == "mul" and len(ins) == 2 and const_value(ins[0]) == 1 and not ins[0].dtype.is_bool:
+        return _same(ins[1], n)
+    if n.op in ("add", "sub") and len(ins) == 2 and const_value(ins[1]) == 0 and not ins[1].dtype.is_bool \
+            and n.attrs.get("alpha", 1) == 1:
+        return _same(ins[0], n)
+    if n.op == "add" and len(ins) == 2 and const_value(ins[0]) == 0 and not ins[0].dtype.is_bool \
+            and n.attrs.get("alpha", 1) == 1:
+        return _same(ins[1], n)
+    if n.op == "sub" and ins and ins[0] is ins[1] and not n.dtype.is_floating_point and n.dtype.category:
+        # x - x is 0 only without NaN or infinity: integers only
+        return Node("full", (Node.scalar(0, n.dtype),), {"size": n.shape, "dtype": n.dtype}, n.shape, n.dtype)
+    if n.op in INVOLUTIONS and ins[0].op == n.op:
+        return _same(ins[0].inputs[0], n)
+    return None
+
+
+def casts(n: Node) -> Node | None:
+    if n.op != "to":
+        return None
+    x = n.inputs[0]
+    if x.dtype is n.dtype:
+        return x
+    if x.op == "to":
+        inner = x.inputs[0]
+        if inner.dtype is n.dtype and x.dtype in _WIDER[inner.dtype]:
+            return inner
+        if x.dtype in _WIDER[inner.dtype]:   # widening then converting: convert directly
+            return Node("to", (inner,), n.attrs, n.shape, n.dtype)
+    return None
+
+
+def views(n: Node) -> Node | None:
+    if n.op != "view":
+        return None
+    spec: V.ViewSpec = n.attrs["view"]
+    x = n.inputs[0]
+    if V.is_identity(spec, x.shape):
+        return x
+    if x.op == "full":     # any view of a fill is a fill of the view's shape
+        return Node("full", x.inputs, {**x.attrs, "size": n.shape}, n.shape, n.dtype)
+    if x.op == "view":
+        inner: V.ViewSpec = x.attrs["view"]
+        if V.is_contiguous(inner):
+            composed = V.ViewSpec(spec.shape, spec.strides, inner.offset + spec.offset)
+            return Node("view", x.inputs, {"view": composed}, n.shape, n.dtype)
+        # not expressible as one view of the base: read a copy (the view stays index arithmetic)
+        return Node("view", (Node("contiguous", (x,), {}, x.shape, x.dtype),), n.attrs, n.shape, n.dtype)
+    return None
+
+
+RULES = (fold_constants, casts, identities, views)
+
+
+def simplify_node(n: Node) -> Node | None:
+    for rule in RULES:
+        out = rule(n)
+        if out is not None and out is not n:
+            return out
+    return None
+
+
+def cse(roots: list[Node]) -> list[Node]:
+    """Hash-consing: nodes with equal op, attributes, input identities and type become one."""
+    table: dict[tuple, Node] = {}
+
+    def share(n: Node) -> Node | None:
+        if n.op == "param":
+            return None
+        try:
+            key = (n.op, tuple(sorted(n.attrs.items())), tuple(id(i) for i in n.inputs), n.shape, n.dtype,
+                   n.value if n.op == "scalar" else None, type(n.value).__name__)
+            hash(key)
+        except TypeError:
+            return None
+        found = table.setdefault(key, n)
+        return None if found is n else found
+    return rewrite(roots, share)
+
+
+def simplify(roots: list[Node]) -> list[Node]:
+    return cse(rewrite(roots, simplify_node))

@@ -1,0 +1,85 @@
+"""The backend interface: what a backend implements so that lazytorch can run kernel plans on it.
+
+A backend turns a KernelPlan (passes/plan.py; contract in docs/architecture.md) into an Executable
+and owns the buffers.  The plan executor (runtime/executor.py) does the backend-neutral part:
+it allocates every temp and output buffer (`Backend.empty`), runs the launches in order, passes
+each launch its buffers, frees temps after their last use and returns the outputs.  A backend
+therefore only has to:
+
+1. say how to move data: `from_host`, `to_host`, `empty`, `scalar`;
+2. compile launches: `compile_launch(launch, plan)` returns a LaunchFn, or None to have the
+   executor run that launch on the reference executor (host fallback, through to_host/from_host).
+   Until a code generator handles a launch kind or pattern, returning None keeps programs correct.
+
+A LaunchFn is called as `fn(reads, writes)`:
+  - `reads[i]` is the buffer of `launch.reads[i]` (its node -> BufferRef); scalar params arrive as
+    buffers of shape () made by `Backend.scalar`;
+  - `writes[i]` is the preallocated buffer for `launch.writes[i]`, contiguous, of the written
+    node's shape and dtype; the function fills it and returns nothing.
+  Buffers are in *storage form*: contiguous, row-major, bfloat16 as raw 16-bit words.  A view node
+  inside a kernel reads its (contiguous) input buffer through its ViewSpec (index arithmetic).
+
+Buffers may be any object, but `np.asarray(buf)` must give the host array in storage form (numpy
+arrays qualify; device buffers implement `__array__`), because realized nodes keep their buffer
+and user code reads it through numpy.  Leaf buffers handed to a program may come from the host or
+from another backend: `adopt` turns them into this backend's buffers.
+
+To add a backend: subclass Backend, set `name`, implement compile_launch (and the data methods if
+buffers are not numpy arrays), and register it with `runtime.register_backend(name, factory)`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..ir.dtypes import DType
+
+Buffer = Any
+LaunchFn = Callable[[Sequence[Buffer], Sequence[Buffer]], None]
+
+
+class Executable(Protocol):
+    """A prepared plan.  `run(args)` takes one value per plan param slot (a buffer for buffer
+    params, a Python number for scalar params) and returns one buffer per plan output."""
+
+    def run(self, args: Sequence[Any]) -> list[Buffer]: ...
+
+
+class Backend:
+    """Base class of backends.  The defaults describe a host backend whose buffers are numpy arrays."""
+
+    name: str = ""
+
+    # ---- data ----
+    def from_host(self, arr: np.ndarray) -> Buffer:
+        """A buffer holding `arr` (storage form, contiguous)."""
+        arr = np.asarray(arr)
+        return arr if arr.flags.c_contiguous else arr.copy(order="C")   # (keeps 0-d arrays 0-d)
+
+    def to_host(self, buf: Buffer) -> np.ndarray:
+        """The buffer's contents as a host numpy array in storage form."""
+        return np.asarray(buf)
+
+    def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
+        """An uninitialised contiguous buffer (the executor allocates every write through this)."""
+        return np.empty(shape, dtype=dtype.np)
+
+    def scalar(self, value: Any, dtype: DType) -> Buffer:
+        """A 0-d buffer holding a Python number (a scalar param's runtime value) as `dtype`."""
+        from ..ir import dtypes as D
+        return self.from_host(D.from_compute(np.asarray(value), dtype).reshape(()))
+
+    def adopt(self, buf: Buffer) -> Buffer:
+        """A leaf buffer (from the host or another backend) as a buffer of this backend."""
+        return self.from_host(np.asarray(buf))
+
+    # ---- compilation ----
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        """A function running `launch` (a passes.plan.Launch), or None for the host fallback."""
+        return None
+
+    def prepare(self, plan) -> Executable:
+        """The plan ready to run.  Default: the backend-neutral executor over compile_launch."""
+        from .executor import PlanExecutor
+        return PlanExecutor(self, plan)

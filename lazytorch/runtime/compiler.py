@@ -1,0 +1,169 @@
+"""The system C compiler and the on-disk cache of compiled kernel libraries.
+
+`load(source)` returns a ctypes library for C source: from memory, else from the disk cache
+(~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.  Cache entries are keyed by a
+hash of source + compiler version + flags, written atomically (temp file + os.replace), and carry
+a sha256 sidecar so that a corrupt or truncated entry is detected, reported with a warning and
+rebuilt instead of loaded.  `stats` counts compiles and hits (tests use it).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
+              "-Werror=implicit-function-declaration"]
+stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
+_memory: dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+
+
+class KernelCompileError(RuntimeError):
+    """The C compiler rejected generated source; the message holds its output and the source lines."""
+
+
+_fallback_dir: list[Path] = []
+
+
+def cache_dir() -> Path:
+    """The disk cache; if it cannot be created or written, a private temp dir (with a warning)."""
+    d = os.environ.get("LAZYTORCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lazytorch")
+    path = Path(d)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+        problem = "is not writable"
+    except OSError as e:
+        problem = f"cannot be created ({e.strerror})"
+    with _lock:
+        if not _fallback_dir:
+            _fallback_dir.append(Path(tempfile.mkdtemp(prefix="lazytorch-cache-")))
+            warnings.warn(f"lazytorch: kernel cache directory {path} {problem}; compiling into "
+                          f"{_fallback_dir[0]} for this process", RuntimeWarning, stacklevel=2)
+    return _fallback_dir[0]
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise KernelCompileError("the cpu backend needs a C compiler: none of $CC, cc, gcc, clang was found")
+    if not shutil.which(cc):
+        raise KernelCompileError(f"the cpu backend's C compiler {cc!r} (from $CC) was not found; "
+                                 "set CC to an installed compiler, or unset it to use cc/gcc/clang")
+    return cc
+
+
+_toolchain: list = []
+
+
+def toolchain() -> tuple[str, str, list[str]]:
+    """(compiler, version line, flags), probed once per process (OpenMP where it links)."""
+    if not _toolchain:
+        cc = compiler()
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        flags = BASE_FLAGS + (["-fopenmp"] if _has_openmp(cc, version) else ["-fopenmp-simd"])
+        _toolchain.extend([cc, version, flags])
+    return _toolchain[0], _toolchain[1], _toolchain[2]
+
+
+def _has_openmp(cc: str, version: str) -> bool:
+    marker = cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+    if marker.exists():
+        return marker.read_text() == "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++)s+=i;return s;}\n")
+        ok = subprocess.run([cc, "-fopenmp", "-fPIC", "-shared", str(src), "-o", str(Path(tmp) / "p.so")],
+                            capture_output=True).returncode == 0
+    _atomic_write(marker, b"1" if ok else b"0")
+    return ok
+
+
+def key_of(source: str) -> str:
+    cc, version, flags = toolchain()
+    return hashlib.sha256("\0".join([source, version, " ".join(flags)]).encode()).hexdigest()[:32]
+
+
+def load(source: str) -> ctypes.CDLL:
+    """The loaded library for `source`, compiling it only if no valid cache entry exists."""
+    key = key_of(source)
+    lib = _memory.get(key)
+    if lib is not None:
+        stats["memory_hits"] += 1
+        return lib
+    with _lock:
+        if key in _memory:
+            return _memory[key]
+        path = cache_dir() / f"{key}.so"
+        if _valid(path):
+            stats["disk_hits"] += 1
+        else:
+            _compile(source, path)
+        lib = _memory[key] = ctypes.CDLL(str(path))
+        return lib
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_suffix(".sha256")
+
+
+def _valid(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        ok = _sidecar(path).read_text().strip() == hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        ok = False
+    if not ok:
+        stats["rebuilt"] += 1
+        warnings.warn(f"lazytorch: kernel cache entry {path} is corrupt or incomplete; rebuilding it",
+                      RuntimeWarning, stacklevel=3)
+    return ok
+
+
+def _compile(source: str, path: Path) -> None:
+    cc, _, flags = toolchain()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".c")
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    out = tmp[:-2] + ".so"
+    try:
+        proc = subprocess.run([cc, *flags, tmp, "-o", out, "-lm"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise KernelCompileError(_explain(proc.stderr, source))
+        data = Path(out).read_bytes()
+        os.replace(out, path)
+        _atomic_write(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
+        stats["compiled"] += 1
+    finally:
+        for p in (tmp, out):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def _explain(stderr: str, source: str) -> str:
+    """The compiler's message plus the generated source around the first error line."""
+    lines = source.splitlines()
+    m = re.search(r":(\d+):\d+: error", stderr)
+    context = ""
+    if m:
+        at = int(m.group(1))
+        lo, hi = max(at - 4, 0), min(at + 3, len(lines))
+        context = "\n".join(f"{'>' if i + 1 == at else ' '}{i + 1:5d} | {lines[i]}" for i in range(lo, hi))
+    return f"the C compiler failed on a generated kernel:\n{stderr.strip()}\n\nsource near the error:\n{context}"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

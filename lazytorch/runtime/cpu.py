@@ -1,0 +1,113 @@
+"""The `cpu` backend: generated C kernels compiled by the system compiler, run through ctypes.
+
+`prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
+one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
+hands the plan to the backend-neutral executor.  Kernels write straight into the preallocated
+numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output buffer;
+anything else without a kernel runs on the reference executor (compile_launch returns None).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+from ..codegen.lower import Unsupported, lower
+from ..codegen.render import preamble, render
+from ..ir import dtypes as D
+from .backend import Backend, LaunchFn
+from .buffer_pool import BufferPool
+from . import compiler
+
+_ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
+
+
+def kernel_sources(plan, dialect: str = "c") -> dict[str, str]:
+    """launch name -> rendered source of every kernel launch this code generator handles."""
+    out = {}
+    for launch in plan.launches:
+        if launch.kind != "kernel":
+            continue
+        try:
+            out[launch.name] = render(lower(launch, _symbol(launch.name)), dialect)
+        except Unsupported:
+            continue
+    return out
+
+
+def _symbol(name: str) -> str:
+    return "lt_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _address(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def __init__(self):
+        self.pool = BufferPool()
+
+    def empty(self, shape, dtype):
+        return self.pool.empty(tuple(shape), dtype.np)
+
+    def prepare(self, plan):
+        sources = kernel_sources(plan)
+        self._lib = None
+        if sources:
+            pre = preamble("c")
+            # one translation unit per program: the preamble is parsed once per compile
+            unit = pre + "\n".join(s[len(pre):] if s.startswith(pre) else s for s in sources.values())
+            self._lib = compiler.load(unit)
+        self._sources = sources
+        return super().prepare(plan)
+
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        if launch.kind == "library" and _blas_matmul(launch):
+            return _matmul
+        if launch.kind != "kernel" or launch.name not in self._sources:
+            return None
+        fn = self._lib[_symbol(launch.name)]
+        fn.restype = None
+        fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
+        arr_t = _ptr_array[len(launch.reads) + len(launch.writes)]
+        debug = int(os.environ.get("LAZYTORCH_DEBUG", "0") or 0)
+
+        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            fn(arr_t(*[_address(b) for b in reads], *[_address(b) for b in writes]))
+
+        if not debug:
+            return run
+        source = self._sources[launch.name]
+
+        def traced(reads, writes) -> None:
+            t0 = time.perf_counter()
+            run(reads, writes)
+            dt = (time.perf_counter() - t0) * 1e6
+            print(f"[lazytorch cpu] {launch.name} ({launch.pattern} {list(launch.domain)}) {dt:.1f} us",
+                  file=sys.stderr)
+            if debug >= 2:
+                print(source[len(preamble('c')):], file=sys.stderr)
+        return traced
+
+
+def _blas_matmul(launch) -> bool:
+    """float32/float64 matmul of two buffers: numpy's BLAS writes it straight into the output."""
+    if len(launch.nodes) != 1 or launch.nodes[0].op != "matmul" or len(launch.reads) != 2:
+        return False
+    n = launch.nodes[0]
+    return n.dtype in (D.float32, D.float64) and all(i.dtype == n.dtype for i in n.inputs)
+
+
+def _matmul(reads, writes) -> None:
+    a, b = reads
+    out = writes[0]
+    if out.ndim and out.size:
+        np.matmul(a, b, out=out)
+    else:
+        out[...] = np.matmul(a, b)

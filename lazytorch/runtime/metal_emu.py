@@ -1,0 +1,200 @@
+"""metal-emu: runs the exact Metal source the metal backend launches, on the CPU.
+
+A MetalCall (codegen/metal_kernel.py) is assembled into the full kernel source the Metal runtime
+would compile; that source plus a small C++ launcher is compiled by g++ against
+shaders/metal_shim.h (Metal's types, math, barriers and simd collectives in C++, threads of a
+threadgroup as fibers that really synchronise) into a shared library, cached in memory and on disk,
+and launched through ctypes over the call's grid and threadgroup.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..codegen.metal import launch_call
+from ..codegen.metal_kernel import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
+from ..ir.errors import op_error
+from .backend import Backend, Buffer, LaunchFn
+from .compiler import KernelCompileError, cache_dir
+
+SHADERS = Path(__file__).resolve().parents[2] / "shaders"
+SHIM = SHADERS / "metal_shim.h"
+# -O1: kernels are small and many; it compiles markedly faster than -O2 at similar speed here.
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-Wno-attributes")
+# A kernel that synchronises threads needs the fiber scheduler; others run threads back to back.
+# Guessed from the body; a helper in the header that synchronises is caught at run time (code -3).
+_SYNC = re.compile(r"barrier|simd_|quad_|shuffle")
+NEEDS_SYNC = -3
+
+def translation_unit(kernel: AssembledKernel) -> str:
+    """The assembled Metal source followed by the launcher the emulator calls through ctypes."""
+    args = ", ".join(_argument(p, i) for i, p in enumerate(
+        [p for p in kernel.params if p.kind != "attribute"]))
+    attrs = [f"t.{p.name}" for p in kernel.params if p.kind == "attribute"]
+    call_args = ", ".join([a for a in [args] if a] + attrs)
+    return (kernel.source
+            + "\n// ---- metal-emu launcher (not part of the Metal source) ----\n"
+            + "static void lt_thread(void** a, const lt_emu::Attrs& t) {\n"
+            + f"  {kernel.function}{kernel.template_args}({call_args});\n}}\n"
+            + 'extern "C" int lt_launch(void** a, const unsigned* grid, const unsigned* tg, int sync) {\n'
+            + "  return lt_emu::dispatch(lt_thread, a, grid, tg, sync);\n}\n")
+
+
+def _argument(p: Param, i: int) -> str:
+    const = "" if p.kind == "output" else "const "
+    ptr = f"({const}{p.ctype}*)a[{i}]"
+    return "*" + ptr if p.by_ref else ptr
+
+
+@functools.lru_cache(maxsize=None)
+def prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
+    """The assembled kernel, its compiled launcher (the .so is cached on disk) and whether it
+    synchronises threads, once per call."""
+    kernel = assemble(call)
+    fn = ctypes.CDLL(str(_compile(translation_unit(kernel)))).lt_launch
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint),
+                   ctypes.POINTER(ctypes.c_uint), ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return kernel, fn, bool(_SYNC.search(call.source))
+
+
+def _cache_dir() -> Path:
+    path = cache_dir() / "metal-emu"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _gxx(args: Sequence[str], what: str) -> None:
+    r = subprocess.run(["g++", *args], capture_output=True, text=True)
+    if r.returncode:
+        raise KernelCompileError(f"metal-emu: g++ failed on {what}:\n{r.stderr[-6000:]}")
+
+
+def shim_include() -> Path:
+    """The shim, precompiled once per shim version: parsing it (and <cmath>) is most of the cost
+    of compiling a small kernel.  g++ falls back to the plain header if the .gch does not fit."""
+    text = SHIM.read_text()
+    key = hashlib.sha256("\0".join([text, *FLAGS]).encode()).hexdigest()[:16]
+    target = _cache_dir() / f"shim-{key}"
+    if not (target / "metal_shim.h.gch").exists():
+        tmp = Path(tempfile.mkdtemp(dir=_cache_dir()))
+        shutil.copy(SHIM, tmp / "metal_shim.h")
+        _gxx([*FLAGS, "-x", "c++-header", str(tmp / "metal_shim.h"), "-o", str(tmp / "metal_shim.h.gch")],
+             "the shim header")
+        try:
+            os.replace(tmp, target)
+        except OSError:          # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target / "metal_shim.h"
+
+
+def _compile(source: str) -> Path:
+    """g++ the launcher into the disk cache.  (runtime/compiler.py compiles C with fixed flags; once
+    it takes a compiler and flags per language this becomes a call to it.)"""
+    include = shim_include()
+    key = hashlib.sha256("\0".join([source, include.read_text(), *FLAGS]).encode()).hexdigest()[:24]
+    so = _cache_dir() / f"{key}.so"
+    if not so.exists():
+        with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
+            src = Path(tmp) / "k.cpp"
+            src.write_text(source)
+            try:
+                _gxx([*FLAGS, "-shared", "-include", str(include), "-o", str(Path(tmp) / "k.so"), str(src)],
+                     "a kernel")
+            except RuntimeError as e:
+                raise type(e)(f"{e}\n--- source ---\n{source}") from None
+            os.replace(Path(tmp) / "k.so", so)
+    return so
+
+
+def _check_launch(call: MetalCall) -> None:
+    tg = [min(t, g) for t, g in zip(call.threadgroup, call.grid)]
+    if min(call.grid) <= 0 or min(call.threadgroup) <= 0:
+        raise op_error(ValueError, call.name, f"grid {call.grid} and threadgroup {call.threadgroup} "
+                       "must be positive in every dimension", valid="skip empty launches")
+    if tg[0] * tg[1] * tg[2] > MAX_THREADS_PER_THREADGROUP:
+        raise op_error(ValueError, call.name, f"threadgroup {call.threadgroup} has more than "
+                       f"{MAX_THREADS_PER_THREADGROUP} threads")
+
+
+def _check_inputs(call: MetalCall, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if len(inputs) != len(call.input_names):
+        raise op_error(ValueError, call.name, f"expected {len(call.input_names)} inputs, got {len(inputs)}")
+    out = []
+    for name, shape, dt, arr in zip(call.input_names, call.input_shapes, call.input_dtypes, inputs):
+        arr = np.asarray(arr)
+        if arr.shape != tuple(shape) or arr.dtype != dt.np:
+            raise op_error(ValueError, call.name, f"input {name} is {arr.dtype}{list(arr.shape)}",
+                           valid=f"the call declares {dt.name}{list(shape)}")
+        out.append(np.ascontiguousarray(arr) if call.ensure_row_contiguous else arr)
+    return out
+
+
+def run(call: MetalCall, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray] | None = None
+        ) -> list[np.ndarray]:
+    """Run `call` on host arrays (storage form) as the Metal runtime would on the GPU.  Outputs
+    are allocated (filled with 0xFF bytes, so an element the kernel never writes shows up) unless
+    given (contiguous arrays of the declared shapes and dtypes)."""
+    _check_launch(call)
+    inputs = _check_inputs(call, inputs)
+    if outputs is None:
+        outputs = [np.full(int(np.prod(s)) * d.np.itemsize, 0xFF, np.uint8).view(d.np).reshape(s)
+                   for s, d in zip(call.output_shapes, call.output_dtypes)]
+    kernel, fn, sync = prepare(call)
+    keep: list[np.ndarray] = []     # every array whose address is passed stays alive until the call returns
+    for p in kernel.params:
+        if p.kind == "input":
+            keep.append(inputs[p.source_index])
+        elif p.kind == "output":
+            keep.append(outputs[p.source_index])
+        elif p.kind in ("shape", "strides", "ndim"):
+            arr = inputs[p.source_index]
+            value = {"shape": np.array(arr.shape, np.int32),
+                     "strides": np.array([s // arr.itemsize for s in arr.strides], np.int64),
+                     "ndim": np.array(arr.ndim, np.int32)}[p.kind]
+            keep.append(value)
+    ptrs = (ctypes.c_void_p * max(len(keep), 1))(*[a.ctypes.data for a in keep])
+    grid = (ctypes.c_uint * 3)(*call.grid)
+    tg = (ctypes.c_uint * 3)(*call.threadgroup)
+    rc = fn(ptrs, grid, tg, int(sync))
+    if rc == NEEDS_SYNC:
+        rc = fn(ptrs, grid, tg, 1)
+    if rc != 0:
+        raise op_error(RuntimeError, call.name, f"the emulator could not launch the kernel (code {rc})")
+    return list(outputs)
+
+
+class MetalEmuBackend(Backend):
+    """Runs plans with the Metal kernels of the metal backend, emulated on the CPU (numpy buffers)."""
+
+    name = "metal-emu"
+
+    def scalar(self, value, dtype):
+        """Scalar params: float64 ones are kept as float32 (Metal has no double; see narrow_scalars)."""
+        from ..ir import dtypes as D
+        return super().scalar(value, D.float32 if dtype is D.float64 else dtype)
+
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        call = launch_call(launch)
+        if call is None:
+            return None
+        if min(call.grid) == 0:          # nothing to compute (a size-0 domain)
+            return lambda reads, writes: None
+
+        dtypes = [d.np for d in call.input_dtypes]
+
+        def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+            # astype only narrows 0-d float64 params to the float32 the kernel reads (narrow_scalars)
+            run(call, [np.asarray(r).reshape(-1).astype(d, copy=False) for r, d in zip(reads, dtypes)],
+                [w.reshape(-1) for w in writes])
+        return fn

@@ -1,0 +1,126 @@
+"""Kernel IR lowering and C rendering, from hand-made launches (no compiler involved)."""
+from __future__ import annotations
+
+import pytest
+
+import lazytorch as lt
+from lazytorch.codegen.kernel_ir import Kernel
+from lazytorch.codegen.lower import lower
+from lazytorch.codegen.render import render
+from lazytorch.ir import dtypes as D
+from lazytorch.ir import views as V
+from lazytorch.ir.build import call
+from lazytorch.ir.node import Node
+from lazytorch.passes.plan import BufferRef, Launch
+
+
+def param(slot: int, shape, dtype=D.float32) -> Node:
+    return Node("param", (), {"slot": slot, "kind": "buffer"}, tuple(shape), dtype)
+
+
+def launch(nodes, reads, writes, pattern="pointwise", domain=(), reduce_dims=()) -> Launch:
+    refs = [(n, BufferRef(i, n.shape, n.dtype, "param", i)) for i, n in enumerate(reads)]
+    outs = [(n, BufferRef(100 + i, n.shape, n.dtype, "output", i)) for i, n in enumerate(writes)]
+    return Launch("kernel", "k0", tuple(nodes), tuple(refs), tuple(outs), pattern,
+                  tuple(domain), tuple(reduce_dims))
+
+
+def test_pointwise_contiguous_with_broadcast_scalar():
+    x, s = param(0, (4, 8)), param(1, ())
+    y = call("mul", x, s)
+    z = call("exp", y)
+    k = lower(launch([y, z], [x, s], [z], domain=(4, 8)))
+    assert k.contiguous and k.index_type == "i32"
+    assert k.inner == (32,) and k.outer == ()
+    # the scalar load is hoisted to the kernel stage; the rest runs per element
+    assert [op.op for op in k.stages[0].ops] == ["load"]
+    elem = [s for s in k.stages if s.scope == "elem"][0]
+    assert [op.op for op in elem.ops] == ["load", "mul", "exp"]
+    src = render(k, "c")
+    assert "lt_exp_f32(" in src and "#pragma omp simd" in src and "a0[i]" in src
+
+
+def test_pointwise_strided_view_flip_and_broadcast():
+    x, b = param(0, (6, 5)), param(1, (5,))
+    spec = V.flip(V.permute(V.contiguous((6, 5)), (1, 0)), (0,))          # x.T.flip(0): (5, 6)
+    v = Node("view", (x,), {"view": spec}, spec.shape, D.float32)
+    bcol = Node("view", (b,), {"view": V.ViewSpec((5, 1), (1, 0))}, (5, 1), D.float32)   # b[:, None]
+    y = call("add", v, bcol)
+    k = lower(launch([v, bcol, y], [x, b], [y], domain=(5, 6)))
+    assert not k.contiguous
+    strides = {(a.arg, a.inner) for a in k.accesses}
+    assert (0, (-1, 5)) in strides          # flipped, transposed read: negative stride
+    assert (1, (1, 0)) in strides           # broadcast along the last dim: stride 0
+    off = [a.offset for a in k.accesses if a.arg == 0][0]
+    assert off == 4                         # flip starts at the last row of the transpose
+    src = render(k, "c")
+    assert "o0 * -1" in src and "for (int32_t o = 0; o < 5; o++)" in src
+
+
+def test_64bit_index_when_sizes_exceed_int32():
+    x = param(0, (3, 2**30))
+    y = call("neg", x)
+    k = lower(launch([y], [x], [y], domain=(3, 2**30)))
+    assert k.index_type == "i64" and "int64_t i" in render(k, "c")
+    x = param(0, (3, 2**20))
+    k = lower(launch([call("neg", x)], [x], [call("neg", x)], domain=(3, 2**20)))
+    assert k.index_type == "i32"
+
+
+def test_row_reduction_sum_half_accumulates_in_f32():
+    x = param(0, (4, 16), D.float16)
+    s = call("sum", x, 1)
+    k = lower(launch([s], [x], [s], "reduce", (4, 16), (1,)))
+    assert k.outer == (4,) and k.inner == (16,)
+    red = [r for st in k.stages for r in st.reduces]
+    assert len(red) == 1 and red[0].dtype == D.float32 and red[0].op == "sum"
+    src = render(k, "c")
+    assert "reduction(+:" in src and "(_Float16)" in src     # store narrows to half
+
+
+def test_column_reduction_and_all_reduction():
+    x = param(0, (8, 3))
+    s = call("amax", x, 0)
+    k = lower(launch([s], [x], [s], "reduce", (8, 3), (0,)))
+    assert k.outer == (3,) and k.inner == (8,)
+    assert [a.inner for a in k.accesses if a.arg == 0] == [(3,)]
+    t = call("sum", x)
+    k = lower(launch([t], [x], [t], "reduce", (8, 3), (0, 1)))
+    assert k.outer == () and k.inner == (24,) and k.contiguous
+
+
+def test_softmax_row_kernel_has_three_passes():
+    x = param(0, (4, 16))
+    m = call("amax", x, [1], True)
+    e = call("exp", call("sub", x, m))
+    s = call("sum", e, [1], True)
+    y = call("div", e, s)
+    nodes = [m, e.inputs[0], e, s, y]
+    k = lower(launch(nodes, [x], [y], "row", (4, 16), (1,)))
+    elems = [s for s in k.stages if s.scope == "elem"]
+    assert len(elems) == 3
+    assert [r.op for r in elems[0].reduces] == ["amax"] and [r.op for r in elems[1].reduces] == ["sum"]
+    assert elems[2].stores and not elems[2].reduces
+
+
+def test_argmax_keeps_index_and_nan_rule():
+    x = param(0, (4, 16))
+    a = call("argmax", x, 1)
+    k = lower(launch([a], [x], [a], "reduce", (4, 16), (1,)))
+    src = render(k, "c")
+    assert "!= " in src and "= i; }" in src and "INFINITY" in src
+
+
+def test_scalars_are_arguments_not_literals():
+    x, s = param(0, (8,)), Node("param", (), {"slot": 1, "kind": "scalar"}, (), D.float64)
+    y = call("add", x, s)
+    k = lower(launch([y], [x, s], [y], domain=(8,)))
+    assert "2.5" not in render(k, "c") and len(k.args) == 3
+
+
+def test_show_kernels_any_backend():
+    a = lt.randn(4, 8)
+    text = lt.show_kernels(lt.softmax(a * 2.0, dim=-1), backend="cpu")
+    assert "void lt_k0_row" in text and "lt_exp_f32" in text
+    with pytest.raises(ValueError, match="no code generator"):
+        lt.show_kernels(a + 1, backend="nope")

@@ -1,0 +1,120 @@
+"""Fusion: kernel counts of canonical programs, each fused program compared with torch."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lazytorch as lt
+from lazytorch.passes.fuse import MAX_BUFFERS, ROW_LIMIT
+from oracle import assert_same, check, sample
+
+
+def kinds(*tensors) -> list[str]:
+    return [l.kind for l in lt.kernel_plan(*tensors).kernels]
+
+
+def fused(fn, *samples, expect: list[str], atol=None, rtol=None):
+    """fn fuses into launches of kinds `expect` and matches torch."""
+    got = fn(lt, *[s.lt for s in samples])
+    outs = got if isinstance(got, tuple) else (got,)
+    plan = lt.kernel_plan(*outs)
+    assert [l.kind for l in plan.kernels] == expect, str(plan)
+    check(fn, *samples, atol=atol, rtol=rtol)
+
+
+def chain20(m, x, b):
+    y = x
+    for i in range(10):
+        y = (y * b + 0.5).tanh() if i % 2 else (y - b.exp() * 0.25).abs().sqrt()
+    return y
+
+
+SHAPES = [(4, 16), (1, 1), (3, 0), (2, 3, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_pointwise_chain_one_kernel(shape, dtype):
+    fused(chain20, sample(shape, dtype), sample(shape[-1:], dtype, seed=1), expect=["kernel"], atol=2e-2)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+def test_chain_over_views_one_kernel(layout):
+    fused(chain20, sample((6, 8), layout=layout), sample((8,), seed=1), expect=["kernel"])
+
+
+ROWS = [
+    ("softmax", lambda m, x: m.softmax(x, -1)),
+    ("log_softmax", lambda m, x: m.log_softmax(x, -1)),
+    ("layer_norm", lambda m, x: m.nn.functional.layer_norm(x, (x.shape[-1],))),
+    ("rms_norm", lambda m, x: m.nn.functional.rms_norm(x, (x.shape[-1],))),
+    ("center", lambda m, x: x - x.mean(-1, keepdim=True)),
+]
+
+
+@pytest.mark.parametrize("name,fn", ROWS, ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize("shape,dtype", [((5, 32), "float32"), ((2, 3, 7), "float32"), ((4, 16), "bfloat16")])
+def test_row_programs_one_kernel(name, fn, shape, dtype):
+    fused(fn, sample(shape, dtype), expect=["kernel"])
+    assert lt.kernel_plan(fn(lt, sample(shape, dtype).lt)).kernels[0].pattern == "row"
+
+
+def test_row_over_limit_splits():
+    x = sample((2, 2 * ROW_LIMIT))
+    assert len(kinds(lt.softmax(x.lt, -1))) > 1
+    check(lambda m, x: m.softmax(x, -1), x)
+
+
+@pytest.mark.parametrize("shape", [(4, 16), (3, 0), (1, 1)])
+def test_reduction_with_prologue_and_epilogue(shape):
+    plan = lt.kernel_plan((sample(shape).lt * sample(shape, seed=1).lt).sum(-1).sqrt())
+    assert [(l.kind, l.pattern) for l in plan.kernels] == [("kernel", "reduce")]
+    fused(lambda m, a, b: (a * b).sum(-1).abs().sqrt(), sample(shape), sample(shape, seed=1), expect=["kernel"])
+
+
+def test_linear_bias_gelu_is_library_then_kernel():
+    fused(lambda m, x, w, b, r: m.nn.functional.gelu(m.nn.functional.linear(x, w, b)) + r,
+          sample((8, 32)), sample((16, 32), seed=1), sample((16,), seed=2), sample((8, 16), seed=3),
+          expect=["library", "kernel"], atol=1e-4)
+
+
+def test_two_outputs_of_one_chain_one_kernel():
+    x = sample((4, 8))
+    fused(lambda m, x: ((x * 2).exp() + 1, (x * 2).exp() * 3, x.abs()), x, expect=["kernel"])
+
+
+def test_opaque_op_is_reference_launch():
+    fused(lambda m, x: (x.cumsum(-1) * 2).exp(), sample((3, 5)), expect=["reference", "kernel"])
+
+
+def test_buffer_cap_splits_groups():
+    xs = [sample((4, 8), seed=i) for i in range(40)]
+
+    def total(m, *ts):
+        out = ts[0]
+        for t in ts[1:]:
+            out = out * 0.5 + t
+        return out
+    plan = lt.kernel_plan(total(lt, *[x.lt for x in xs]))
+    # 40 tensors and 39 scalar arguments: 79 reads need three launches of at most 31 buffers
+    assert len(plan.kernels) == 3 and all(l.buffers <= MAX_BUFFERS for l in plan.kernels)
+    check(total, *xs)
+
+
+def test_plan_is_printable_and_complete():
+    x = sample((4, 8)).lt
+    plan = lt.kernel_plan(lt.softmax(x * 2.0, -1))
+    text = str(plan)
+    assert "k0_row: kernel/row I=[4, 8] R=[1]" in text and "amax" in text and "exp" in text
+    launch = plan.kernels[0]
+    assert launch.domain == (4, 8) and launch.reduce_dims == (1,)
+    assert [b.kind for b in plan.params] == ["param", "param"] and plan.scalar_slots == {1}
+    assert plan.outputs[0].kind == "output" and launch.writes[0][1] is plan.outputs[0]
+
+
+def test_view_of_computed_value_reads_stored_buffer():
+    fused(lambda m, x: (x.exp().t() + 1).sum(0), sample((3, 4)), expect=["kernel", "kernel"])
+
+
+def test_eval_root_that_is_view_and_scalar_param():
+    check(lambda m, x: (x.t(), x * 1), sample((3, 4)))
