@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import lazytorch as lt  # noqa: E402
 
 # Backends the op suite runs on; LAZYTORCH_TEST_BACKENDS="cpu" narrows it.
-BACKENDS = [b for b in os.environ.get("LAZYTORCH_TEST_BACKENDS", "reference").split(",") if b]
+BACKENDS = [b for b in os.environ.get("LAZYTORCH_TEST_BACKENDS", "reference,cpu,metal-emu").split(",") if b]
 
 
 @pytest.fixture(params=BACKENDS)

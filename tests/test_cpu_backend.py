@@ -100,3 +100,18 @@ def test_float32_math_accuracy_full_range():
 def test_matmul_and_reference_fallback():
     check(lambda m, a, b: (a @ b).relu() + 1, sample((8, 5)), sample((5, 3), seed=1))
     check(lambda m, a: m.cumsum(a * 2, 1), sample((3, 4)))
+
+
+def test_broadcast_view_of_a_computed_value():
+    check(lambda m, a: m.floor(a).expand(3) * 2, sample(()))
+    check(lambda m, a: (m.exp(a) + 1).expand(4, 3, 5) - a, sample((3, 1)))
+
+
+@pytest.mark.parametrize("op", [lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x.fmod(y)])
+def test_integer_division_by_zero_raises(op):
+    x, y = lt.tensor([4, -3, 5], dtype=lt.int32), lt.tensor([2, 0, 1], dtype=lt.int32)
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
+        op(x, y).numpy()
+    # the error word is reset: the same program runs again on valid data
+    np.testing.assert_array_equal(op(x, y + 1).numpy(), op(torch.tensor([4, -3, 5], dtype=torch.int32),
+                                                            torch.tensor([3, 1, 2], dtype=torch.int32)).numpy())

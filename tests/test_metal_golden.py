@@ -77,3 +77,14 @@ def test_metal_backend_arguments_generate_the_emulated_source(name, tmp_path, ca
     printed = capfd.readouterr().out.split("```\n", 1)[1].rsplit("\n```", 1)[0]
     compiled = metal_emu.translation_unit(assemble(call))
     assert compiled.startswith(printed.rstrip("\n") + "\n")
+
+
+def test_integer_division_by_zero_raises_on_the_emulator():
+    lt.set_backend("metal-emu")
+    try:
+        x, y = lt.tensor([4, -3, 5]), lt.tensor([2, 0, 1])
+        with pytest.raises(ZeroDivisionError, match="integer division by zero"):
+            (x // y).numpy()
+        np.testing.assert_array_equal((x // lt.tensor([2, -2, 1])).numpy(), [2, 1, 5])
+    finally:
+        lt.set_backend("reference")

@@ -115,3 +115,13 @@ def test_float_remainder_of_large_values_is_within_tolerance(backend):
     # the fuzzer's 'values' report here was its own fault (remainder amplifies a one-ulp sinh
     # difference); kept as a check that plain float remainder of exact values matches torch
     check(lambda m, x: m.remainder(x, 1), sample((2, 3, 3), "float32", low=-50, high=50))
+
+
+@pytest.mark.xfail(strict=True, reason="cpu: prod over a size-1 dim plus a broadcast int64 tensor gives "
+                   "wrong values in the last elements (fuzz seed 4673); owner: cpu codegen/fusion")
+def test_cpu_prod_size1_dim_plus_int64(cpu):
+    x = sample((1, 5, 1), "float32", values=np.array(
+        [[[2.763176202774048], [2.6701791286468506], [2.5461738109588623], [-0.24764972925186157],
+          [2.669229745864868]]], dtype=np.float32))
+    y = sample((5,), "int64", values=np.array([-2, -2, -2, 1, -5]))
+    check(lambda m, x, y: m.add(m.prod(x, 2), y), x, y)

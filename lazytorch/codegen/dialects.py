@@ -54,7 +54,7 @@ _C_MATH = {
     # unary
     "neg": "(-{0})", "abs@float": "fabs{F}({0})", "abs@int": "(({0}) < 0 ? -({0}) : ({0}))", "abs@bool": "{0}",
     "abs@u8": "{0}",
-    "sign@float": "(({0}) > 0 ? 1 : (({0}) < 0 ? -1 : ({0})))", "sign": "((({0}) > 0) - (({0}) < 0))",
+    "sign": "((({0}) > 0) - (({0}) < 0))",      # torch: sign(NaN) = 0, sign(-0.0) = +0
     "sign@bool": "{0}",
     "isnan@float": "(({0}) != ({0}))", "isnan": "0",
     "isinf@float": "(({0}) == INFINITY || ({0}) == -INFINITY)", "isinf": "0",
@@ -83,6 +83,12 @@ _C_MATH = {
 }
 
 
+# integer division in C kernels reports division by zero through the kernel's error word
+_C_CHECKED = {f"{op}@int": f"lt_{fn}_{{t}}({{0}}, {{1}}, lt_err)" for op, fn in
+              [("div_trunc", "idiv"), ("div_floor", "ifloordiv"), ("floor_divide", "ifloordiv"),
+               ("remainder", "irem"), ("fmod", "ifmod")]}
+
+
 def _libm_suffix(table: dict[str, str]) -> dict[str, str]:
     """Split `{F}` (libm's float suffix) into per-dtype entries: fabsf for f32, fabs for f64."""
     out = {}
@@ -102,7 +108,7 @@ C = Dialect(
              "float32": "float", "float64": "double"},
     register={"bool": "_Bool", **_INT_C, "float16": "float", "bfloat16": "float",
               "float32": "float", "float64": "double"},
-    math=_libm_suffix(_C_MATH),
+    math=_libm_suffix({**_C_MATH, **_C_CHECKED}),
     load={"bfloat16": "lt_bf16_to_f32({ptr}[{idx}])", "float16": "(float){ptr}[{idx}]",
           "bool": "({ptr}[{idx}] != 0)", "*": "{ptr}[{idx}]"},
     store={"bfloat16": "lt_f32_to_bf16({0})", "float16": "(_Float16)({0})", "bool": "(uint8_t)({0})",

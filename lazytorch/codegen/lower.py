@@ -53,10 +53,19 @@ def supports(launch) -> bool:
 
 def lower(launch, name: str | None = None) -> Kernel:
     """The Kernel of a `kernel` launch; raises Unsupported for ops without a lowering."""
+    group = {id(n) for n in launch.nodes}
     for n in launch.nodes:
         if n.op not in SUPPORTED:
             raise Unsupported(f"{n.op} has no kernel lowering")
+        if n.op == "view" and id(n.inputs[0]) in group and not _is_broadcast(n):
+            raise Unsupported("a view that reorders a value computed in the same kernel")
     return _Lowering(launch, name or launch.name).run()
+
+
+def _is_broadcast(view: Node) -> bool:
+    """A view that only broadcasts its input (which the kernel's index mapping does implicitly)."""
+    base = view.inputs[0]
+    return view.attrs["view"] == V.expand(V.contiguous(base.shape), view.shape)
 
 
 class _Lowering:
@@ -157,6 +166,8 @@ class _Lowering:
     # ---------------------------------------------------------------- values
     def value(self, n: Node, stage: Stage, space: tuple[int, ...], scope: str) -> tuple[str, DType]:
         """(var, register dtype) of node n, consumed in `space` from a stage of `scope`."""
+        if n.op == "view" and id(n) not in self.reads and id(n.inputs[0]) in self.group:
+            return self.value(n.inputs[0], stage, space, scope)     # a broadcast of a group value
         if id(n) in self.reads or n.op == "view":
             return self.load(n, stage, space, scope)
         if n.op in PASS_THROUGH:

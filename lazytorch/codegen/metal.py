@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 
-from .dialects import _C_MATH, DIALECTS, FLOAT_FUNCS, Dialect
+from ..ir import dtypes as D
+
+from .dialects import _C_CHECKED, _C_MATH, DIALECTS, FLOAT_FUNCS, Dialect
 from .kernel_ir import Kernel
 from .metal_kernel import TYPE_NAMES, MetalCall
 
@@ -31,7 +33,10 @@ _METAL_MATH = {
     "fmod@float": "metal::fmod({0}, {1})",
     "pow@float": "metal::precise::pow({0}, {1})",
     "atan2@float": "metal::precise::atan2({0}, {1})",
+    **_C_CHECKED,   # integer division reports division by zero through the ERROR_FLAG output
 }
+# The extra int32[1] output of kernels that divide integers: set to 1 on division by zero.
+ERROR_FLAG = "lt_err"
 
 METAL = Dialect(
     name="metal",
@@ -46,6 +51,15 @@ METAL = Dialect(
     preamble="metal_preamble.metal.j2",
     in_qualifier="const",
     restrict="",
+    extra={   # the GPU templates' thread vocabulary (shared with the CUDA table)
+        "global_id": "thread_position_in_grid.x", "group_id": "threadgroup_position_in_grid.x",
+        "local_id": "thread_position_in_threadgroup.x", "local_size": "threads_per_threadgroup.x",
+        "lane": "thread_index_in_simdgroup", "simd_group": "simdgroup_index_in_threadgroup",
+        "shared": "threadgroup", "barrier": "threadgroup_barrier(mem_flags::mem_threadgroup);",
+        "simd_sum": "simd_sum({0})", "simd_prod": "simd_product({0})", "simd_amax": "simd_max({0})",
+        "simd_amin": "simd_min({0})", "simd_any": "simd_any({0})", "simd_all": "simd_all({0})",
+        "simd_flag": "simd_max({0})",   # OR of a 0/1 int flag across the simdgroup
+    },
 )
 
 DIALECTS["metal"] = METAL
@@ -61,30 +75,35 @@ def rows_threadgroup(inner_numel: int) -> int:
     return tg
 
 
+def launch_shape(kernel: Kernel) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid (in threads) and threadgroup of a kernel rendered with the GPU templates (Metal, CUDA)."""
+    if kernel.pattern == "pointwise" and kernel.contiguous:   # render.py's choice of template
+        return (kernel.numel, 1, 1), (LINEAR_THREADGROUP, 1, 1)
+    if kernel.pattern == "pointwise":   # strided pointwise kernels render as rows of the last dim
+        from .render import _split_last
+        kernel = _split_last(kernel)
+    width = rows_threadgroup(kernel.inner_numel)
+    return (kernel.outer_numel * width, 1, 1), (width, 1, 1)
+
+
 def metal_call(kernel: Kernel, body: str, header: str) -> MetalCall:
     """The launch both Metal backends make for a rendered kernel: buffer names and types from the
     kernel's args, grid and threadgroup from its shape.  The name carries a hash of the source, so
     one name never stands for two different kernels."""
-    linear = kernel.pattern == "pointwise" and kernel.contiguous   # render.py's choice of template
     ins = [a for a in kernel.args if a.role == "in"]
     outs = [a for a in kernel.args if a.role == "out"]
     digest = hashlib.sha256((header + body).encode()).hexdigest()[:12]
-    if linear:
-        grid, tg = (kernel.numel, 1, 1), (LINEAR_THREADGROUP, 1, 1)
-    else:
-        if kernel.pattern == "pointwise":   # strided pointwise kernels render as rows of the last dim
-            from .render import _split_last
-            kernel = _split_last(kernel)
-        rows = kernel.outer_numel
-        width = rows_threadgroup(kernel.inner_numel)
-        grid, tg = (rows * width, 1, 1), (width, 1, 1)
+    flag = ERROR_FLAG in body
+    grid, tg = launch_shape(kernel)
     return MetalCall(
         name=f"lt_{digest}",
-        input_names=tuple(a.name for a in ins), output_names=tuple(a.name for a in outs),
+        input_names=tuple(a.name for a in ins),
+        output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
         source=body, header=header,
         input_shapes=tuple((a.numel,) for a in ins), input_dtypes=tuple(a.dtype for a in ins),
-        output_shapes=tuple((a.numel,) for a in outs), output_dtypes=tuple(a.dtype for a in outs),
-        grid=grid, threadgroup=tg)
+        output_shapes=tuple((a.numel,) for a in outs) + (((1,),) if flag else ()),
+        output_dtypes=tuple(a.dtype for a in outs) + ((D.int32,) if flag else ()),
+        grid=grid, threadgroup=tg, init_value=0 if flag else None)
 
 
 def check_dtypes(launch) -> None:
@@ -133,3 +152,9 @@ def launch_call(launch) -> MetalCall | None:
         return None
     kernel = narrow_scalars(kernel)
     return metal_call(kernel, render(kernel, METAL), preamble(METAL.name))
+
+
+def division_by_zero(launch) -> ZeroDivisionError:
+    """The error both Metal backends raise when a kernel set its ERROR_FLAG."""
+    ops = ", ".join(sorted({n.op for n in launch.nodes}))
+    return ZeroDivisionError(f"{launch.name}: integer division by zero (ops: {ops})")

@@ -85,6 +85,7 @@ class MetalCall:
     threadgroup: tuple[int, int, int]
     template: tuple[tuple[str, TemplateValue], ...] = ()
     ensure_row_contiguous: bool = True
+    init_value: float | None = None             # fill every output with this before the launch
 
     def __post_init__(self) -> None:
         for dt in self.input_dtypes + self.output_dtypes:

@@ -9,6 +9,7 @@ their last dim as the inner loop).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,6 +35,28 @@ def environment() -> jinja2.Environment:
 def preamble(dialect_name: str) -> str:
     d = get_dialect(dialect_name)
     return environment().get_template(d.preamble).render(int_types=INT_TYPES)
+
+
+_DEFINES = re.compile(r"^static inline [\w ]+?\b(lt_\w+)\(|^typedef .*?\b(lt_\w+);", re.M)
+
+
+def preamble_for(dialect_name: str, *bodies: str) -> str:
+    """The dialect's preamble cut down to the helpers the kernel bodies use (and what those use).
+
+    The preamble is blank-line separated chunks; the first (includes, declarations) is always
+    kept.  Compile time grows with the source, so unused helpers are left out."""
+    chunks = preamble(dialect_name).split("\n\n")
+    names = [{a or b for a, b in _DEFINES.findall(c)} for c in chunks]
+    keep = [True] + [False] * (len(chunks) - 1)
+    text = "\n".join(bodies)
+    changed = True
+    while changed:
+        changed = False
+        for i, defs in enumerate(names):
+            if not keep[i] and any(re.search(rf"\b{n}\b", text) for n in defs):
+                keep[i] = changed = True
+                text += chunks[i]
+    return "\n\n".join(c for c, k in zip(chunks, keep) if k) + "\n"
 
 
 def _identity(op: str, dt: DType) -> str:

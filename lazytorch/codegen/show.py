@@ -9,8 +9,8 @@ from .lower import Unsupported, lower
 
 
 def _c_source(launch) -> str | None:
-    from .render import preamble, render
-    return render(lower(launch, "lt_" + launch.name), "c")[len(preamble("c")):]
+    from .render import render
+    return render(lower(launch, "lt_" + launch.name), "c")
 
 
 def _metal_source(launch) -> str | None:

@@ -221,5 +221,5 @@ def index_select(op: OpDef, schema: Schema, a: Args) -> Node:
     x, index, d = a["self"], a["index"], a["dim"]
     vector = index if index.ndim == 1 else call("reshape", index, (1,))
     base = x if x.ndim else call("reshape", x, (1,))
-    out = call("index", base, (vector,), (d,))
+    out = call("index", base, (vector,), (d,), False)     # torch rejects negative indices here
     return out if out.shape == shape else call("reshape", out, shape)

@@ -13,7 +13,7 @@ import numpy as np
 BOOL, INTEGER, FLOATING = 0, 1, 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)          # dtypes are singletons: compared by identity, fast
 class DType:
     name: str          # torch's name: "float32"
     short: str         # compact name used in dumps: "f32"

@@ -7,6 +7,7 @@ category the highest rank that has one wins.  Python floats count as the default
 from __future__ import annotations
 
 from enum import Enum
+from functools import cache
 
 from . import dtypes as D
 from .dtypes import DType
@@ -47,8 +48,13 @@ def _combine(higher: DType | None, lower: DType | None) -> DType | None:
     return higher
 
 
-def result_type(operands: list[tuple[DType, int]]) -> DType:
+def result_type(operands) -> DType:
     """The dtype of a pointwise result from (dtype, rank) pairs, rank one of DIM, ZERO_DIM, SCALAR."""
+    return _result_type(tuple(operands))
+
+
+@cache                                  # promotion runs on every op built; the inputs repeat a lot
+def _result_type(operands: tuple[tuple[DType, int], ...]) -> DType:
     best: list[DType | None] = [None, None, None]
     for dt, rank in operands:
         if rank == SCALAR and dt.is_floating_point:
@@ -75,9 +81,14 @@ def opmath(dt: DType) -> DType:
     return D.float32 if dt in (D.float16, D.bfloat16) else dt
 
 
-def elementwise_dtypes(operands: list[tuple[DType, int]], kind: Promotion) -> tuple[DType, DType]:
+def elementwise_dtypes(operands, kind: Promotion) -> tuple[DType, DType]:
     """(computation dtype, result dtype) for a pointwise op, like torch's elementwise_dtypes."""
-    promoted = result_type(operands)
+    return _elementwise_dtypes(tuple(operands), kind)
+
+
+@cache
+def _elementwise_dtypes(operands: tuple[tuple[DType, int], ...], kind: Promotion) -> tuple[DType, DType]:
+    promoted = _result_type(operands)
     if kind is Promotion.INT_TO_FLOAT and not promoted.is_floating_point:
         promoted = D.default_float
     if kind is Promotion.BOOL_TO_LONG and promoted.is_bool:

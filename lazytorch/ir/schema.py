@@ -22,15 +22,15 @@ class Param:
     name: str
     default: Any
     kwarg_only: bool
+    base: str = ""     # type without `?` and list size: "int[1]?" -> "int[]" (filled in at parse)
+
+    def __post_init__(self):
+        # binding runs on every op call, so derived facts are computed once here
+        object.__setattr__(self, "base", re.sub(r"\[\d+\]", "[]", self.type.rstrip("?")))
 
     @property
     def optional(self) -> bool:
         return self.type.endswith("?")
-
-    @property
-    def base(self) -> str:
-        """Type without `?` and list size: "int[1]?" -> "int[]"."""
-        return re.sub(r"\[\d+\]", "[]", self.type.rstrip("?"))
 
     @property
     def has_default(self) -> bool:
@@ -48,16 +48,19 @@ class Schema:
     def __str__(self) -> str:
         return self.text
 
+    def __post_init__(self):
+        object.__setattr__(self, "positional", [p for p in self.params if not p.kwarg_only])
+        object.__setattr__(self, "names", frozenset(p.name for p in self.params))
+
     def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         """Match a call to the parameters; values are checked by kind but not converted."""
-        positional = [p for p in self.params if not p.kwarg_only]
-        args = _pack_int_list_varargs(positional, args)
+        positional = self.positional
+        if len(args) > len(positional) or positional and positional[-1].base == "Tensor[]":
+            args = _pack_int_list_varargs(positional, args)
         if len(args) > len(positional):
             raise SchemaError(self, f"takes {len(positional)} positional arguments but {len(args)} were given")
-        bound: dict[str, Any] = {}
-        for p, a in zip(positional, args):
-            bound[p.name] = a
-        names = {p.name for p in self.params}
+        bound: dict[str, Any] = dict(zip((p.name for p in positional), args))
+        names = self.names
         for k, v in kwargs.items():
             if k not in names:
                 raise SchemaError(self, f"got an unexpected keyword argument '{k}'")
@@ -102,22 +105,25 @@ def _is_int(x) -> bool:
 def _fits(p: Param, v) -> bool:
     if v is None:
         return p.optional or p.default is None
-    base = p.base
-    if base in ("Tensor", "Scalar"):
-        return _is_tensor(v) or isinstance(v, (bool, int, float)) or _is_np_scalar(v)
-    if base == "Tensor[]":
-        return isinstance(v, (list, tuple)) and all(_is_tensor(t) for t in v)
-    if base == "int":
-        return _is_int(v) and not isinstance(v, bool) or isinstance(v, bool) and p.name in ("diagonal",)
-    if base == "int[]":
-        return _is_int(v) or isinstance(v, (list, tuple)) and all(_is_int(x) for x in v)
-    if base == "float":
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    if base == "bool":
-        return isinstance(v, bool)
-    if base == "str":
-        return isinstance(v, str)
-    return True                                  # ScalarType, Generator, Any: checked by the op
+    check = _CHECKS.get(p.base)
+    return check is None or check(v)            # ScalarType, Generator, Any: checked by the op
+
+
+def _is_number_or_tensor(v) -> bool:
+    return isinstance(v, (bool, int, float)) or _is_tensor(v) or _is_np_scalar(v)
+
+
+# What a value of each parameter type may be, as a table (binding runs on every op call).
+_CHECKS = {
+    "Tensor": _is_number_or_tensor,
+    "Scalar": _is_number_or_tensor,
+    "Tensor[]": lambda v: isinstance(v, (list, tuple)) and all(_is_tensor(t) for t in v),
+    "int": lambda v: _is_int(v) and not isinstance(v, bool),
+    "int[]": lambda v: _is_int(v) or isinstance(v, (list, tuple)) and all(_is_int(x) for x in v),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+}
 
 
 def _is_tensor(v) -> bool:

@@ -27,7 +27,13 @@ _lock = threading.Lock()
 
 
 def default_backend() -> str:
-    return os.environ.get("LAZYTORCH_BACKEND") or "reference"
+    """LAZYTORCH_BACKEND, else `cpu` where a C compiler exists (Metal hosts pick metal explicitly
+    until the metal backend can report itself available), else `reference`."""
+    env = os.environ.get("LAZYTORCH_BACKEND")
+    if env:
+        return env
+    import shutil
+    return "cpu" if shutil.which(os.environ.get("CC") or "cc") else "reference"
 
 
 def register_backend(name: str, factory: Callable) -> None:

@@ -31,6 +31,7 @@ class KernelCompileError(RuntimeError):
 
 
 _fallback_dir: list[Path] = []
+_fallback_lock = threading.Lock()       # not _lock: load() holds that while it asks for cache_dir()
 
 
 def cache_dir() -> Path:
@@ -44,7 +45,7 @@ def cache_dir() -> Path:
         problem = "is not writable"
     except OSError as e:
         problem = f"cannot be created ({e.strerror})"
-    with _lock:
+    with _fallback_lock:
         if not _fallback_dir:
             _fallback_dir.append(Path(tempfile.mkdtemp(prefix="lazytorch-cache-")))
             warnings.warn(f"lazytorch: kernel cache directory {path} {problem}; compiling into "

@@ -17,20 +17,24 @@ from typing import Sequence
 import numpy as np
 
 from ..codegen.lower import Unsupported, lower
-from ..codegen.render import preamble, render
+from ..codegen.render import preamble_for, render
 from ..ir import dtypes as D
 from .backend import Backend, LaunchFn
+from .executor import PlanExecutor
 from .buffer_pool import BufferPool
 from . import compiler
 
 _ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
+# gcc's time grows faster than linearly with function size: giant fused chains (100k-node
+# programs) run on the reference executor instead of stalling the first eval for minutes
+MAX_KERNEL_NODES = 2000
 
 
 def kernel_sources(plan, dialect: str = "c") -> dict[str, str]:
     """launch name -> rendered source of every kernel launch this code generator handles."""
     out = {}
     for launch in plan.launches:
-        if launch.kind != "kernel":
+        if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
         try:
             out[launch.name] = render(lower(launch, _symbol(launch.name)), dialect)
@@ -58,14 +62,21 @@ class CpuBackend(Backend):
 
     def prepare(self, plan):
         sources = kernel_sources(plan)
-        self._lib = None
+        lib = None
         if sources:
-            pre = preamble("c")
-            # one translation unit per program: the preamble is parsed once per compile
-            unit = pre + "\n".join(s[len(pre):] if s.startswith(pre) else s for s in sources.values())
-            self._lib = compiler.load(unit)
-        self._sources = sources
-        return super().prepare(plan)
+            # one translation unit per program, with only the preamble helpers its kernels use
+            lib = compiler.load(preamble_for("c", *sources.values()) + "\n".join(sources.values()))
+        return PlanExecutor(_Prepared(self, lib, sources), plan)
+
+
+class _Prepared:
+    """The backend as seen by one plan's executor: its compiled library and kernel sources."""
+
+    def __init__(self, backend: CpuBackend, lib, sources: dict[str, str]):
+        self.backend, self._lib, self._sources = backend, lib, sources
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library" and _blas_matmul(launch):
@@ -75,11 +86,17 @@ class CpuBackend(Backend):
         fn = self._lib[_symbol(launch.name)]
         fn.restype = None
         fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
-        arr_t = _ptr_array[len(launch.reads) + len(launch.writes)]
+        arr_t = _ptr_array[len(launch.reads) + len(launch.writes) + 1]
+        err = np.zeros(1, np.int32)        # the kernel's error word (integer division by zero)
+        err_at = _address(err)
         debug = int(os.environ.get("LAZYTORCH_DEBUG", "0") or 0)
 
         def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
-            fn(arr_t(*[_address(b) for b in reads], *[_address(b) for b in writes]))
+            fn(arr_t(*[_address(b) for b in reads], *[_address(b) for b in writes], err_at))
+            if err[0]:
+                err[0] = 0
+                raise ZeroDivisionError(f"{launch.name}: integer division by zero "
+                                        f"(ops: {', '.join(sorted({n.op for n in launch.nodes}))})")
 
         if not debug:
             return run
@@ -92,7 +109,7 @@ class CpuBackend(Backend):
             print(f"[lazytorch cpu] {launch.name} ({launch.pattern} {list(launch.domain)}) {dt:.1f} us",
                   file=sys.stderr)
             if debug >= 2:
-                print(source[len(preamble('c')):], file=sys.stderr)
+                print(source, file=sys.stderr)
         return traced
 
 

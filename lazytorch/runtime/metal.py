@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..codegen.metal import launch_call
+from ..codegen.metal import ERROR_FLAG, division_by_zero, launch_call
 from ..codegen.metal_kernel import MetalCall
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
@@ -38,7 +38,7 @@ def call_arguments(call: MetalCall, inputs: Sequence[Any]) -> dict[str, Any]:
     """Keyword arguments of the kernel call (inputs are MLX arrays of the declared shapes)."""
     return dict(inputs=list(inputs), output_shapes=[tuple(s) for s in call.output_shapes],
                 output_dtypes=[mx_dtype(d) for d in call.output_dtypes], grid=tuple(call.grid),
-                threadgroup=tuple(call.threadgroup),
+                threadgroup=tuple(call.threadgroup), init_value=call.init_value,
                 template=[(n, mx_dtype(v) if isinstance(v, DType) else v) for n, v in call.template] or None)
 
 
@@ -106,4 +106,6 @@ class MetalBackend(Backend):
             outs = kernel(**call_arguments(call, inputs))
             for w, o in zip(writes, outs):
                 w.array = o.reshape(w.array.shape)
+            if call.output_names[-1] == ERROR_FLAG and outs[-1].item():
+                raise division_by_zero(launch)
         return fn

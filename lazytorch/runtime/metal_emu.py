@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.metal import launch_call
+from ..codegen.metal import ERROR_FLAG, division_by_zero, launch_call
 from ..codegen.metal_kernel import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
 from .backend import Backend, Buffer, LaunchFn
@@ -150,6 +150,9 @@ def run(call: MetalCall, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndar
     if outputs is None:
         outputs = [np.full(int(np.prod(s)) * d.np.itemsize, 0xFF, np.uint8).view(d.np).reshape(s)
                    for s, d in zip(call.output_shapes, call.output_dtypes)]
+    if call.init_value is not None:
+        for out in outputs:
+            out[...] = call.init_value
     kernel, fn, sync = prepare(call)
     keep: list[np.ndarray] = []     # every array whose address is passed stays alive until the call returns
     for p in kernel.params:
@@ -192,9 +195,12 @@ class MetalEmuBackend(Backend):
             return lambda reads, writes: None
 
         dtypes = [d.np for d in call.input_dtypes]
+        flag = call.output_names[-1] == ERROR_FLAG
 
         def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
             # astype only narrows 0-d float64 params to the float32 the kernel reads (narrow_scalars)
-            run(call, [np.asarray(r).reshape(-1).astype(d, copy=False) for r, d in zip(reads, dtypes)],
-                [w.reshape(-1) for w in writes])
+            outs = [w.reshape(-1) for w in writes] + ([np.zeros(1, np.int32)] if flag else [])
+            run(call, [np.asarray(r).reshape(-1).astype(d, copy=False) for r, d in zip(reads, dtypes)], outs)
+            if flag and outs[-1][0]:
+                raise division_by_zero(launch)
         return fn

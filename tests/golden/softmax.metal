@@ -45,85 +45,120 @@ inline float lt_floordiv_f32(float a, float b) {
     float f = metal::floor(d);
     return d - f > 0.5f ? f + 1 : f;
 }
-// uint8_t: division by zero gives 0 (kernels cannot raise); MIN / -1 wraps as in torch
-inline uint8_t lt_idiv_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : ((b < 0 && b == (uint8_t)-1) ? (uint8_t)(0 - (uint8_t)a) : (uint8_t)(a / b)); }
-inline uint8_t lt_irem_u8(uint8_t a, uint8_t b) {
-    uint8_t r = (b == 0 || (b < 0 && b == (uint8_t)-1)) ? 0 : (uint8_t)(a % b);
+// uint8_t: division by zero sets *err (the backend raises ZeroDivisionError); MIN / -1 wraps as in torch
+inline uint8_t lt_idiv_u8(uint8_t a, uint8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (uint8_t)-1) ? (uint8_t)(0 - (uint8_t)a) : (uint8_t)(a / b);
+}
+inline uint8_t lt_irem_u8(uint8_t a, uint8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    uint8_t r = (b < 0 && b == (uint8_t)-1) ? 0 : (uint8_t)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (uint8_t)(r + b) : r;
 }
-inline uint8_t lt_ifloordiv_u8(uint8_t a, uint8_t b) {
-    uint8_t q = lt_idiv_u8(a, b);
+inline uint8_t lt_ifloordiv_u8(uint8_t a, uint8_t b, device int32_t* err) {
+    uint8_t q = lt_idiv_u8(a, b, err);
     return (b != 0 && b != (uint8_t)-1 && a % b != 0 && ((a < 0) != (b < 0))) ? (uint8_t)(q - 1) : q;
 }
-inline uint8_t lt_ifmod_u8(uint8_t a, uint8_t b) { return (b == 0 || (b < 0 && b == (uint8_t)-1)) ? 0 : (uint8_t)(a % b); }
+inline uint8_t lt_ifmod_u8(uint8_t a, uint8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (uint8_t)-1) ? 0 : (uint8_t)(a % b);
+}
 inline uint8_t lt_ipow_u8(uint8_t a, uint8_t b) {
     uint8_t r = 1, x = (uint8_t)a;
     if (b < 0) return a == 1 ? 1 : (a == (uint8_t)-1 ? ((b & 1) ? (uint8_t)-1 : 1) : 0);
     for (uint8_t e = (uint8_t)b; e; e >>= 1) { if (e & 1) r *= x; x *= x; }
     return (uint8_t)r;
 }
-// int8_t: division by zero gives 0 (kernels cannot raise); MIN / -1 wraps as in torch
-inline int8_t lt_idiv_i8(int8_t a, int8_t b) { return b == 0 ? 0 : ((b < 0 && b == (int8_t)-1) ? (int8_t)(0 - (uint8_t)a) : (int8_t)(a / b)); }
-inline int8_t lt_irem_i8(int8_t a, int8_t b) {
-    int8_t r = (b == 0 || (b < 0 && b == (int8_t)-1)) ? 0 : (int8_t)(a % b);
+// int8_t: division by zero sets *err (the backend raises ZeroDivisionError); MIN / -1 wraps as in torch
+inline int8_t lt_idiv_i8(int8_t a, int8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int8_t)-1) ? (int8_t)(0 - (uint8_t)a) : (int8_t)(a / b);
+}
+inline int8_t lt_irem_i8(int8_t a, int8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    int8_t r = (b < 0 && b == (int8_t)-1) ? 0 : (int8_t)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (int8_t)(r + b) : r;
 }
-inline int8_t lt_ifloordiv_i8(int8_t a, int8_t b) {
-    int8_t q = lt_idiv_i8(a, b);
+inline int8_t lt_ifloordiv_i8(int8_t a, int8_t b, device int32_t* err) {
+    int8_t q = lt_idiv_i8(a, b, err);
     return (b != 0 && b != (int8_t)-1 && a % b != 0 && ((a < 0) != (b < 0))) ? (int8_t)(q - 1) : q;
 }
-inline int8_t lt_ifmod_i8(int8_t a, int8_t b) { return (b == 0 || (b < 0 && b == (int8_t)-1)) ? 0 : (int8_t)(a % b); }
+inline int8_t lt_ifmod_i8(int8_t a, int8_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int8_t)-1) ? 0 : (int8_t)(a % b);
+}
 inline int8_t lt_ipow_i8(int8_t a, int8_t b) {
     uint8_t r = 1, x = (uint8_t)a;
     if (b < 0) return a == 1 ? 1 : (a == (int8_t)-1 ? ((b & 1) ? (int8_t)-1 : 1) : 0);
     for (uint8_t e = (uint8_t)b; e; e >>= 1) { if (e & 1) r *= x; x *= x; }
     return (int8_t)r;
 }
-// int16_t: division by zero gives 0 (kernels cannot raise); MIN / -1 wraps as in torch
-inline int16_t lt_idiv_i16(int16_t a, int16_t b) { return b == 0 ? 0 : ((b < 0 && b == (int16_t)-1) ? (int16_t)(0 - (uint16_t)a) : (int16_t)(a / b)); }
-inline int16_t lt_irem_i16(int16_t a, int16_t b) {
-    int16_t r = (b == 0 || (b < 0 && b == (int16_t)-1)) ? 0 : (int16_t)(a % b);
+// int16_t: division by zero sets *err (the backend raises ZeroDivisionError); MIN / -1 wraps as in torch
+inline int16_t lt_idiv_i16(int16_t a, int16_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int16_t)-1) ? (int16_t)(0 - (uint16_t)a) : (int16_t)(a / b);
+}
+inline int16_t lt_irem_i16(int16_t a, int16_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    int16_t r = (b < 0 && b == (int16_t)-1) ? 0 : (int16_t)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (int16_t)(r + b) : r;
 }
-inline int16_t lt_ifloordiv_i16(int16_t a, int16_t b) {
-    int16_t q = lt_idiv_i16(a, b);
+inline int16_t lt_ifloordiv_i16(int16_t a, int16_t b, device int32_t* err) {
+    int16_t q = lt_idiv_i16(a, b, err);
     return (b != 0 && b != (int16_t)-1 && a % b != 0 && ((a < 0) != (b < 0))) ? (int16_t)(q - 1) : q;
 }
-inline int16_t lt_ifmod_i16(int16_t a, int16_t b) { return (b == 0 || (b < 0 && b == (int16_t)-1)) ? 0 : (int16_t)(a % b); }
+inline int16_t lt_ifmod_i16(int16_t a, int16_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int16_t)-1) ? 0 : (int16_t)(a % b);
+}
 inline int16_t lt_ipow_i16(int16_t a, int16_t b) {
     uint16_t r = 1, x = (uint16_t)a;
     if (b < 0) return a == 1 ? 1 : (a == (int16_t)-1 ? ((b & 1) ? (int16_t)-1 : 1) : 0);
     for (uint16_t e = (uint16_t)b; e; e >>= 1) { if (e & 1) r *= x; x *= x; }
     return (int16_t)r;
 }
-// int32_t: division by zero gives 0 (kernels cannot raise); MIN / -1 wraps as in torch
-inline int32_t lt_idiv_i32(int32_t a, int32_t b) { return b == 0 ? 0 : ((b < 0 && b == (int32_t)-1) ? (int32_t)(0 - (uint32_t)a) : (int32_t)(a / b)); }
-inline int32_t lt_irem_i32(int32_t a, int32_t b) {
-    int32_t r = (b == 0 || (b < 0 && b == (int32_t)-1)) ? 0 : (int32_t)(a % b);
+// int32_t: division by zero sets *err (the backend raises ZeroDivisionError); MIN / -1 wraps as in torch
+inline int32_t lt_idiv_i32(int32_t a, int32_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int32_t)-1) ? (int32_t)(0 - (uint32_t)a) : (int32_t)(a / b);
+}
+inline int32_t lt_irem_i32(int32_t a, int32_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    int32_t r = (b < 0 && b == (int32_t)-1) ? 0 : (int32_t)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (int32_t)(r + b) : r;
 }
-inline int32_t lt_ifloordiv_i32(int32_t a, int32_t b) {
-    int32_t q = lt_idiv_i32(a, b);
+inline int32_t lt_ifloordiv_i32(int32_t a, int32_t b, device int32_t* err) {
+    int32_t q = lt_idiv_i32(a, b, err);
     return (b != 0 && b != (int32_t)-1 && a % b != 0 && ((a < 0) != (b < 0))) ? (int32_t)(q - 1) : q;
 }
-inline int32_t lt_ifmod_i32(int32_t a, int32_t b) { return (b == 0 || (b < 0 && b == (int32_t)-1)) ? 0 : (int32_t)(a % b); }
+inline int32_t lt_ifmod_i32(int32_t a, int32_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int32_t)-1) ? 0 : (int32_t)(a % b);
+}
 inline int32_t lt_ipow_i32(int32_t a, int32_t b) {
     uint32_t r = 1, x = (uint32_t)a;
     if (b < 0) return a == 1 ? 1 : (a == (int32_t)-1 ? ((b & 1) ? (int32_t)-1 : 1) : 0);
     for (uint32_t e = (uint32_t)b; e; e >>= 1) { if (e & 1) r *= x; x *= x; }
     return (int32_t)r;
 }
-// int64_t: division by zero gives 0 (kernels cannot raise); MIN / -1 wraps as in torch
-inline int64_t lt_idiv_i64(int64_t a, int64_t b) { return b == 0 ? 0 : ((b < 0 && b == (int64_t)-1) ? (int64_t)(0 - (uint64_t)a) : (int64_t)(a / b)); }
-inline int64_t lt_irem_i64(int64_t a, int64_t b) {
-    int64_t r = (b == 0 || (b < 0 && b == (int64_t)-1)) ? 0 : (int64_t)(a % b);
+// int64_t: division by zero sets *err (the backend raises ZeroDivisionError); MIN / -1 wraps as in torch
+inline int64_t lt_idiv_i64(int64_t a, int64_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int64_t)-1) ? (int64_t)(0 - (uint64_t)a) : (int64_t)(a / b);
+}
+inline int64_t lt_irem_i64(int64_t a, int64_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    int64_t r = (b < 0 && b == (int64_t)-1) ? 0 : (int64_t)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (int64_t)(r + b) : r;
 }
-inline int64_t lt_ifloordiv_i64(int64_t a, int64_t b) {
-    int64_t q = lt_idiv_i64(a, b);
+inline int64_t lt_ifloordiv_i64(int64_t a, int64_t b, device int32_t* err) {
+    int64_t q = lt_idiv_i64(a, b, err);
     return (b != 0 && b != (int64_t)-1 && a % b != 0 && ((a < 0) != (b < 0))) ? (int64_t)(q - 1) : q;
 }
-inline int64_t lt_ifmod_i64(int64_t a, int64_t b) { return (b == 0 || (b < 0 && b == (int64_t)-1)) ? 0 : (int64_t)(a % b); }
+inline int64_t lt_ifmod_i64(int64_t a, int64_t b, device int32_t* err) {
+    if (b == 0) { *err = 1; return 0; }
+    return (b < 0 && b == (int64_t)-1) ? 0 : (int64_t)(a % b);
+}
 inline int64_t lt_ipow_i64(int64_t a, int64_t b) {
     uint64_t r = 1, x = (uint64_t)a;
     if (b < 0) return a == 1 ? 1 : (a == (int64_t)-1 ? ((b & 1) ? (int64_t)-1 : 1) : 0);
@@ -137,7 +172,7 @@ inline int64_t lt_shuffle_down(int64_t v, ushort d) {
     uint2 h = as_type<uint2>(v);
     return as_type<int64_t>(uint2(metal::simd_shuffle_down(h.x, d), metal::simd_shuffle_down(h.y, d)));
 }
-[[kernel]] void custom_kernel_lt_7526e2ec8474_float_float(
+[[kernel]] void custom_kernel_lt_4e998015d56e_float_float(
   const device float* a0 [[buffer(0)]],
   device float* a1 [[buffer(1)]],
   uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]],

@@ -40,6 +40,9 @@ def rank(node: Node) -> int:
 
 
 def broadcast_shapes(op: str, *shapes: Shape, args: Args | None = None) -> Shape:
+    first = shapes[0] if shapes else ()
+    if all(s == first for s in shapes):                   # the common case, on every op built
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

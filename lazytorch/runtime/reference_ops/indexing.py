@@ -14,7 +14,8 @@ def _numpy_key(node: Node, size_of, index_arrays) -> tuple:
     for d, idx in zip(dims, index_arrays):
         idx = np.asarray(idx, dtype=np.int64)
         n = size_of[d]
-        bad = (idx < -n) | (idx >= n)
+        low = -n if node.attrs.get("wrap_negative", True) else 0
+        bad = (idx < low) | (idx >= n)
         if bad.any():
             raise IndexError(f"{node.op}: index {int(idx[bad].flat[0])} is out of bounds for dim {d} with size "
                              f"{n} (self shape {list(size_of)})")

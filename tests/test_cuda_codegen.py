@@ -1,0 +1,155 @@
+"""CUDA code generation checked without a GPU: every canonical kernel of the op suite is assembled as
+MLX assembles it (codegen/cuda_kernel.py::assemble) and compiled with `nvcc -arch=sm_90 -c`; golden
+sources for a few kernels are checked in under tests/golden/*.cu (`UPDATE_GOLDEN=1` regenerates).
+The kernels' results are checked on a GPU by the op suite (`LAZYTORCH_TEST_BACKENDS=cuda`)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lazytorch as lt
+from lazytorch.codegen.cuda import CUDA, launch_call
+from lazytorch.codegen.cuda_kernel import CudaCall, assemble, function_name
+from lazytorch.ir import dtypes as D
+from lazytorch.realize import kernel_plan
+
+GOLDEN = Path(__file__).parent / "golden"
+NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
+
+# Stands in for MLX's device utilities header (what our kernels may use of it: the fp16/bf16 types
+# and the Shape/Strides types of its signatures).
+MLX_UTILS = """#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/std/array>
+namespace mlx::core::cu {
+using Shape = cuda::std::array<int32_t, 10>;
+using Strides = cuda::std::array<int64_t, 10>;
+}
+"""
+
+
+def t(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return lt.tensor(rng.standard_normal(shape).astype(dtype))
+
+
+def bf16(shape):
+    return lt.tensor(np.random.default_rng(1).standard_normal(shape).astype(np.float32), dtype=lt.bfloat16)
+
+
+def ints(shape, dtype=np.int32):
+    return lt.tensor(np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) - 5)
+
+
+PROGRAMS = {
+    "pointwise_chain": lambda: ((t((6, 40)) * 2.0).exp() + 1.0).sigmoid(),
+    "row_sum": lambda: (t((6, 40)) * t((6, 40), seed=1)).sum(dim=1),
+    "softmax": lambda: lt.softmax(t((6, 40)), dim=-1),
+    "layer_norm": lambda: lt.nn.functional.layer_norm(t((4, 3, 64)), (64,)),
+    "argmax": lambda: t((5, 33)).argmax(dim=1),
+    "amax_nan": lambda: t((3, 7, 9)).amax(dim=(0, 2)),
+    "any_all": lambda: ((t((4, 50)) > 0).any(dim=1), (t((4, 50)) > -5).all(dim=0)),
+    "int_division": lambda: (ints((4, 5)) // lt.tensor([1, 2, -3, 4, 5], dtype=lt.int32),
+                             ints((3, 3), np.int8) % 3, ints((6,), np.int64).pow(2)),
+    "int_sum": lambda: ints((7, 9), np.int16).sum(dim=0),
+    "float16": lambda: (t((8, 16), np.float16) * 3.0).tanh().sum(dim=-1),
+    "bfloat16": lambda: (bf16((8, 16)).erf() - bf16((8, 16)).expm1()).max(dim=-1).values,
+    "float64": lambda: lt.log_softmax(t((5, 20), np.float64), dim=-1) + t((5, 20), np.float64).remainder(0.7),
+    "strided": lambda: t((16, 12)).t()[:, ::2].exp() + t((8,)),
+    "broadcast_where": lambda: lt.where(t((4, 1, 5)) > 0, t((3, 5)), -t((4, 3, 1))).round(),
+    "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
+                      + lt.maximum(t((9,)), t((9,), seed=4)) * 2).to(lt.float16),
+}
+
+
+def calls(program) -> list[CudaCall]:
+    out = program()
+    plan = kernel_plan(list(out) if isinstance(out, tuple) else [out])
+    found = [c for c in (launch_call(launch) for launch in plan.launches) if c is not None]
+    assert found, "the program compiled to no CUDA kernel"
+    return found
+
+
+@pytest.fixture(scope="module")
+def include_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlx_include")
+    stub = root / "mlx" / "backend" / "cuda" / "device" / "utils.cuh"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(MLX_UTILS)
+    return root
+
+
+def nvcc_compile(sources: list[str], include_dir: Path, work: Path) -> None:
+    """Compile the kernels as one translation unit each, all at once (nvcc -arch=sm_90 -c)."""
+    procs = []
+    for i, src in enumerate(sources):
+        path = work / f"k{i}.cu"
+        path.write_text(src)
+        procs.append((path, subprocess.Popen(
+            [NVCC, "-arch=sm_90", "-std=c++17", "-c", "-Werror", "all-warnings", "-diag-suppress", "177,186",
+             f"-I{include_dir}", str(path),
+             "-o", str(path.with_suffix(".o"))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    errors = [f"{p}:\n{proc.communicate()[0]}" for p, proc in procs if proc.wait() != 0]
+    assert not errors, "\n".join(errors)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_every_canonical_kernel_compiles_with_nvcc(include_dir, tmp_path):
+    sources = [assemble(c) for p in PROGRAMS.values() for c in calls(p)]
+    nvcc_compile(sources, include_dir, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["pointwise_chain", "row_sum", "softmax"])
+def test_golden_source(name):
+    (call,) = calls(PROGRAMS[name])
+    text = assemble(call)
+    path = GOLDEN / f"{name}.cu"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"CUDA source of {name} changed; review, then UPDATE_GOLDEN=1"
+
+
+def test_launch_shape_and_buffers():
+    (call,) = calls(PROGRAMS["softmax"])
+    assert call.threadgroup == (32, 1, 1) and call.grid == (6 * 32, 1, 1)   # one block per row
+    assert call.input_dtypes == (D.float32,) and call.output_shapes == ((240,),)
+    (call,) = calls(PROGRAMS["pointwise_chain"])
+    assert call.grid == (240, 1, 1) and call.threadgroup == (256, 1, 1)    # grid counts threads
+    assert function_name(call) == "custom_kernel_" + call.name
+
+
+def test_dialect_spells_cuda():
+    (call,) = calls(PROGRAMS["float64"])[:1]
+    assert D.float64 in call.input_dtypes and "double" in assemble(call)
+    src = "\n".join(assemble(c) for c in calls(PROGRAMS["argmax"]) + calls(PROGRAMS["bfloat16"]))
+    for token in ("__shfl_down_sync", "__syncthreads();", "__shared__", "blockIdx.x", "__nv_bfloat16",
+                  "__bfloat162float", "erff("):
+        assert token in src, token
+    assert "simd_" not in src and "threadgroup_barrier" not in src and "metal::" not in src
+    assert CUDA.expr("maximum", D.float64, ["a", "b"]) == "lt_max(a, b)"
+    assert CUDA.expr("exp", D.float32, ["a"]) == "expf(a)" and CUDA.expr("exp", D.float64, ["a"]) == "exp(a)"
+
+
+def test_integer_division_gets_an_error_flag_output():
+    call = calls(PROGRAMS["int_division"])[0]
+    assert call.output_names[-1] == "lt_err" and call.output_dtypes[-1] is D.int32 and call.init_value == 0
+    assert "int32_t* lt_err) {" in assemble(call)
+
+
+def test_assemble_matches_the_runtime_signature_rules():
+    body = "y[0] = x[0] + N + x_shape[0];"
+    call = CudaCall("k", ("x", "s"), ("y",), body, "// h\n", ((4,), ()), (D.float16, D.float64),
+                    ((4,),), (D.bfloat16,), (4, 1, 1), (4, 1, 1), template=(("N", 3), ("B", True)))
+    src = assemble(call)
+    assert "__global__ void custom_kernel_k_3_t(\n    const __half* x,\n    const __grid_constant__ Shape x_shape,\n" \
+           "    const double* s,\n    __nv_bfloat16* y) {\n  constexpr int N = 3;\n  constexpr bool B = true;\n" in src
+    assert src.endswith(body + "\n}\n\n} // namespace mlx::core::cu\n") and "// h\nnamespace mlx::core::cu {" in src
+    with pytest.raises(ValueError, match="at least one output"):
+        CudaCall("k", (), (), body, "", (), (), (), (), (1, 1, 1), (1, 1, 1))
