@@ -2,6 +2,7 @@
 
     python -m benchmarks                          # everything (minutes)
     python -m benchmarks --quick --workloads W1,W7 --backends reference --peers numpy
+    python -m benchmarks --device gpu                  # NVIDIA GPU: cuda backend vs torch/mlx on the GPU
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .timing import FULL, QUICK, Plan, copy_bandwidth
 from .workloads import BY_NAME, WORKLOADS, Workload, make_inputs
 
 COPY_BYTES = {False: 512 * 2 ** 20, True: 16 * 2 ** 20}   # large enough to leave every cache
+GPU_COPY_BYTES = {False: 1024 * 2 ** 20, True: 64 * 2 ** 20}   # a sync per copy costs < 2% at 1 GiB
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -24,14 +26,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     names = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
     p.add_argument("--workloads", type=names, default=[w.name for w in WORKLOADS],
                    help=f"comma-separated, from {','.join(BY_NAME)} (default: all)")
-    p.add_argument("--backends", type=names, default=["cpu", "reference"],
-                   help="lazytorch backends, comma-separated (default: cpu,reference)")
-    p.add_argument("--peers", type=names, default=list(PEERS),
-                   help=f"comma-separated, from {','.join(PEERS)} (default: all)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="gpu: lazytorch's cuda backend and the peers on an NVIDIA GPU (benchmarks/gpu.py)")
+    p.add_argument("--backends", type=names, default=None,
+                   help="lazytorch backends, comma-separated (default: cpu,reference; gpu: cuda)")
+    p.add_argument("--peers", type=names, default=None,
+                   help=f"comma-separated, from {','.join(PEERS)} (default: all; gpu: all GPU peers)")
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repeats")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                    help="directory for results.json, results.md and ratios.png")
     args = p.parse_args(argv)
+    gpu = args.device == "gpu"
+    if args.backends is None:
+        args.backends = ["cuda"] if gpu else ["cpu", "reference"]
+    if args.peers is None:
+        from .gpu import GPU_PEERS
+        args.peers = list(GPU_PEERS if gpu else PEERS)
     unknown = [w for w in args.workloads if w not in BY_NAME]
     if unknown:
         p.error(f"unknown workload(s) {', '.join(unknown)}; valid: {', '.join(BY_NAME)}")
@@ -97,10 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     plan = QUICK if args.quick else FULL
-    frameworks = select(args.backends, args.peers)
-    bandwidth = copy_bandwidth(COPY_BYTES[args.quick], plan)
+    if args.device == "gpu":
+        from . import gpu
+        frameworks = gpu.select(args.backends, args.peers)
+        bandwidth = gpu.copy_bandwidth(GPU_COPY_BYTES[args.quick], plan)
+    else:
+        frameworks = select(args.backends, args.peers)
+        bandwidth = copy_bandwidth(COPY_BYTES[args.quick], plan)
     print(f"copy bandwidth: {bandwidth['gb_per_s']:.1f} GB/s", file=sys.stderr)
-    run = {"command": "python -m benchmarks " + " ".join(argv), "quick": args.quick,
+    run = {"command": "python -m benchmarks " + " ".join(argv), "quick": args.quick, "device": args.device,
            "machine": machine_info(), "copy_bandwidth": bandwidth,
            "frameworks": [f.name for f in frameworks], "workloads": []}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -168,4 +168,7 @@ def by_name(name: str) -> Framework:
     """A framework from its column name (W8's subprocess gets names on its command line)."""
     if name.startswith("lazytorch[") and name.endswith("]"):
         return lazytorch(name[len("lazytorch["):-1])
+    if name not in PEERS:
+        from .gpu import GPU_PEERS   # the GPU columns (benchmarks/gpu.py)
+        return GPU_PEERS[name]
     return PEERS[name]

@@ -11,7 +11,7 @@ from typing import Any
 
 from .ir import dtypes as D
 from .ir import views as V
-from .ir.build import call
+from .ir.build import call, fast_builder
 from .ir.errors import op_error
 from .ir.node import Node
 from .ir.registry import OpDef, ops
@@ -70,7 +70,13 @@ def _input_alias(kwargs: dict) -> dict:
 
 
 def make_function(op: OpDef, name: str):
+    fast = fast_builder(op.name)
+
     def fn(*args, out=None, **kwargs):
+        if fast is not None and out is None and not kwargs:
+            node = fast(*args)
+            if node is not None:
+                return Tensor(node)
         kwargs = _input_alias(kwargs)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
@@ -109,11 +115,17 @@ def make_operator(op: OpDef, dunder: str):
         return inplace
     if dunder.startswith("__r") and dunder not in ("__rshift__",):
         def reflected(self, other):
-            return fn(other, self)
+            return fn(other, self)               # (fn takes the fast path itself)
         reflected.__name__ = dunder
         return reflected
 
+    fast = fast_builder(op.name)
+
     def operator(self, *args):
+        if fast is not None:
+            node = fast(self, *args)
+            if node is not None:
+                return Tensor(node)
         return fn(self, *args)
     operator.__name__ = dunder
     return operator

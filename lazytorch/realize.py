@@ -13,7 +13,7 @@ import numpy as np
 
 from .graph_cache import CACHE
 from .ir import dtypes as D
-from .ir.graph import structural_key, toposort
+from .ir.graph import program, toposort
 from .ir.node import Node
 from .passes.normalize import normalize
 from .passes.pipeline import compile_plan
@@ -50,16 +50,15 @@ def eval_nodes(nodes: Iterable[Node]) -> None:
     roots = pending_roots(nodes)
     if not roots:
         return
-    order = toposort(roots)
+    order, key, leaves = program(roots)
     name = backend_name()
 
     def compile_program() -> Compiled:
         plan = plan_for(order, roots, name)
         return Compiled(plan, get_backend(name).prepare(plan))
 
-    program = CACHE.get_or_compile((structural_key(order), name), compile_program)
-    args = [n.buffer if n.op == "buffer" else n.value for n in order if n.is_leaf]
-    outs = program.executable.run(args)
+    compiled = CACHE.get_or_compile((key, name), compile_program)
+    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in leaves])
     for node, buf in zip(roots, outs):
         node.realize(buf)
 

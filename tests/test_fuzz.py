@@ -23,7 +23,6 @@ KNOWN = {
     "invalid combination of arguments": "lazytorch's prod accepts a tuple of dims",
     "argument alpha must be a boolean": "add/sub of bool tensors reject an integer alpha",
     "negative integer powers": "integer pow with negative exponents raises at eval",
-    "undefined symbol: lt_": "cpu backend lacks float64 math helpers",
     "KeyError: 'idx": "cpu lowering of a keepdim argmax feeding a pointwise op",
 }
 # programs per backend: compiled backends pay a compiler run per batch (metal-emu: per kernel)

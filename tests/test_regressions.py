@@ -36,14 +36,13 @@ def reference():
 
 # ---- cpu code generator (C dialect) ----
 
-@pytest.mark.xfail(strict=True, reason="cpu: the C preamble has no float64 math helpers "
-                   "(undefined symbol lt_exp_f64 etc. at load time); owner: codegen C dialect")
+# fixed: the C preamble lacked float64 math helpers (undefined symbol lt_exp_f64 at load time)
 @pytest.mark.parametrize("op", ["exp", "log", "sqrt", "floor", "trunc", "exp2", "log2"])
 def test_cpu_float64_math(cpu, op):
     check(lambda m, x: getattr(m, op)(x), sample((5,), "float64", low=0.5, high=3))
 
 
-@pytest.mark.xfail(strict=True, reason="cpu: sign(nan) is nan, torch gives 0; owner: codegen C dialect")
+# fixed: sign(nan) was nan on cpu (torch gives 0)
 def test_cpu_sign_of_nan(cpu):
     check(lambda m, x: x.sign(), sample((3,), "float32", values=np.array([np.nan, -2.0, 0.0])))
 

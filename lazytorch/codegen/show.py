@@ -20,7 +20,14 @@ def _metal_source(launch) -> str | None:
     return None if call is None else assemble(call).source
 
 
-SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source}
+def _cuda_source(launch) -> str | None:
+    from .cuda import launch_call
+    from .cuda_kernel import assemble
+    call = launch_call(launch)
+    return None if call is None else assemble(call)
+
+
+SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source, "cuda": _cuda_source}
 
 
 def kernel_sources(tensors, backend: str) -> list[tuple[str, str]]:

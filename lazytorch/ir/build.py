@@ -385,3 +385,65 @@ def unbind(op: OpDef, schema: Schema, a: Args) -> tuple[Node, ...]:
         raise op_error(RuntimeError, op.name, "cannot unbind a 0-d tensor", {"self": x})
     d = wrap_dim(op.name, a["dim"], x.ndim, {"self": x})
     return tuple(apply_view(x, lambda s, i=i: V.select(s, d, i)) for i in range(x.shape[d]))
+
+
+# ---------------------------------------------------------------- the Tensor API's fast path
+
+# Meta rules whose result depends only on the operands' shapes, dtypes and whether each is a
+# Python number (not on any value): for these a call's outcome can be memoized by that signature.
+FAST_META = frozenset({"pointwise", "add", "div"})
+NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
+
+
+def fast_builder(name: str) -> Callable[..., Node | None] | None:
+    """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
+    no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
+    take the general route; None when the op has no fast path.
+
+    The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
+    through `call`, so binding, meta rules and errors are exactly the general ones; its result's
+    op, attributes, shape, dtype and key are remembered and later calls build the node directly.
+    """
+    op = get(name)
+    if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
+        return None
+    if any(p.base == "Scalar" and p.has_default for s in op.schemas for p in s.positional[:2]):
+        return None                              # a number equal to the default is an attribute
+    memo: dict[tuple, tuple] = {}
+
+    def operand(value) -> Node | None:
+        dtype = NUMBER_DTYPES.get(type(value))
+        if dtype is not None:
+            return Node.scalar(value, dtype)
+        node = getattr(value, "node", None)      # a Tensor (views re-derive their node here)
+        return node if type(node) is Node and node.op != "param" else None
+
+    def build(*args) -> Node | None:
+        nodes = tuple([operand(v) for v in args])
+        if None in nodes or len(nodes) > 2:
+            return None
+        sig = tuple([(n.shape, n.dtype, n.op == "scalar") for n in nodes])
+        known = memo.get(sig)
+        if known is not None:
+            return Node.with_key(op.name, nodes, *known)
+        node = call(op.name, *args)
+        if _built_from(node, op.name, args, nodes):
+            memo[sig] = (node.attrs, node.shape, node.dtype, node.key)
+        return node
+
+    return build
+
+
+def _built_from(node, name: str, args: tuple, nodes: tuple[Node, ...]) -> bool:
+    """Whether `node` is one node of op `name` reading exactly the operands, in order (a Python
+    number as a scalar leaf of its value and type): the shape the fast path reproduces."""
+    if type(node) is not Node or node.op != name or len(node.inputs) != len(nodes):
+        return False
+    for given, made, arg in zip(nodes, node.inputs, args):
+        if given.op == "scalar":
+            if made.op != "scalar" or made.dtype is not given.dtype or type(made.value) is not type(arg) \
+                    or made.value != arg:
+                return False
+        elif made is not given:
+            return False
+    return True

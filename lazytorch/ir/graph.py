@@ -4,32 +4,80 @@ All walks are iterative so that programs of 100,000 nodes never hit Python's rec
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Container, Iterable, NamedTuple
 
 import networkx as nx
 
-from .node import Node
+from .node import LEAF_OPS, Node
 
 
-def toposort(roots: Iterable[Node]) -> list[Node]:
-    """Every node reachable from `roots`, each after its inputs, in a deterministic order."""
+def toposort(roots: Iterable[Node], stop: Container[int] = frozenset()) -> list[Node]:
+    """Every node reachable from `roots`, each after its inputs, in a deterministic order.
+
+    Nodes whose id is in `stop` are treated as placed already: neither they nor what lies below
+    them is visited (rewrites use this to walk only the new part of a graph).
+    """
     order: list[Node] = []
     done: set[int] = set()
     for root in roots:
-        if id(root) in done:
+        if id(root) in done or id(root) in stop:
             continue
-        stack: list[tuple[Node, int]] = [(root, 0)]
+        stack = [(root, iter(root.inputs))]          # (node, its inputs not yet looked at)
         while stack:
-            node, i = stack.pop()
-            if i < len(node.inputs):
-                stack.append((node, i + 1))
-                child = node.inputs[i]
-                if id(child) not in done:
-                    stack.append((child, 0))
-            elif id(node) not in done:
-                done.add(id(node))
-                order.append(node)
+            node, rest = stack[-1]
+            for child in rest:
+                if id(child) not in done and id(child) not in stop:
+                    stack.append((child, iter(child.inputs)))
+                    break
+            else:
+                stack.pop()
+                if id(node) not in done:
+                    done.add(id(node))
+                    order.append(node)
     return order
+
+
+class Program(NamedTuple):
+    """A pending program as eval sees it: its nodes in toposort order, its key for the graph
+    cache, and its leaves (what becomes param slot 0, 1, ...) in that order."""
+    order: list[Node]
+    key: int
+    leaves: list[Node]
+
+
+def program(roots: Iterable[Node]) -> Program:
+    """The toposort order, structural key and leaves of the program below `roots`, in one pass.
+
+    Node keys hash each node's own structure while ignoring data, buffer identity and scalar
+    values.  The program key folds them, in toposort order, with which position each input comes
+    from: two programs with equal keys compute the same function of their leaves, whichever
+    buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
+    """
+    index: dict[int, int] = {}                       # id(node) -> its position in order
+    order: list[Node] = []
+    leaves: list[Node] = []
+    sig: list = []                                   # per node: key, then input positions if any
+    for root in roots:
+        if id(root) in index:
+            continue
+        stack = [(root, iter(root.inputs))]
+        while stack:
+            node, rest = stack[-1]
+            for child in rest:
+                if id(child) not in index:
+                    stack.append((child, iter(child.inputs)))
+                    break
+            else:
+                stack.pop()
+                if id(node) not in index:
+                    index[id(node)] = len(order)
+                    order.append(node)
+                    sig.append(node.key)
+                    if node.inputs:
+                        sig.append(tuple([index[id(i)] for i in node.inputs]))
+                    elif node.op in LEAF_OPS:       # (full and iota have no inputs either)
+                        leaves.append(node)
+    return Program(order, hash(tuple(sig)), leaves)
 
 
 def leaves(order: list[Node]) -> list[Node]:
@@ -58,12 +106,5 @@ def to_networkx(roots: Iterable[Node]) -> nx.MultiDiGraph:
 
 
 def structural_key(order: list[Node]) -> int:
-    """Key of a whole program in topological order, for the graph cache.
-
-    Node keys already hash each node's structure below it while ignoring data, buffer identity and
-    scalar values.  They cannot tell x + x from x + y (both leaves look alike), so the key also
-    folds in which position each input comes from: two programs with equal keys compute the same
-    function of their leaves, whichever buffers and scalar values those leaves hold.
-    """
-    index = {id(n): i for i, n in enumerate(order)}
-    return hash(tuple((n.key, tuple(index[id(i)] for i in n.inputs)) for n in order))
+    """Key of a whole program given in topological order (see `program`, which eval uses)."""
+    return program(order).key

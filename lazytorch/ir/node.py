@@ -5,9 +5,10 @@ dtype its meta rule computed when it was built.  Leaves are `buffer` (data that 
 (a Python number, passed to kernels at run time, so its value is not part of the structure) and,
 inside pass pipelines, `param` (the i-th leaf of a graph being compiled).
 
-Every node carries `key`, a structural hash of itself and everything below it that ignores data,
-buffer identity and scalar values.  It is computed once when the node is built, so hashing a whole
-program for the graph cache costs one tuple per pending root, not a walk of the graph.
+Every node carries `key`, a hash of its own structure (op, attributes, shape, dtype) that ignores
+data, buffer identity and scalar values.  It is computed once when the node is built; the key of
+a whole program (ir/graph.py::program) folds these with where each node's inputs come from, in
+one pass over the program.
 """
 from __future__ import annotations
 
@@ -30,7 +31,18 @@ class Node:
         self.dtype = dtype
         self.buffer = None
         self.value = None
-        self.key = hash((op, tuple(attrs.items()), shape, dtype.name, tuple(i.key for i in inputs)))
+        self.key = hash((op, tuple(attrs.items()) if attrs else (), shape, dtype.name))
+
+    @classmethod
+    def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
+                 shape: tuple[int, ...], dtype: DType, key: int) -> "Node":
+        """A node whose key (a function of op, attrs, shape and dtype only) the caller already knows:
+        the Tensor API's fast path builds the same kinds of node over and over."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
+        node.buffer = node.value = None
+        node.key = key
+        return node
 
     # ---- leaves ----
     @classmethod
@@ -41,14 +53,14 @@ class Node:
 
     @classmethod
     def scalar(cls, value, dtype: DType) -> "Node":
-        node = cls("scalar", (), {}, (), dtype)
+        node = cls.with_key("scalar", (), {}, (), dtype, _SCALAR_KEYS.get(dtype) or _scalar_key(dtype))
         node.value = value
         return node
 
     def realize(self, buffer) -> None:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
-        self.key = hash(("buffer", (), self.shape, self.dtype.name, ()))
+        self.key = hash(("buffer", (), self.shape, self.dtype.name))
 
     # ---- queries ----
     @property
@@ -72,6 +84,14 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {self.dtype.short}{list(self.shape)})"
+
+
+_SCALAR_KEYS: dict[DType, int] = {}        # scalar leaves are built on every op with a Python number
+
+
+def _scalar_key(dtype: DType) -> int:
+    key = _SCALAR_KEYS[dtype] = hash(("scalar", (), (), dtype.name))
+    return key
 
 
 def type_str(node: Node) -> str:

@@ -27,6 +27,7 @@ from .plan import BufferRef, KernelPlan, Launch
 
 ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
 MAX_BUFFERS = 31       # reads + writes of one launch (Metal's buffer argument table)
+MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (and merge cost)
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
 INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
@@ -77,7 +78,21 @@ class Group:
         self.after_reduce: set[int] = set()     # full members that depend on a reduced member
         self.revisits = False                   # some full value depends on a reduced one
         self.reads: set[int] = set()            # ids of external values read (incl. via inlined)
-        self.deps: set[int] = set()             # ids of groups this one depends on (transitive)
+        self.stored: set[int] = set()           # members that are roots or read by placed nodes
+                                                # of other groups (kept up to date as nodes land)
+        # Group sets are bitsets (Python ints, bit k = group k), so the unions and tests that run
+        # per node cost a few machine words per 64 groups, not a Python loop over groups.
+        self.deps = 0                           # groups this one depends on (transitive)
+        self.alias = 1 << gid                   # this group and every group merged into it
+        self.has_users = False                  # some group depends on this one
+
+
+def bits(mask: int):
+    """The group ids set in a bitset."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 class Fuser:
@@ -88,6 +103,8 @@ class Fuser:
         self.root_ids = {id(r) for r in roots}
         self.group_of: dict[int, Group] = {}
         self.groups: list[Group] = []
+        self.readers: dict[int, list[Group]] = {}   # id(value) -> groups that read it (try_sibling)
+        self._pos = {id(m): k for k, m in enumerate(self.order)}
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
 
@@ -142,12 +159,32 @@ class Fuser:
         g.members.append(n)
         g.role[id(n)] = role
         self.group_of[id(n)] = g
+        if id(n) in self.root_ids:
+            g.stored.add(id(n))
+        for i in n.inputs:
+            src = self.group_of.get(id(i))
+            if src is not None and src is not g:
+                src.stored.add(id(i))
+        new = 0
         for i in direct + through:
-            if self.group_of.get(id(i)) is not g:
-                g.reads.add(id(i))
-                src = self.group_of.get(id(i))
+            src = self.group_of.get(id(i))
+            if src is not g:
+                if id(i) not in g.reads:
+                    g.reads.add(id(i))
+                    self.readers.setdefault(id(i), []).append(g)
                 if src is not None:
-                    g.deps |= {src.id} | src.deps
+                    new |= (src.alias | src.deps) & ~g.deps
+                    src.has_users = True
+        if new:
+            g.deps |= new
+            if g.has_users:
+                self.propagate(g)
+
+    def propagate(self, g: Group) -> None:
+        """Keep deps transitive: whoever depends on g depends on what g now depends on."""
+        for h in self.groups:
+            if h is not g and h.deps & g.alias:
+                h.deps |= g.deps | g.alias
 
     # ---- joining ----
     def try_join(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
@@ -171,40 +208,54 @@ class Fuser:
     def try_sibling(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         """Join a kernel group that reads the same values over the same domain (horizontal fusion:
         several outputs computed from shared inputs come out of one kernel)."""
-        mine = {id(i) for i in direct + through}
-        for g in reversed(self.groups):
-            if g.kind == "kernel" and g.reads & mine and self.acyclic([g], direct, through) \
-                    and self.merge_and_add([g], n, direct, through):
+        cands = {g.id: g for i in direct + through for g in self.readers.get(id(i), ())
+                 if g.kind == "kernel" and id(i) in g.reads}
+        for gid in sorted(cands, reverse=True):          # the latest group first
+            g = cands[gid]
+            if self.acyclic([g], direct, through) and self.merge_and_add([g], n, direct, through):
                 return True
         return False
 
     def acyclic(self, option: list[Group], direct: list[Node], through: list[Node]) -> bool:
-        """Merging `option` (plus n) must not put a group both before and after the result."""
-        ids = {g.id for g in option}
-        outside: set[int] = set()
+        """Merging `option` (plus n) must not put a group both before and after the result.
+
+        The graph of groups is acyclic before the merge, so a new cycle needs a new edge: one
+        from n to a group outside `option` that depends on `option`, or, when several groups
+        merge, an old edge from one of them to an outside group that depends on another.
+        """
+        ids = 0
         for g in option:
-            outside |= g.deps
+            ids |= g.alias
         for i in direct + through:
             src = self.group_of.get(id(i))
-            if src is not None and src.id not in ids:
-                outside |= {src.id} | src.deps
-        outside -= ids
-        return not any(self.groups[h].deps & ids for h in outside)
+            if src is not None and not src.alias & ids and src.deps & ids:
+                return False
+        if len(option) == 1:
+            return True
+        outside = 0
+        for g in option:
+            outside |= g.deps
+        return not any(self.groups[h].deps & ids for h in bits(outside & ~ids))
 
     def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
+        if sum(len(g.members) for g in option) >= MAX_GROUP_NODES:
+            return False
         first = option[0]
         for g in option[1:]:
             if g.I != first.I or (g.R is not None and first.R is not None and g.R != first.R):
                 return False
         I = first.I
         R = next((g.R for g in option if g.R is not None), None)
-        members = {id(m) for g in option for m in g.members}
-        role = {k: v for g in option for k, v in g.role.items()}
+        single = len(option) == 1               # the common case: nothing is copied for it
+        # a group's members are the keys of its role map
+        role = first.role if single else {k: v for g in option for k, v in g.role.items()}
+        members = role
         in_group = [i for i in direct if id(i) in members]
         if any(id(i) in members for i in through):
             return False
         revisits = any(g.revisits for g in option)
-        after = set().union(*(g.after_reduce for g in option))
+        after = first.after_reduce if single else set().union(*(g.after_reduce for g in option))
+        n_after = False                         # n is full and depends on a reduced member
         if n.op in REDUCTIONS:
             x = n.inputs[0]
             dims = tuple(n.attrs["dim"])
@@ -229,30 +280,40 @@ class Fuser:
                         if pad != keep_shape(I, R):
                             return False
                         revisits = True
-                if any(role[id(i)] == "reduced" or id(i) in after for i in in_group):
-                    after.add(id(n))
+                n_after = any(role[id(i)] == "reduced" or id(i) in after for i in in_group)
         if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
             return False
-        reads = set().union(*(g.reads for g in option)) - members
+        reads = {r for g in option for r in g.reads if r not in members}
         reads |= {id(i) for i in direct + through if id(i) not in members}
-        if len(reads) + self.write_estimate(option, members) + 1 > MAX_BUFFERS:
+        writes = len(first.stored) if single else self.write_estimate(option, members)
+        if len(reads) + writes + 1 > MAX_BUFFERS:
             return False
         # commit
+        merged = 0
         for g in option[1:]:
             for m in g.members:
                 self.group_of[id(m)] = first
             first.members = sorted(first.members + g.members, key=self.position)
             first.deps |= g.deps
+            first.alias |= g.alias
+            merged |= g.alias
             g.members = []
             g.kind = "merged"
-        for g in self.groups:   # whoever depended on a merged group depends on the result
-            if g.deps & {o.id for o in option[1:]}:
-                g.deps.add(first.id)
-        first.deps -= {first.id}
+        first.deps &= ~first.alias
+        if merged:
+            for g in option[1:]:
+                for r in g.reads:
+                    self.readers.setdefault(r, []).append(first)
+            first.has_users = True
+            self.propagate(first)
+            first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
+                self.group_of.get(id(u), first) is not first for u in self.users[id(m)])}
+        if n_after:
+            after.add(id(n))
         first.R, first.role, first.after_reduce, first.revisits = R, role, after, revisits
         first.reads = reads
         self.add(first, n, direct, through, my_role)
-        first.reads -= {id(m) for m in first.members}
+        first.reads.discard(id(n))              # (reads never holds members: n is the new one)
         return True
 
     def write_estimate(self, option: list[Group], members: set[int]) -> int:
@@ -266,8 +327,6 @@ class Fuser:
         return count
 
     def position(self, n: Node) -> int:
-        if not hasattr(self, "_pos"):
-            self._pos = {id(m): k for k, m in enumerate(self.order)}
         return self._pos[id(n)]
 
 
@@ -371,17 +430,20 @@ def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
 def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:
     """Groups in an order where every group runs after those it reads (ties: program order)."""
     first = {g.id: min(fuser.position(m) for m in g.members) for g in groups}
-    by_id = {g.id: g for g in groups}
-    done: set[int] = set()
-    out: list[Group] = []
     pending = sorted(groups, key=lambda g: first[g.id])
-    while pending:
-        for g in pending:
-            need = {by_id[d].id for d in g.deps if d in by_id}
-            if need <= done:
+    taken = [False] * len(pending)
+    done = 0                                   # bitset of the groups emitted (with their aliases)
+    out: list[Group] = []
+    start = 0                                  # pending[:start] are all taken
+    while len(out) < len(pending):
+        while taken[start]:
+            start += 1
+        for k in range(start, len(pending)):
+            g = pending[k]
+            if not taken[k] and not g.deps & ~(done | g.alias):
                 out.append(g)
-                done.add(g.id)
-                pending.remove(g)
+                done |= g.alias
+                taken[k] = True
                 break
         else:
             raise AssertionError("fusion produced a cycle between launches")

@@ -25,9 +25,11 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
 
 
 def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
-    done: dict[int, Node] = {}
+    done: dict[int, Node] = {}         # id(original or final node) -> its final node
     for node in toposort(roots):
-        done[id(node)] = _rewrite_one(node, fn, done, max_depth)
+        if id(node) not in done:
+            final = _rewrite_one(node, fn, done, max_depth)
+            done[id(node)] = done[id(final)] = final
     return [done[id(r)] for r in roots]
 
 
@@ -38,8 +40,9 @@ def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Nod
         return new
     if depth == 0:
         raise RecursionError(f"rewrite of {node.op} did not settle")
-    # the replacement's own new nodes are rewritten as well
-    for inner in toposort([out]):
-        if id(inner) not in done:
-            done[id(inner)] = _rewrite_one(inner, fn, done, depth - 1)
+    # the replacement's own new nodes are rewritten as well; final nodes below them are not
+    # walked again, which keeps a pass linear in the size of the graph
+    for inner in toposort([out], stop=done):
+        final = _rewrite_one(inner, fn, done, depth - 1)
+        done[id(inner)] = done[id(final)] = final
     return done[id(out)]

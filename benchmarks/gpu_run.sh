@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# lazytorch on an NVIDIA GPU machine: install MLX's CUDA build from carried wheels, then run steps.
+#
+#   bash benchmarks/gpu_run.sh setup smoke ops      # op suite on the cuda backend  -> $OUT/ops.log, ops.xml
+#   bash benchmarks/gpu_run.sh setup bench          # python -m benchmarks --device gpu -> $OUT/bench/
+#
+# The mlx-cuda-13 wheel travels split in two (.whlA/mlxcuda.part00 copied to ~/w by an earlier call,
+# .whlB/mlxcuda.part01 + the mlx wheel); `setup` joins and installs them into /tmp/site once per
+# machine and points MLX at the CUDA headers and libraries of the nvidia pip packages torch uses.
+set -u
+OUT=${OUT:-/tmp/lazytorch-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OPS_TESTS="tests/test_ops_pointwise.py tests/test_ops_reduction.py tests/test_ops_nn.py tests/test_ops_shape.py
+ tests/test_ops_linalg.py tests/test_models.py tests/test_promotion.py tests/test_regressions.py tests/test_api_extras.py"
+
+setup() {
+    if [ ! -d /tmp/site/mlx ]; then
+        local whl=/tmp/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl
+        cat ~/w/mlxcuda.part00 .whlB/mlxcuda.part01 > $whl || return 1
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlB/mlx-0.32.4-*.whl $whl || return 1
+    fi
+    local nv
+    nv=$(python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))")/nvidia
+    # MLX looks for CUDA headers in <site>/nvidia/cu13/include (next to its own package)
+    [ -e /tmp/site/nvidia ] || ln -s "$nv" /tmp/site/nvidia
+    export CUDA_HOME=$nv/cu13
+    export LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | tr '\n' ':')${LD_LIBRARY_PATH:-}
+    export PYTHONPATH=/tmp/site:$ROOT
+    python3 -c "import mlx.core as mx, torch; print('mlx', mx.__version__, mx.default_device(), mx.array([1, 2]) + 1, 'torch', torch.__version__, torch.cuda.get_device_name())"
+}
+
+smoke() {
+    python3 - <<'EOF'
+import numpy as np, lazytorch as lt
+lt.set_backend("cuda")
+x = np.random.default_rng(0).standard_normal((64, 300)).astype(np.float32)
+t = lt.tensor(x)
+got = lt.softmax(t * 2.0, dim=-1).numpy()
+e = np.exp(2 * x - (2 * x).max(-1, keepdims=True)); want = e / e.sum(-1, keepdims=True)
+print("softmax max err", float(np.abs(got - want).max()))
+print("argmax ok", (t.argmax(dim=1).numpy() == x.argmax(1)).all())
+print("f64 sum err", float(abs(lt.tensor(x.astype(np.float64)).sum().item() - x.astype(np.float64).sum())))
+print("matmul err", float(np.abs((t @ t.t()).numpy() - x @ x.T).max()))
+EOF
+}
+
+ops() {
+    set -o pipefail
+    LAZYTORCH_TEST_BACKENDS=cuda timeout ${OPS_TIMEOUT:-420} python3 -m pytest $OPS_TESTS -q -n 16 --tb=short \
+        -p no:cacheprovider --junitxml="$OUT/ops.xml" -rf 2>&1 | tee "$OUT/ops.log" | tail -n 80
+}
+
+bench() {
+    timeout ${BENCH_TIMEOUT:-560} python3 -m benchmarks --device gpu --workloads ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6,W8} \
+        --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -n 60
+}
+
+for step in "$@"; do
+    echo "=== $step"
+    $step || { echo "step $step failed"; [ "$step" = setup ] && exit 1; }
+done

@@ -1,0 +1,105 @@
+"""The cuda backend: generated CUDA kernels launched through `mx.fast.cuda_kernel` (MLX's CUDA build)
+on an NVIDIA GPU.  Buffers are MLX arrays in GPU memory; float64 is allowed.
+
+codegen/cuda.py::launch_call builds each kernel's CudaCall; this module turns it into the two MLX
+calls.  Buffers and data movement are the metal backend's (both hold MLX arrays).  matmul library
+launches run as `mx.matmul` on the GPU; other launches the generator does not lower run on the host.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..codegen.cuda import ERROR_FLAG, division_by_zero, launch_call
+from ..codegen.cuda_kernel import CudaCall
+from ..ir import dtypes as D
+from ..ir.dtypes import DType
+from .backend import Buffer, LaunchFn
+from .metal import MetalBackend, MetalBuffer, _mx, mx_dtype
+
+# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32).
+MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
+
+
+def kernel_arguments(call: CudaCall) -> dict[str, Any]:
+    """Keyword arguments of mx.fast.cuda_kernel(...) for `call`."""
+    return dict(name=call.name, input_names=list(call.input_names), output_names=list(call.output_names),
+                source=call.source, header=call.header, ensure_row_contiguous=call.ensure_row_contiguous,
+                shared_memory=call.shared_memory)
+
+
+def call_arguments(call: CudaCall, inputs: Sequence[Any]) -> dict[str, Any]:
+    """Keyword arguments of the kernel call (inputs are MLX arrays of the declared shapes)."""
+    return dict(inputs=list(inputs), output_shapes=[tuple(s) for s in call.output_shapes],
+                output_dtypes=[mx_dtype(d) for d in call.output_dtypes], grid=tuple(call.grid),
+                threadgroup=tuple(call.threadgroup), init_value=call.init_value,
+                template=[(n, mx_dtype(v) if isinstance(v, DType) else v) for n, v in call.template] or None)
+
+
+def _matmul_launch(launch) -> LaunchFn | None:
+    """mx.matmul for a library launch of views and one float matmul (None: anything else)."""
+    # Only plain matmuls of non-empty matrices (views and 1-d/size-0 operands run on the host: the
+    # first GPU run crashed in those cases, not yet isolated).
+    if [n.op for n in launch.nodes] != ["matmul"]:
+        return None
+    (node,) = launch.nodes
+    if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape for n in (node, *node.inputs)):
+        return None
+    mx = _mx()
+
+    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+        env = {id(node): buf.array for (node, _), buf in zip(launch.reads, reads)}
+        for node in launch.nodes:
+            x = [env[id(i)] for i in node.inputs]
+            if node.op == "view":
+                spec = node.attrs["view"]
+                env[id(node)] = mx.as_strided(x[0].reshape(-1), spec.shape, spec.strides, spec.offset)
+            else:
+                env[id(node)] = mx.matmul(*x)
+        for (node, _), w in zip(launch.writes, writes):
+            w.array = mx.contiguous(env[id(node)]).reshape(w.array.shape)
+    return fn
+
+
+class CudaBackend(MetalBackend):
+    name = "cuda"
+
+    def __init__(self) -> None:
+        mx = _mx()
+        if not (hasattr(mx, "cuda") and mx.cuda.is_available()):
+            raise RuntimeError("the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an "
+                               "NVIDIA GPU; on other hosts use 'cpu' (or lt.show_kernels(..., "
+                               "backend='cuda') to see the kernels)")
+        self._kernels: dict[str, Any] = {}
+
+    def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
+        """A placeholder on the host stream (MLX makes no float64 arrays on the GPU); every launch
+        replaces its write buffers' arrays with the arrays it computes."""
+        mx = _mx()
+        return MetalBuffer(mx.zeros(shape, dtype=mx_dtype(dtype), stream=mx.cpu), dtype)
+
+    def scalar(self, value: Any, dtype: DType) -> Buffer:
+        """Scalars keep their dtype: float64 exists on CUDA (the metal backend narrows it)."""
+        return MetalBuffer(self.to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
+
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        if launch.kind == "library":
+            return _matmul_launch(launch)
+        call = launch_call(launch)
+        if call is None:
+            return None
+        if min(call.grid) == 0:
+            return lambda reads, writes: None
+        kernel = self._kernels.get(call.name)
+        if kernel is None:
+            kernel = self._kernels[call.name] = _mx().fast.cuda_kernel(**kernel_arguments(call))
+
+        def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+            inputs = [r.array.reshape(-1) for r in reads]
+            outs = kernel(**call_arguments(call, inputs))
+            for w, o in zip(writes, outs):
+                w.array = o.reshape(w.array.shape)
+            if call.output_names[-1] == ERROR_FLAG and outs[-1].item():
+                raise division_by_zero(launch)
+        return fn
