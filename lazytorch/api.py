@@ -58,7 +58,7 @@ def _assign(op: OpDef, target: Tensor, result: Node, what: str) -> Tensor:
                            "an in-place op can't change its tensor's shape")
     if result.dtype is not target.dtype:
         result = build("to", result, target.dtype)
-    target._rebind(result)
+    target._rebind(result, op.name)
     return target
 
 
@@ -84,7 +84,11 @@ def make_function(op: OpDef, name: str):
             this, rest = kwargs["self"], {k: v for k, v in kwargs.items() if k != "self"}
             wrapped = alias(this, lambda node: call(op.name, node, *args, **rest))
         else:
-            wrapped = _wrap(op, call(op.name, *args, **kwargs))
+            result = call(op.name, *args, **kwargs)
+            if "returns_self" in op.tags and out is None and args and isinstance(args[0], Tensor) \
+                    and result is args[0].node:
+                return args[0]                   # x.to(x.dtype) is x, as in torch
+            wrapped = _wrap(op, result)
         if out is not None:
             if not op.out:
                 raise TypeError(f"{op.name}() got an unexpected keyword argument 'out'")

@@ -169,7 +169,7 @@ def setitem(t: Tensor, key, value) -> None:
     shape = index_shape("setitem", target.node, tuple(n for _, n in adv), tuple(d for d, _ in adv)) \
         if adv else tuple(target.shape)
     values = _values(value, shape, target.dtype)
-    target._rebind(_advanced("index_put", target.node, adv, values) if adv else values)
+    target._rebind(_advanced("index_put", target.node, adv, values) if adv else values, "setitem")
 
 
 def _values(value, shape: tuple[int, ...], dtype: D.DType) -> Node:

@@ -15,6 +15,7 @@ import numpy as np
 from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import contiguous, view_of
+from .ir.errors import op_error
 from .ir.node import Node, type_str
 
 
@@ -37,15 +38,19 @@ class Tensor:
             self._base_version = base._version
         return self._node
 
-    def _rebind(self, node: Node) -> None:
-        """Give this tensor a new value (an in-place op): write through into the base for views."""
+    def _rebind(self, node: Node, op: str = "in-place op") -> None:
+        """Give this tensor a new value (in-place `op`): write through into the base for views."""
         if self._base is None:
             self._node = node
             self._version += 1
             return
         base = self._base
+        if V.has_internal_overlap(self._spec):
+            raise op_error(RuntimeError, op, "unsupported operation: more than one element of the "
+                           f"written-to tensor refers to a single memory location (view {self._spec})",
+                           {"self": self._node}, "clone() the tensor before writing to it")
         update = Node("view_assign", (base.node, node), {"view": self._spec}, base.node.shape, base.dtype)
-        base._rebind(update)
+        base._rebind(update, op)
         self._node = view_node(base.node, self._spec)
         self._base_version = base._version
 

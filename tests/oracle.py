@@ -105,7 +105,7 @@ def assert_same(got, want, atol=None, rtol=None, equal_nan=True, what="result"):
 
 
 # Metal GPUs have no float64: there a program reading or producing float64 must fail clearly.
-NO_FLOAT64_BACKENDS = ("metal", "metal-emu")
+NO_FLOAT64_BACKENDS = ("metal", "metal-emu", "cuda")
 
 
 def check(fn, *args, atol=None, rtol=None, equal_nan=True):

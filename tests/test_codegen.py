@@ -124,3 +124,50 @@ def test_show_kernels_any_backend():
     assert "void lt_k0_row" in text and "lt_exp_f32" in text
     with pytest.raises(ValueError, match="no code generator"):
         lt.show_kernels(a + 1, backend="nope")
+
+
+def test_softmax_keeps_exp_in_a_row_cache_on_c_only():
+    x = param(0, (4, 16))
+    m = call("amax", x, [1], True)
+    e = call("exp", call("sub", x, m))
+    s = call("sum", e, [1], True)
+    y = call("div", e, s)
+    ln = launch([m, e.inputs[0], e, s, y], [x], [y], "row", (4, 16), (1,))
+    k = lower(ln, row_cache=True)
+    elems = [s for s in k.stages if s.scope == "elem"]
+    assert k.row_cache == [D.float32]
+    assert "row_put" in [op.op for op in elems[1].ops]
+    assert [op.op for op in elems[2].ops] == ["row_get", "div"]     # no exp recomputed
+    assert "lt_row0[i] = " in render(k, "c")
+    assert not lower(ln).row_cache                 # GPU threads stride rows: they recompute
+
+
+def test_column_reduction_uses_the_columns_template_on_c():
+    x = param(0, (64, 300))
+    s = call("sum", x, 0)
+    src = render(lower(launch([s], [x], [s], "reduce", (64, 300), (0,))), "c")
+    assert "over columns" in src and "lt_c_acc" in src
+    row = call("sum", x, 1)        # contiguous rows keep the rows template
+    assert "over columns" not in render(lower(launch([row], [x], [row], "reduce", (64, 300), (1,))), "c")
+
+
+def test_full_reduction_splits_the_row_across_threads():
+    x = param(0, (1 << 16,))
+    t = call("sum", x)
+    src = render(lower(launch([t], [x], [t], "reduce", (1 << 16,), (0,))), "c")
+    assert "omp parallel for simd" in src and "reduction(+:" in src
+
+
+@pytest.mark.parametrize("base,spec,dims", [
+    ((), V.ViewSpec((3, 4), (0, 0), 0), ()),
+    ((4,), V.ViewSpec((3, 4), (0, 1), 0), (1,)),
+    ((4,), V.ViewSpec((4, 3), (1, 0), 0), (0,)),            # unsqueeze(1).expand: not right-aligned
+    ((2, 1, 4), V.ViewSpec((2, 5, 4), (4, 0, 1), 0), (0, 2, 2)),
+    ((4, 5), V.ViewSpec((5, 4), (1, 5), 0), None),           # a transpose reorders: no broadcast
+    ((4,), V.ViewSpec((2,), (2,), 0), None),
+])
+def test_broadcast_dims_of_views(base, spec, dims):
+    from lazytorch.codegen.lower import _broadcast_dims
+    b = param(0, base)
+    view = Node("view", (b,), {"view": spec}, spec.shape, D.float32)
+    assert _broadcast_dims(view) == dims

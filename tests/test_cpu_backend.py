@@ -115,3 +115,28 @@ def test_integer_division_by_zero_raises(op):
     # the error word is reset: the same program runs again on valid data
     np.testing.assert_array_equal(op(x, y + 1).numpy(), op(torch.tensor([4, -3, 5], dtype=torch.int32),
                                                             torch.tensor([3, 1, 2], dtype=torch.int32)).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_softmax_and_log_softmax_with_row_cache(dtype):
+    check(lambda m, x: m.softmax(x, dim=-1) + m.log_softmax(x * 2, dim=-1), sample((5, 33), dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_column_and_full_reductions(dtype):
+    # (300, 270) columns span two blocks of outputs with a tail; the full reduction is split
+    x = sample((300, 270), dtype, low=-3, high=3)
+    check(lambda m, x: (x.sum(0), x.amax(0), x.sum(), x.amax()), x)
+    check(lambda m, x: (x.sum((0, 1)), x.amin(1).sum()), sample((7, 3, 40), dtype), atol=1e-3)
+
+
+def test_column_reduction_nan_and_epilogue():
+    data = np.random.default_rng(0).uniform(-3, 3, (50, 300))
+    data[3, 7] = np.nan
+    x = sample((50, 300), values=data.astype(np.float32))
+    check(lambda m, x: (x.amax(0) * 2 + 1, x.mean(0), x.std(0)), x)
+
+
+def test_floating_operand_of_a_row_value():
+    # a (5,) operand of a (1, 5) reduced value is indexed in the reduced value's dims (fuzz 4673)
+    check(lambda m, x, y: m.prod(x, 2) + y, sample((2, 5, 1)), sample((5,), "int64", low=-5, high=5))

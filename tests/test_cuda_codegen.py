@@ -60,7 +60,7 @@ PROGRAMS = {
     "int_sum": lambda: ints((7, 9), np.int16).sum(dim=0),
     "float16": lambda: (t((8, 16), np.float16) * 3.0).tanh().sum(dim=-1),
     "bfloat16": lambda: (bf16((8, 16)).erf() - bf16((8, 16)).expm1()).max(dim=-1).values,
-    "float64": lambda: lt.log_softmax(t((5, 20), np.float64), dim=-1) + t((5, 20), np.float64).remainder(0.7),
+    "f64_scalar": lambda: lt.log_softmax(t((5, 20)), dim=-1) + t((5, 20)).remainder(0.7) * 1e-3,
     "strided": lambda: t((16, 12)).t()[:, ::2].exp() + t((8,)),
     "broadcast_where": lambda: lt.where(t((4, 1, 5)) > 0, t((3, 5)), -t((4, 3, 1))).round(),
     "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
@@ -125,9 +125,14 @@ def test_launch_shape_and_buffers():
     assert function_name(call) == "custom_kernel_" + call.name
 
 
+def test_float64_is_refused_naming_the_op():
+    """MLX's CUDA build runs no float64 on the GPU; Python scalars (0-d float64) are read as float32."""
+    with pytest.raises(TypeError, match="exp: dtype float64 is not supported on the cuda backend"):
+        calls(lambda: t((4,), np.float64).exp())
+    assert all(D.float64 not in c.input_dtypes for c in calls(PROGRAMS["f64_scalar"]))
+
+
 def test_dialect_spells_cuda():
-    (call,) = calls(PROGRAMS["float64"])[:1]
-    assert D.float64 in call.input_dtypes and "double" in assemble(call)
     src = "\n".join(assemble(c) for c in calls(PROGRAMS["argmax"]) + calls(PROGRAMS["bfloat16"]))
     for token in ("__shfl_down_sync", "__syncthreads();", "__shared__", "blockIdx.x", "__nv_bfloat16",
                   "__bfloat162float", "erff("):
@@ -145,11 +150,11 @@ def test_integer_division_gets_an_error_flag_output():
 
 def test_assemble_matches_the_runtime_signature_rules():
     body = "y[0] = x[0] + N + x_shape[0];"
-    call = CudaCall("k", ("x", "s"), ("y",), body, "// h\n", ((4,), ()), (D.float16, D.float64),
+    call = CudaCall("k", ("x", "s"), ("y",), body, "// h\n", ((4,), ()), (D.float16, D.int64),
                     ((4,),), (D.bfloat16,), (4, 1, 1), (4, 1, 1), template=(("N", 3), ("B", True)))
     src = assemble(call)
     assert "__global__ void custom_kernel_k_3_t(\n    const __half* x,\n    const __grid_constant__ Shape x_shape,\n" \
-           "    const double* s,\n    __nv_bfloat16* y) {\n  constexpr int N = 3;\n  constexpr bool B = true;\n" in src
+           "    const int64_t* s,\n    __nv_bfloat16* y) {\n  constexpr int N = 3;\n  constexpr bool B = true;\n" in src
     assert src.endswith(body + "\n}\n\n} // namespace mlx::core::cu\n") and "// h\nnamespace mlx::core::cu {" in src
     with pytest.raises(ValueError, match="at least one output"):
         CudaCall("k", (), (), body, "", (), (), (), (), (1, 1, 1), (1, 1, 1))

@@ -127,9 +127,7 @@ def test_huge_index_space_plans_64_bit_indexing(backend_name):
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason="lazytorch accepts in-place writes through an expanded view "
-                   "(torch: 'more than one element of the written-to tensor refers to a single memory "
-                   "location'); owner: tensor/api in-place (api._assign)")
+# fixed: tensor._rebind refuses to write through a view with an expanded (stride-0) dim
 def test_inplace_on_expanded_view_is_rejected():
     proc = _run_isolated("""
         import lazytorch as lt

@@ -69,15 +69,18 @@ def test_long_chain_evaluates(backend_name):
         lt.set_backend(previous)
 
 
-@pytest.mark.xfail(strict=True, reason="the pass pipeline is quadratic in chain length (2,000 nodes 10 s, "
-                   "8,000 nodes 133 s): a 100k-node eval takes hours; owner: passes (simplify/fuse)")
-def test_100k_node_program_evaluates_in_time():
+# The passes are linear in program size (fusion keeps its group sets as bitsets and updates them
+# in place); measured on 2 cores: reference ~12 s, cpu ~55 s (mostly the C compiler on ~400
+# kernels).  The bound leaves room for a loaded CI machine while catching a quadratic pass.
+@pytest.mark.parametrize("backend_name", ["reference", "cpu"])
+def test_100k_node_program_evaluates_in_time(backend_name):
     code = ("import numpy as np, lazytorch as lt\n"
             "x = lt.tensor(np.zeros(8, dtype=np.float32)); y = x\n"
             f"for k in range({N}): y = y + 1.0\n"
             f"assert (y.numpy() == {N}).all(); print('ok')\n")
+    env = {**os.environ, "LAZYTORCH_BACKEND": backend_name}
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=25)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env)
     except subprocess.TimeoutExpired:
-        pytest.fail("a 100k-node pointwise chain did not evaluate within 25 s")
+        pytest.fail(f"a 100k-node pointwise chain did not evaluate within 150 s on {backend_name}")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]

@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 
 from ..ir import dtypes as D
-from .cuda_kernel import TYPE_NAMES, CudaCall
+from .cuda_kernel import TYPE_NAMES, CudaCall, type_name
 from .dialects import _C_CHECKED, _C_MATH, DIALECTS, FLOAT_FUNCS, Dialect, _libm_suffix
 from .kernel_ir import Kernel
-from .metal import ERROR_FLAG, division_by_zero, launch_shape  # noqa: F401  (shared with Metal)
+from .metal import ERROR_FLAG, division_by_zero, launch_shape, narrow_scalars  # noqa: F401  (shared with Metal)
 
 _INT = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
 
@@ -35,7 +35,7 @@ CUDA = Dialect(
     name="cuda",
     storage={d.name: TYPE_NAMES[d] for d in TYPE_NAMES},
     register={"bool": "bool", **_INT, "float16": "float", "bfloat16": "float", "float32": "float",
-              "float64": "double"},
+              "float64": "double"},   # (float64 kernels compile, but MLX refuses float64 on the GPU)
     math=_CUDA_MATH,
     load={"bfloat16": "__bfloat162float({ptr}[{idx}])", "float16": "__half2float({ptr}[{idx}])",
           "*": "{ptr}[{idx}]"},
@@ -84,10 +84,23 @@ def launch_call(launch) -> CudaCall | None:
     it on the host)."""
     from .lower import Unsupported, lower, supports
     from .render import preamble, render
+    check_dtypes(launch)
     if launch.kind != "kernel" or not supports(launch):
         return None
     try:
         kernel = lower(launch)
     except Unsupported:
         return None
+    kernel = narrow_scalars(kernel)
     return cuda_call(kernel, render(kernel, CUDA), preamble(CUDA.name))
+
+
+def check_dtypes(launch) -> None:
+    """No float64 on the cuda backend (MLX refuses it on the GPU): name the op and dtype.  0-d
+    float64 params (Python scalars) are read as float32, as on Metal (narrow_scalars)."""
+    for n in launch.nodes:
+        if n.op not in ("param", "scalar"):
+            type_name(n.dtype, n.op)
+    for n, b in launch.reads:
+        if b.shape != ():
+            type_name(n.dtype, n.op)

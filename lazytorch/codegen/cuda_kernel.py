@@ -17,11 +17,12 @@ from ..ir.errors import op_error
 
 TemplateValue = Union[bool, int, DType]
 
-# The type names MLX writes for each dtype in the kernel signature.
+# The type names MLX writes for each dtype in the kernel signature.  float64 is left out: MLX's CUDA
+# build refuses float64 arrays in GPU kernels ("float64 is not supported on the GPU", MLX 0.32.4).
 TYPE_NAMES: dict[DType, str] = {
     D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
     D.int32: "int32_t", D.int64: "int64_t", D.float16: "__half",
-    D.bfloat16: "__nv_bfloat16", D.float32: "float", D.float64: "double",
+    D.bfloat16: "__nv_bfloat16", D.float32: "float",
 }
 
 # What MLX puts before the caller's header (its device utilities: Shape, Strides, fp16/bf16 types).
@@ -35,8 +36,9 @@ def type_name(dtype: DType, op: str = "cuda") -> str:
     try:
         return TYPE_NAMES[dtype]
     except KeyError:
-        raise op_error(TypeError, op, f"dtype {dtype.name} has no CUDA kernel type",
-                       valid=", ".join(d.name for d in TYPE_NAMES)) from None
+        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported on the cuda backend (MLX "
+                       "runs no float64 on the GPU)", valid="cast to float32 first, or use the cpu backend "
+                       f"(cuda dtypes: {', '.join(d.name for d in TYPE_NAMES)})") from None
 
 
 @dataclass(frozen=True)

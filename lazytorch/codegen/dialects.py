@@ -115,7 +115,7 @@ C = Dialect(
            "*": "{0}"},
     cast={"bool": "(({0}) != 0)", "float16": "lt_round_f16((float)({0}))",
           "bfloat16": "lt_round_bf16((float)({0}))", "*": "({T})({0})"},
-    templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2"},
+    templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
     preamble="c_preamble.h.j2",
     extra={"parallel_min": "32768"},
 )
@@ -135,3 +135,4 @@ INT_TYPES = [(D.BY_NAME[n].short, c, "u" + c.lstrip("u") if not c.startswith("u"
 
 
 from . import metal as _metal  # noqa: E402,F401  (the Metal table lives in codegen/metal.py and registers itself)
+from . import cuda as _cuda  # noqa: E402,F401  (the CUDA table lives in codegen/cuda.py and registers itself)

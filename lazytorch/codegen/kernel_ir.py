@@ -95,6 +95,9 @@ class Kernel:
     stages: list[Stage]
     index_type: str = "i32"               # i32 or i64
     contiguous: bool = False              # every access is linear in the flattened domain
+    row_cache: list[DType] = field(default_factory=list)   # per-row buffers (inner_numel each) of
+    # elem values kept between passes: Op row_put (args: value; attrs slot) fills slot[i],
+    # Op row_get (attrs slot) reads it back in a later pass
 
     @property
     def outer_numel(self) -> int:

@@ -30,6 +30,10 @@ POINTWISE = frozenset({
     "maximum", "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where"})
 SUPPORTED = POINTWISE | REDUCTIONS | PASS_THROUGH | {"to", "full", "iota", "view", "scalar"}
+# ops worth keeping in a row cache rather than recomputing in a later pass over the row
+COSTLY = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
+                    "acos", "atan", "sinh", "cosh", "tanh", "erf", "sigmoid", "pow", "atan2"})
+ROW_CACHE_BYTES = 1 << 18      # per thread (kept on its stack)
 
 
 class Unsupported(Exception):
@@ -51,26 +55,55 @@ def supports(launch) -> bool:
     return all(n.op in SUPPORTED for n in launch.nodes)
 
 
-def lower(launch, name: str | None = None) -> Kernel:
-    """The Kernel of a `kernel` launch; raises Unsupported for ops without a lowering."""
+def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
+    """The Kernel of a `kernel` launch; raises Unsupported for ops without a lowering.
+
+    With `row_cache` (targets where one thread walks a whole row: C), an elem value with costly
+    math that a later pass over the row needs again is kept in a per-row buffer (Kernel.row_cache)
+    instead of being recomputed (softmax keeps exp(x - max) from its sum pass)."""
     group = {id(n) for n in launch.nodes}
     for n in launch.nodes:
         if n.op not in SUPPORTED:
             raise Unsupported(f"{n.op} has no kernel lowering")
-        if n.op == "view" and id(n.inputs[0]) in group and not _is_broadcast(n):
+        if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
-    return _Lowering(launch, name or launch.name).run()
+    return _Lowering(launch, name or launch.name, row_cache).run()
 
 
-def _is_broadcast(view: Node) -> bool:
-    """A view that only broadcasts its input (which the kernel's index mapping does implicitly)."""
-    base = view.inputs[0]
-    return view.attrs["view"] == V.expand(V.contiguous(base.shape), view.shape)
+def _broadcast_dims(view: Node) -> tuple[int, ...] | None:
+    """For a view that only broadcasts its input (inserts or expands dims anywhere, keeping the
+    input's element order), the view dim that holds each input dim; None for any other view.
+    Size-1 input dims hold no data: they map to the view dim of their right neighbour (or 0)."""
+    spec, base = view.attrs["view"], view.inputs[0]
+    if spec.offset:
+        return None
+    cont = V.contiguous_strides(base.shape)
+    j = len(spec.shape)
+    dims: list[int] = []
+    for k in reversed(range(len(base.shape))):
+        if base.shape[k] == 1:
+            dims.append(min(j, len(spec.shape) - 1) if spec.shape else 0)
+            continue
+        j -= 1
+        while j >= 0 and not (spec.strides[j] == cont[k] and spec.shape[j] == base.shape[k]):
+            if spec.strides[j] != 0 and spec.shape[j] != 1:
+                return None
+            j -= 1
+        if j < 0:
+            return None
+        dims.append(j)
+    if any(spec.strides[i] and spec.shape[i] != 1 for i in range(j if dims else len(spec.shape))):
+        return None
+    return tuple(reversed(dims))
 
 
 class _Lowering:
-    def __init__(self, launch, name: str):
+    def __init__(self, launch, name: str, row_cache: bool = False):
         self.launch, self.name = launch, name
+        self.use_row_cache = row_cache
+        self.row_cache: list[DType] = []           # dtypes of the per-row buffers
+        self.cached: dict[int, tuple[int, Stage]] = {}   # node -> (buffer slot, stage that fills it)
+        self.computed_in: dict[int, tuple[Stage, str]] = {}   # elem node -> (first elem stage, var)
         self.I = tuple(launch.domain)
         self.R = tuple(launch.reduce_dims)
         self.K = tuple(d for d in range(len(self.I)) if d not in self.R)
@@ -101,7 +134,10 @@ class _Lowering:
         for n in nodes:
             for i in n.inputs:
                 consumers.setdefault(id(i), []).append(n)
-        for n in reversed(nodes):       # nodes over external reads only: decided by their consumers
+        # nodes over external reads only: decided by their consumers, and their values are
+        # indexed in the consumer's space (a (5,) operand of a (1, 5) row value maps to its dims)
+        self.floating = {id(n) for n in nodes if scope[id(n)] is None and n.op != "view"}
+        for n in reversed(nodes):
             if scope[id(n)] is None:
                 users = consumers.get(id(n), [])
                 kinds = {"elem" if u.op in REDUCTIONS else scope[id(u)] for u in users}
@@ -167,18 +203,49 @@ class _Lowering:
     def value(self, n: Node, stage: Stage, space: tuple[int, ...], scope: str) -> tuple[str, DType]:
         """(var, register dtype) of node n, consumed in `space` from a stage of `scope`."""
         if n.op == "view" and id(n) not in self.reads and id(n.inputs[0]) in self.group:
-            return self.value(n.inputs[0], stage, space, scope)     # a broadcast of a group value
+            # a broadcast of a group value: the input's dims are some of the view's dims
+            dims = space[len(space) - len(n.shape):]
+            inner = tuple(dims[j] for j in _broadcast_dims(n)) if dims else ()
+            if id(n.inputs[0]) not in self.floating and inner != space[len(space) - len(inner):]:
+                raise Unsupported("a broadcast of a computed value that is not right-aligned")
+            return self.value(n.inputs[0], stage, inner, scope)
         if id(n) in self.reads or n.op == "view":
             return self.load(n, stage, space, scope)
         if n.op in PASS_THROUGH:
             return self.value(n.inputs[0], stage, space, scope)
         if self.scope[id(n)] == "row":
             if id(n) not in self.row_values:     # reductions are entered by reduce()
-                self.row_values[id(n)] = self.compute(n, self.row_stages[self.level[id(n)]])
+                self.row_values[id(n)] = self.compute(n, self.row_stages[self.level[id(n)]], space)
             return self.row_values[id(n)]
-        key = (id(n), id(stage))
+        key = (id(n), id(stage), space if id(n) in self.floating else None)
         if key not in self.memo:
-            self.memo[key] = self.compute(n, stage)
+            self.memo[key] = self.from_row_cache(n, stage) or self.compute(n, stage, space)
+            if stage.scope == "elem" and id(n) not in self.floating:
+                self.computed_in.setdefault(id(n), (stage, self.memo[key][0]))
+        return self.memo[key]
+
+    def from_row_cache(self, n: Node, stage: Stage) -> tuple[str, DType] | None:
+        """n's value from the row buffer an earlier pass filled, if it is worth keeping there."""
+        first = self.computed_in.get(id(n))
+        if (not self.use_row_cache or first is None or first[0] is stage or first[1] in self.kernel_vars
+                or not self.costly(n)):
+            return None
+        dt = register(n.dtype)
+        if id(n) not in self.cached:
+            size = sum(d.itemsize for d in self.row_cache + [dt]) * _numel(self.R, self.I)
+            if size > ROW_CACHE_BYTES:
+                return None
+            self.cached[id(n)] = (len(self.row_cache), first[0])
+            self.row_cache.append(dt)
+            first[0].ops.append(Op("", "row_put", (first[1],), dt, {"slot": self.cached[id(n)][0]}))
+        return self.emit(stage, "row_get", [], dt, slot=self.cached[id(n)][0]), dt
+
+    def costly(self, n: Node) -> bool:
+        key = ("costly", id(n))
+        if key not in self.memo:
+            self.memo[key] = n.op in COSTLY or any(
+                id(i) in self.group and i.op != "view" and self.scope.get(id(i)) == "elem" and self.costly(i)
+                for i in n.inputs)
         return self.memo[key]
 
     def load(self, n: Node, stage: Stage, space, scope: str) -> tuple[str, DType]:
@@ -203,8 +270,8 @@ class _Lowering:
             self.memo[key] = (v, register(base.dtype))
         return self.memo[key]
 
-    def compute(self, n: Node, stage: Stage) -> tuple[str, DType]:
-        sp = self.space(n)
+    def compute(self, n: Node, stage: Stage, space: tuple[int, ...] | None = None) -> tuple[str, DType]:
+        sp = space if id(n) in self.floating and space is not None else self.space(n)
         scope = self.scope[id(n)]
         out = register(n.dtype)
         if n.op == "scalar":      # a structural constant of the program (a runtime scalar is a param)
@@ -311,7 +378,7 @@ class _Lowering:
         cont = V.contiguous_strides(osz + isz)
         contiguous = all(not any(a.outer + a.inner) or a.outer + a.inner == cont for a in accesses)
         return Kernel(self.name, self.launch.pattern, self.args, osz, isz, accesses, stages,
-                      _index_type(self.I, self.args, accesses, osz, isz), contiguous)
+                      _index_type(self.I, self.args, accesses, osz, isz), contiguous, self.row_cache)
 
 
 def _merge(dims: list[int], I, strides) -> list[list[int]]:
@@ -331,6 +398,10 @@ def _merge(dims: list[int], I, strides) -> list[list[int]]:
 
 def _group_stride(group: list[int], s, I) -> int:
     return s[group[-1]]
+
+
+def _numel(dims, I) -> int:
+    return _size(list(dims), I)
 
 
 def _size(group: list[int], I) -> int:

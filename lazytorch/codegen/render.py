@@ -100,6 +100,7 @@ class _Stage:
     clauses: list[str] = field(default_factory=list)
     simd: bool = True
     reduces: list = field(default_factory=list)   # the stage's Reduces (Metal combines them across threads)
+    accs: list = field(default_factory=list)      # (type, name, initial value) of every accumulator
 
 
 class _Renderer:
@@ -130,6 +131,10 @@ class _Renderer:
         d = self.d
         T = d.register_type(op.dtype)
         self.types[op.var] = op.dtype
+        if op.op == "row_put":
+            return f"lt_row{op.attrs['slot']}[i] = {op.args[0]};"
+        if op.op == "row_get":
+            return f"const {T} {op.var} = lt_row{op.attrs['slot']}[i];"
         if op.op == "load":
             a = self.k.accesses[op.attrs["access"]]
             st = op.attrs["storage"]
@@ -154,9 +159,13 @@ class _Renderer:
 
     def reduce(self, r: Reduce, out: _Stage) -> None:
         out.reduces.append(r)
+        self.types[r.acc] = r.dtype
+        if r.index:
+            self.types[r.index] = D.int64
         T = self.d.register_type(r.dtype)
         ident = _identity(r.op, r.value_dtype if r.index else r.dtype)
         out.init.append(f"{T} {r.acc} = {ident};")
+        out.accs.append((T, r.acc, ident))
         v, a = r.value, r.acc
         is_float = r.dtype.is_floating_point
         if r.op in ("argmax", "argmin"):
@@ -173,12 +182,10 @@ class _Renderer:
         out.clauses.append(f"reduction({SIMD_CLAUSE[r.op]}:{a})")
         if r.op in ("amax", "amin") and is_float:
             out.init.append(f"int {a}_nan = 0;")
+            out.accs.append(("int", f"{a}_nan", "0"))
             out.lines.append(f"{a}_nan |= {v} != {v};")
             out.clauses.append(f"reduction(|:{a}_nan)")
             out.final.append(f"if ({a}_nan) {a} = NAN;")
-        self.types[r.acc] = r.dtype
-        if r.index:
-            self.types[r.index] = D.int64
 
     def stage(self, s: Stage) -> _Stage:
         out = _Stage(s.scope)
@@ -198,14 +205,30 @@ class _Renderer:
         stages = [self.stage(s) for s in kernel.stages]
         args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
                  "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
-        template = self.d.templates["linear" if self.linear else "rows"]
+        shape = "linear" if self.linear else "columns" if self._columns(stages) else "rows"
+        template = self.d.templates[shape]
         parallel = kernel.numel >= int(self.d.extra.get("parallel_min", "0"))
         ctx = dict(name=kernel.name, args=args, idx=self.idx, kernel=kernel, stages=stages,
                    kernel_stage=stages[0], row_stages=stages[1:], outer=kernel.outer, inner=kernel.inner,
                    numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,
-                   parallel=parallel, chunk=16384, restrict=self.d.restrict, preamble=preamble(self.d.name),
+                   parallel=parallel, chunk=16384,
+                   row_cache=[self.d.register_type(dt) for dt in kernel.row_cache], restrict=self.d.restrict, preamble=preamble(self.d.name),
                    extra=self.d.extra)
         return environment().get_template(template).render(**ctx)
+
+
+    def _columns(self, stages: list[_Stage]) -> bool:
+        """A reduction over a non-innermost dim (sum(x, 0)) whose rows are columns in memory: the
+        "columns" template walks the reduced dim outermost and accumulates a block of outputs, so
+        it reads memory contiguously.  Only single-pass reductions without argmax, and only for
+        dialects that have the template."""
+        k = self.k
+        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(stages) != 4
+                or not k.outer or not stages[2].simd or k.row_cache):
+            return False
+        loads = [k.accesses[op.attrs["access"]] for op in k.stages[2].ops if op.op == "load"]
+        walked = [a for a in loads if any(a.inner)]
+        return bool(walked) and all(a.inner[-1] != 1 for a in walked) and any(a.outer[-1] == 1 for a in walked)
 
 
 def _split_last(k: Kernel) -> Kernel:

@@ -10,7 +10,7 @@ from .lower import Unsupported, lower
 
 def _c_source(launch) -> str | None:
     from .render import render
-    return render(lower(launch, "lt_" + launch.name), "c")
+    return render(lower(launch, "lt_" + launch.name, row_cache=True), "c")
 
 
 def _metal_source(launch) -> str | None:

@@ -23,7 +23,7 @@ from .schema import Schema, SchemaError
 Args = dict[str, Any]
 BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
 
-TENSORISH = ("Tensor", "Scalar")
+TENSORISH = ("Tensor", "Tensor|Scalar", "Scalar")
 
 
 def builder(name: str):

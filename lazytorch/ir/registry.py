@@ -19,7 +19,8 @@ from .schema import Schema, parse
 
 REGISTRY_DIR = Path(__file__).parent / "registry"
 TAGS = frozenset({"pointwise", "reduction", "view", "composite", "creation", "linalg", "shape",
-                  "nondeterministic_seeded", "index", "nn", "scan"})
+                  "nondeterministic_seeded", "index", "nn", "scan",
+                  "returns_self"})   # the call returns self itself when its builder leaves self's node unchanged
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from typing import Any
 from .node import Node
 
 _NO_DEFAULT = object()
-_PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?$")
+_PARAM = re.compile(r"^(?P<type>[A-Za-z]+(?:\|[A-Za-z]+)?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?$")
 
 
 @dataclass(frozen=True)
 class Param:
-    type: str          # "Tensor", "Tensor?", "Scalar", "int[]", "int[1]?", "float", "ScalarType?", ...
+    type: str          # "Tensor", "Tensor|Scalar", "Tensor?", "Scalar", "int[]", "int[1]?", "ScalarType?", ...
     name: str
     default: Any
     kwarg_only: bool
@@ -114,8 +114,11 @@ def _is_number_or_tensor(v) -> bool:
 
 
 # What a value of each parameter type may be, as a table (binding runs on every op call).
+# `Tensor` is a tensor only (torch rejects `maximum(x, 2)`); `Tensor|Scalar` also takes a Python
+# number, where torch has a Scalar overload or accepts numbers as tensors (`add(x, 2)`, `eq(x, 2)`).
 _CHECKS = {
-    "Tensor": _is_number_or_tensor,
+    "Tensor": lambda v: _is_tensor(v),
+    "Tensor|Scalar": _is_number_or_tensor,
     "Scalar": _is_number_or_tensor,
     "Tensor[]": lambda v: isinstance(v, (list, tuple)) and all(_is_tensor(t) for t in v),
     "int": lambda v: _is_int(v) and not isinstance(v, bool),

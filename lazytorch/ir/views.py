@@ -55,6 +55,12 @@ def is_identity(v: ViewSpec, base_shape: tuple[int, ...]) -> bool:
     return v.offset == 0 and v.shape == tuple(base_shape) and is_contiguous(v)
 
 
+def has_internal_overlap(v: ViewSpec) -> bool:
+    """True when two elements of the view share one base element (an expanded dim: stride 0, size > 1),
+    which torch's in-place ops refuse to write through."""
+    return v.numel > 0 and any(st == 0 and s > 1 for s, st in zip(v.shape, v.strides))
+
+
 def permute(v: ViewSpec, dims: tuple[int, ...]) -> ViewSpec:
     return ViewSpec(tuple(v.shape[d] for d in dims), tuple(v.strides[d] for d in dims), v.offset)
 

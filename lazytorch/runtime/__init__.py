@@ -1,6 +1,7 @@
 """Backends: they compile and launch kernels and own the buffers.  Selected by name.
 
-`set_backend(name)` or the LAZYTORCH_BACKEND environment variable picks one (default: reference).
+`set_backend(name)` or the LAZYTORCH_BACKEND environment variable picks one (default: see
+`default_backend`).
 Each name maps to a factory, imported lazily so that a backend whose toolchain is missing costs
 nothing until it is chosen: an entry is "module:Class" relative to this package, or a callable
 registered with `register_backend`.  runtime/backend.py defines the interface a backend implements.
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import platform
+import shutil
+import sys
 import threading
 from typing import Callable
 
@@ -27,13 +31,35 @@ _lock = threading.Lock()
 
 
 def default_backend() -> str:
-    """LAZYTORCH_BACKEND, else `cpu` where a C compiler exists (Metal hosts pick metal explicitly
-    until the metal backend can report itself available), else `reference`."""
+    """LAZYTORCH_BACKEND, else `metal` on Apple silicon where MLX reports Metal available, else `cpu`
+    where a C compiler exists, else `reference`."""
     env = os.environ.get("LAZYTORCH_BACKEND")
     if env:
         return env
-    import shutil
-    return "cpu" if shutil.which(os.environ.get("CC") or "cc") else "reference"
+    if metal_available():
+        return "metal"
+    if c_compiler_available():
+        return "cpu"
+    return "reference"
+
+
+def metal_available() -> bool:
+    """macOS on Apple silicon with MLX installed and `mlx.core.metal.is_available()`."""
+    if sys.platform != "darwin" or platform.machine() != "arm64":
+        return False                          # skip importing MLX where Metal can't exist
+    try:
+        import mlx.core as mx
+        return bool(mx.metal.is_available())
+    except Exception:                         # MLX missing, or built without Metal
+        return False
+
+
+def c_compiler_available() -> bool:
+    """$CC when set, else one of cc, gcc, clang on PATH (the compilers runtime/compiler.py tries)."""
+    cc = os.environ.get("CC")
+    if cc:
+        return shutil.which(cc) is not None
+    return any(shutil.which(name) for name in ("cc", "gcc", "clang"))
 
 
 def register_backend(name: str, factory: Callable) -> None:

@@ -37,7 +37,7 @@ def kernel_sources(plan, dialect: str = "c") -> dict[str, str]:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
         try:
-            out[launch.name] = render(lower(launch, _symbol(launch.name)), dialect)
+            out[launch.name] = render(lower(launch, _symbol(launch.name), row_cache=dialect == "c"), dialect)
         except Unsupported:
             continue
     return out
@@ -87,8 +87,8 @@ class _Prepared:
         return getattr(self.backend, name)
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
-        if launch.kind == "library" and _blas_matmul(launch):
-            return _matmul
+        if launch.kind == "library":
+            return _blas_matmul(launch)
         if launch.kind != "kernel" or launch.name not in self._sources:
             return None
         fn = self._lib[_symbol(launch.name)]
@@ -121,18 +121,39 @@ class _Prepared:
         return traced
 
 
-def _blas_matmul(launch) -> bool:
-    """float32/float64 matmul of two buffers: numpy's BLAS writes it straight into the output."""
-    if len(launch.nodes) != 1 or launch.nodes[0].op != "matmul" or len(launch.reads) != 2:
-        return False
-    n = launch.nodes[0]
-    return n.dtype in (D.float32, D.float64) and all(i.dtype == n.dtype for i in n.inputs)
+def _blas_matmul(launch) -> LaunchFn | None:
+    """float32/float64 matmul of two buffers, or of views of them (a transposed key in attention):
+    numpy's BLAS reads them in place through strides and writes straight into the output."""
+    *views, mm = launch.nodes
+    if mm.op != "matmul" or any(v.op != "view" for v in views):
+        return None
+    if mm.dtype not in (D.float32, D.float64) or any(i.dtype is not mm.dtype for i in mm.inputs):
+        return None
+    slot = {id(node): i for i, (node, _) in enumerate(launch.reads)}
+
+    def operand(x) -> tuple[int, object]:
+        if x.op == "view" and id(x.inputs[0]) in slot:
+            return slot[id(x.inputs[0])], x.attrs["view"]
+        return slot[id(x)], None
+
+    try:
+        (ia, va), (ib, vb) = (operand(x) for x in mm.inputs)
+    except KeyError:
+        return None
+
+    def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+        a, b, out = _strided(reads[ia], va), _strided(reads[ib], vb), writes[0]
+        if out.ndim and out.size:
+            np.matmul(a, b, out=out)
+        else:
+            out[...] = np.matmul(a, b)
+    return run
 
 
-def _matmul(reads, writes) -> None:
-    a, b = reads
-    out = writes[0]
-    if out.ndim and out.size:
-        np.matmul(a, b, out=out)
-    else:
-        out[...] = np.matmul(a, b)
+def _strided(base: np.ndarray, spec) -> np.ndarray:
+    """A numpy view of a contiguous buffer through a ViewSpec (no copy)."""
+    if spec is None:
+        return base
+    item = base.itemsize
+    return np.ndarray(spec.shape, base.dtype, buffer=base, offset=spec.offset * item,
+                      strides=tuple(st * item for st in spec.strides))

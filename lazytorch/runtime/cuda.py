@@ -1,5 +1,6 @@
 """The cuda backend: generated CUDA kernels launched through `mx.fast.cuda_kernel` (MLX's CUDA build)
-on an NVIDIA GPU.  Buffers are MLX arrays in GPU memory; float64 is allowed.
+on an NVIDIA GPU.  Buffers are MLX arrays in GPU memory.  As on Metal, float64 is refused (MLX
+runs no float64 on the GPU) and 0-d float64 Python scalars are read as float32.
 
 codegen/cuda.py::launch_call builds each kernel's CudaCall; this module turns it into the two MLX
 calls.  Buffers and data movement are the metal backend's (both hold MLX arrays).  matmul library
@@ -9,17 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
-from ..codegen.cuda import ERROR_FLAG, division_by_zero, launch_call
+from ..codegen.cuda import ERROR_FLAG, check_dtypes, division_by_zero, launch_call
 from ..codegen.cuda_kernel import CudaCall
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Buffer, LaunchFn
 from .metal import MetalBackend, MetalBuffer, _mx, mx_dtype
 
-# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32).
-MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
+# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32);
+# float32 is left to the host: MLX multiplies float32 with TF32 on the H100 (relative error ~1e-3).
+MATMUL_DTYPES = (D.float16, D.bfloat16)
 
 
 def kernel_arguments(call: CudaCall) -> dict[str, Any]:
@@ -73,17 +73,8 @@ class CudaBackend(MetalBackend):
                                "backend='cuda') to see the kernels)")
         self._kernels: dict[str, Any] = {}
 
-    def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
-        """A placeholder on the host stream (MLX makes no float64 arrays on the GPU); every launch
-        replaces its write buffers' arrays with the arrays it computes."""
-        mx = _mx()
-        return MetalBuffer(mx.zeros(shape, dtype=mx_dtype(dtype), stream=mx.cpu), dtype)
-
-    def scalar(self, value: Any, dtype: DType) -> Buffer:
-        """Scalars keep their dtype: float64 exists on CUDA (the metal backend narrows it)."""
-        return MetalBuffer(self.to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
-
     def compile_launch(self, launch, plan) -> LaunchFn | None:
+        check_dtypes(launch)
         if launch.kind == "library":
             return _matmul_launch(launch)
         call = launch_call(launch)

@@ -71,7 +71,7 @@ class MetalBackend(Backend):
     @staticmethod
     def to_mx(arr: np.ndarray, dtype: DType):
         mx = _mx()
-        a = mx.array(np.ascontiguousarray(arr))
+        a = mx.array(np.ascontiguousarray(arr).reshape(np.shape(arr)))   # (ascontiguousarray makes 0-d 1-d)
         return a.view(mx.bfloat16) if dtype is D.bfloat16 else a
 
     def from_host(self, arr: np.ndarray) -> Buffer:

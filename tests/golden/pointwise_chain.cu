@@ -85,17 +85,17 @@ namespace mlx::core::cu {
 
 namespace cg = cooperative_groups;
 
-__global__ void custom_kernel_lt_11dbbb2525f5(
-    const double* a0,
+__global__ void custom_kernel_lt_d06b6afdf77a(
+    const float* a0,
     const float* a1,
-    const double* a2,
+    const float* a2,
     float* a3) {
 // linear: k0_pointwise, pointwise over 240 contiguous elements, one thread each
 const int32_t i = int32_t(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
 if (i >= 240) return;
-const double v2 = a0[0];
+const float v2 = a0[0];
 const float v3 = ((float)(v2));
-const double v6 = a2[0];
+const float v6 = a2[0];
 const float v7 = ((float)(v6));
 const float v1 = a1[i];
 const float v4 = (v1 * v3);

@@ -58,11 +58,14 @@ def broadcast_shapes(op: str, *shapes: Shape, args: Args | None = None) -> Shape
     return tuple(out)
 
 
+TENSOR_TYPES = ("Tensor", "Tensor|Scalar", "Tensor[]")
+
+
 def tensor_args(op: OpDef, a: Args) -> dict[str, Node]:
     """The operands that take part in promotion: the schema's `Tensor` parameters, in order."""
     schema = op.schemas[0]
     return {p.name: a[p.name] for p in schema.params
-            if p.base in ("Tensor", "Tensor[]") and p.name in a and isinstance(a[p.name], Node)}
+            if p.base in TENSOR_TYPES and p.name in a and isinstance(a[p.name], Node)}
 
 
 def check_allowed(op: OpDef, a: Args, nodes: dict[str, Node]) -> None:

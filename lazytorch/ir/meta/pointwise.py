@@ -45,15 +45,19 @@ def _number(node: Node) -> bool:
 
 
 def _check_scalar_fits(op: OpDef, name: str, value, result: DType, nodes: dict[str, Node]) -> None:
-    """torch's alpha/value rule: a float scalar can't scale integer tensors, only bool scales bool."""
-    if not isinstance(value, Node):
-        return
-    if value.dtype.is_floating_point and not result.is_floating_point:
+    """torch's alpha/value rule: a float scalar can't scale integer (or bool) tensors."""
+    if isinstance(value, Node) and value.dtype.is_floating_point and not result.is_floating_point:
         raise op_error(RuntimeError, op.name, f"for integral input tensors, argument {name} must not be a "
                        f"floating point number", {**nodes, name: value}, f"pass an integer {name}")
-    if result.is_bool and not value.dtype.is_bool:
-        raise op_error(RuntimeError, op.name, f"for boolean input tensors, argument {name} must be a boolean",
-                       {**nodes, name: value}, f"pass {name}=True or False")
+
+
+def _check_alpha(op: OpDef, alpha, result: DType, nodes: dict[str, Node]) -> None:
+    """torch's alpha_check: no float alpha for integral results, and a bool alpha only for bool
+    results (an integer alpha is fine for bool tensors: it is cast to bool, as torch does)."""
+    _check_scalar_fits(op, "alpha", alpha, result, nodes)
+    if isinstance(alpha, Node) and alpha.dtype.is_bool and not result.is_bool:
+        raise op_error(RuntimeError, op.name, "a boolean alpha is only supported for boolean results",
+                       {**nodes, "alpha": alpha}, "pass a number alpha")
 
 
 @rule("add")
@@ -64,7 +68,41 @@ def add(op: OpDef, a: Args) -> tuple[Shape, DType]:
     if op.name == "sub" and any(n.dtype.is_bool for n in nodes.values()):
         raise op_error(RuntimeError, op.name, "subtraction with a bool operand is not supported", nodes,
                        "to invert a mask use ~ or logical_not(); for two masks use logical_xor()")
-    _check_scalar_fits(op, "alpha", a.get("alpha"), out, nodes)
+    _check_alpha(op, a.get("alpha"), out, nodes)
+    return shape, out
+
+
+def _literal_number(node) -> bool:
+    """A Python number given at the call: its value is known now (a runtime param's is not)."""
+    return isinstance(node, Node) and node.op == "scalar"
+
+
+def _check_integer_divisor(op: OpDef, divisor, out: DType, nodes: dict[str, Node]) -> None:
+    """torch raises for an integer division by a Python-number zero (0 or False) at the call;
+    a zero inside a tensor is data, found when the program runs."""
+    if _literal_number(divisor) and not out.is_floating_point and divisor.value == 0:
+        raise op_error(RuntimeError, op.name, "ZeroDivisionError: integer division by zero", nodes,
+                       "divide by a nonzero number, or use a floating point tensor")
+
+
+@rule("integer_division")
+def integer_division(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """remainder, fmod, floor_divide, div_trunc, div_floor: pointwise, and a literal 0 divisor raises."""
+    shape, out = pointwise(op, a)
+    _check_integer_divisor(op, a["other"], out, tensor_args(op, a))
+    return shape, out
+
+
+@rule("pow")
+def pow_(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """pow: pointwise; an integer tensor to a negative Python-integer power raises, as in torch
+    (a negative exponent inside a tensor computes 1/x truncated)."""
+    shape, out = pointwise(op, a)
+    x, exponent = a["self"], a["exponent"]
+    if not _literal_number(x) and not x.dtype.is_floating_point and _literal_number(exponent) \
+            and not exponent.dtype.is_floating_point and exponent.value < 0:
+        raise op_error(RuntimeError, op.name, "Integers to negative integer powers are not allowed",
+                       tensor_args(op, a), "use a floating point base or exponent, e.g. x.float() ** -1")
     return shape, out
 
 
@@ -86,6 +124,8 @@ def div(op: OpDef, a: Args) -> tuple[Shape, DType]:
     if mode is not None and out.is_bool:
         raise op_error(RuntimeError, op.name, f"rounding_mode={mode!r} is not supported for bool tensors", nodes,
                        "cast to an integer dtype first")
+    if mode is not None:
+        _check_integer_divisor(op, a["other"], out, nodes)
     return shape, out
 
 

@@ -2,12 +2,14 @@
 
 Each computes in the opmath dtype (float32 for half types) and casts back once; the forms are
 torch's (softplus's linear region above the threshold, elu through expm1, hardsigmoid as a clamp
-of x + 3).  Constants are scalar leaves, never baked into the op.
+of x + 3).  Constants are scalar leaves, never baked into the op (`as_node` makes them where the
+op's schema takes a `Tensor` only, as maximum's does).
 """
 from __future__ import annotations
 
 import math
 
+from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.node import Node
 from . import back, decomposes, opmath
@@ -20,12 +22,12 @@ def _where_positive(x: Node, negative: Node) -> Node:
 
 def _relu6_of_shifted(x: Node) -> Node:
     """min(max(x + 3, 0), 6): the common core of hardsigmoid and hardswish."""
-    return B("minimum", B("maximum", B("add", x, 3), 0), 6)
+    return B("minimum", B("maximum", B("add", x, 3), as_node(0)), as_node(6))
 
 
 @decomposes("relu")
 def relu(node: Node, self: Node) -> Node:
-    return B("maximum", self, 0)
+    return B("maximum", self, as_node(0))
 
 
 @decomposes("gelu")
@@ -77,7 +79,7 @@ def leaky_relu(node: Node, self: Node, negative_slope=0.01) -> Node:
 
 @decomposes("hardtanh")
 def hardtanh(node: Node, self: Node, min_val=-1, max_val=1) -> Node:
-    return back(B("minimum", B("maximum", opmath(self), min_val), max_val), node.dtype)
+    return back(B("minimum", B("maximum", opmath(self), as_node(min_val)), as_node(max_val)), node.dtype)
 
 
 @decomposes("hardsigmoid")

@@ -2,7 +2,7 @@
 
 Every form computes in the opmath dtype (float32 for half types) and casts back once at the end:
 softmax subtracts the row max, norms centre before squaring, losses pick the target's log-prob
-with a one-hot comparison against an `iota` (no gather), attention masks with -inf before softmax.
+with a bounds-checked gather (an out-of-range class raises), attention masks with -inf before softmax.
 """
 from __future__ import annotations
 
@@ -128,11 +128,10 @@ def cross_entropy(node: Node, self: Node, target: Node, weight=None, size_averag
     if target.dtype.is_floating_point:
         loss = _probability_target(weighted, opmath(target), cdim, classes, label_smoothing)
         return back(_reduce(loss, reduction, self.numel / classes if classes else 0), node.dtype)
-    onehot = B("eq", iota(tuple(self.shape), cdim), B("unsqueeze", target, cdim))
     valid = B("ne", target, ignore_index)
-    nll = B("where", valid, B("neg", B("sum", B("where", onehot, weighted, 0.0), cdim)), 0.0)
-    per_item_weight = valid if w is None else \
-        B("where", valid, B("sum", B("where", onehot, B("expand", w, tuple(self.shape)), 0.0), cdim), 0.0)
+    pick = _picker(target, valid, cdim)
+    nll = B("where", valid, B("neg", pick(weighted)), 0.0)
+    per_item_weight = valid if w is None else B("where", valid, pick(B("expand", w, tuple(self.shape))), 0.0)
     denominator = B("sum", per_item_weight, dtype=lp.dtype)
     loss = _reduce(nll, reduction, denominator)
     if label_smoothing > 0.0:
@@ -140,6 +139,17 @@ def cross_entropy(node: Node, self: Node, target: Node, weight=None, size_averag
         loss = B("add", B("mul", loss, 1.0 - label_smoothing),
                  B("mul", _reduce(smooth, reduction, denominator), label_smoothing / classes))
     return back(loss, node.dtype)
+
+
+def _picker(target: Node, valid: Node, cdim: int):
+    """A function reading values[..., target, ...] along the class dim for every item.
+
+    Ignored items read class 0 instead; every other target goes through the bounds-checked gather,
+    so an out-of-range class raises when the program runs (torch: "Target 5 is out of bounds")
+    rather than reading outside the row or silently contributing nothing.
+    """
+    index = B("unsqueeze", B("where", valid, B("to", target, D.int64), 0), cdim)
+    return lambda values: B("squeeze", B("gather", values, cdim, index), cdim)
 
 
 def _probability_target(weighted_lp: Node, target: Node, cdim: int, classes: int, smoothing: float) -> Node:

@@ -29,7 +29,8 @@ def add_alpha(node: Node, self: Node, other: Node, alpha=1) -> Node | None:
     if not isinstance(alpha, Node):             # alpha == 1: the primitive itself
         return None
     x, y = in_compute(node.op, self, other)
-    return back(B(node.op, x, B("mul", y, alpha)), node.dtype)
+    # alpha is converted to the compute dtype first, as torch's kernels do (bool: alpha=-1 is True)
+    return back(B(node.op, x, B("mul", y, cast(alpha, y.dtype))), node.dtype)
 
 
 @decomposes("div")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ...ir import dtypes as D
+from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.node import Node
 from . import back, decomposes, opmath
@@ -40,7 +41,7 @@ def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool
     centered = B("sub", x, _mean(x, dim, True))
     squares = B("sum", B("mul", centered, centered), dim, keepdim)
     correction = 1 if correction is None else correction
-    return B("div", squares, B("maximum", B("sub", _count(x, dim), correction), 0))
+    return B("div", squares, B("maximum", B("sub", _count(x, dim), correction), as_node(0)))
 
 
 @decomposes("var")
@@ -65,7 +66,7 @@ def logsumexp(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = Fals
 
 def _finite_max(x: Node, dim: tuple[int, ...], keepdim: bool) -> Node:
     m = B("amax", x, dim, keepdim)
-    return B("where", B("isinf", m), B("to", 0, m.dtype), m)
+    return B("where", B("isinf", m), B("to", as_node(0), m.dtype), m)
 
 
 @decomposes("norm")

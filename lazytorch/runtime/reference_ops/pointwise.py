@@ -64,11 +64,20 @@ def _div_trunc(a, b):
 
 def _pow(a, b):
     if a.dtype.kind in "iu":
-        if np.any(b < 0):
-            raise ValueError("pow: integers to negative integer powers are not allowed")
-        return np.power(a, b)
+        return _int_pow(a, b)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.power(a, b)
+
+
+def _int_pow(a, b):
+    """torch's integer pow: a negative exponent gives 1/a truncated (1 for 1, +-1 for -1, else 0).
+
+    A negative *Python number* exponent is rejected at the call (ir/meta/pointwise.py::pow)."""
+    negative = b < 0
+    powered = np.power(a, np.where(negative, 0, b).astype(b.dtype))
+    odd = (b % 2) != 0
+    inverse = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+    return np.where(negative, inverse, powered).astype(powered.dtype)
 
 
 UNARY = {

@@ -1,0 +1,84 @@
+"""Per-call overhead of lazytorch (workload W7): where the microseconds of one small call go.
+
+One call builds 20 chained pointwise ops with Python scalars on 1024 float32 elements through
+the Tensor API, evaluates it (a graph-cache hit) and materialises the result.  Printed per call,
+median over samples: build (the Tensor API down to the nodes), key (the one walk that orders the
+program and keys it, plus the cache lookup), execute (argument conversion, buffer allocation and
+launches) and the whole call.
+
+    python -m benchmarks.overhead [--backend cpu] [--samples 15] [--calls 200]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+
+import numpy as np
+
+import lazytorch as lt
+from lazytorch.graph_cache import CACHE
+from lazytorch.ir.graph import program
+from lazytorch.runtime import backend_name
+
+from .workloads import w7_math
+
+
+def _median_us(fn, samples: int, calls: int) -> float:
+    times = []
+    for _ in range(samples):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - t0) / calls * 1e6)
+        finally:
+            gc.enable()
+    return statistics.median(times)
+
+
+def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, float]:
+    """Median microseconds per call of each stage of W7 and of the whole call."""
+    lt.set_backend(backend)
+    x = lt.from_numpy(np.random.default_rng(0).standard_normal(1024).astype(np.float32))
+    lt.eval(w7_math(lt, x))                                   # compile once: later calls hit
+    name = backend_name()
+    root = w7_math(lt, x).node
+
+    def key_and_lookup():
+        order, key, leaves = program([root])
+        return CACHE.get_or_compile((key, name), lambda: None)
+
+    compiled = key_and_lookup()
+    args = [n.buffer if n.op == "buffer" else n.value for n in program([root]).leaves]
+
+    def whole():
+        y = w7_math(lt, x)
+        lt.eval(y)
+        return y.numpy()
+
+    return {
+        "build": _median_us(lambda: w7_math(lt, x), samples, calls),
+        "key+lookup": _median_us(key_and_lookup, samples, calls),
+        "execute": _median_us(lambda: compiled.executable.run(args), samples, calls),
+        "call": _median_us(whole, samples, calls),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", action="append", help="backend(s) to measure (default: cpu, reference)")
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=200)
+    a = parser.parse_args(argv)
+    print(f"{'backend':<12}{'build':>10}{'key+lookup':>12}{'execute':>10}{'call':>10}   (us per call, median)")
+    for backend in a.backend or ["cpu", "reference"]:
+        r = breakdown(backend, a.samples, a.calls)
+        print(f"{backend:<12}{r['build']:>10.1f}{r['key+lookup']:>12.1f}{r['execute']:>10.1f}{r['call']:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()
