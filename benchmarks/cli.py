@@ -13,7 +13,7 @@ from pathlib import Path
 from . import report
 from .frameworks import PEERS, Framework, select
 from .machine import machine_info
-from .runner import ROOF_PEERS, reference, run_cold, run_roof, run_timed
+from .runner import ROOF_PEERS, add_ratios, reference, run_cold, run_roof, run_timed
 from .timing import FULL, QUICK, Plan, copy_bandwidth
 from .workloads import BY_NAME, WORKLOADS, Workload, make_inputs
 
@@ -74,7 +74,7 @@ def progress(w: Workload, row: dict) -> None:
 def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Plan, bandwidth: dict) -> dict:
     sizes = BY_NAME[w.of].size(quick) if w.of else w.size(quick)
     entry: dict = {"name": w.name, "title": w.title, "sizes": sizes, "mode": w.mode}
-    runnable = w.mode == "cold" or (w.inputs is not None and w.math is not None)
+    runnable = w.mode == "cold" or (w.inputs is not None and (w.math or w.run) is not None)
     skipped = w.missing() or (None if runnable else "no inputs and math in its table entry yet")
     if skipped:
         entry["skipped"] = skipped
@@ -99,6 +99,7 @@ def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Pl
     for fw in frameworks:
         rows.append(derive(run_timed(w, fw, inputs, ref, plan), entry))
         progress(w, rows[-1])
+    add_ratios(rows, w.ratios_to)
     entry["results"] = rows
     return entry
 

@@ -13,8 +13,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-OPS_TESTS="tests/test_ops_pointwise.py tests/test_ops_reduction.py tests/test_ops_nn.py tests/test_ops_shape.py
- tests/test_ops_linalg.py tests/test_models.py tests/test_promotion.py tests/test_regressions.py tests/test_api_extras.py"
+OPS_TESTS=${OPS_TESTS:-"tests/test_ops_pointwise.py tests/test_ops_reduction.py tests/test_ops_nn.py tests/test_ops_shape.py
+ tests/test_ops_linalg.py tests/test_models.py tests/test_promotion.py tests/test_regressions.py tests/test_api_extras.py"}
 
 setup() {
     if [ ! -d /tmp/site/mlx ]; then
@@ -49,7 +49,7 @@ EOF
 
 ops() {
     set -o pipefail
-    LAZYTORCH_TEST_BACKENDS=cuda timeout ${OPS_TIMEOUT:-420} python3 -m pytest $OPS_TESTS -q -n 16 --tb=short \
+    LAZYTORCH_TEST_BACKENDS=cuda timeout ${OPS_TIMEOUT:-420} python3 -m pytest $OPS_TESTS -q -n 16 --tb=line \
         -p no:cacheprovider --junitxml="$OUT/ops.xml" -rf 2>&1 | tee "$OUT/ops.log" | tail -n 80
 }
 

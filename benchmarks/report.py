@@ -32,6 +32,8 @@ COLUMNS = [
     Column("GFLOP/s", "gflops", lambda v: f"{v:.1f}"),
     Column("÷ best matmul", "ratio_to_matmul", lambda v: f"{v:.2f}"),
     Column("µs/call (median)", "us_per_call", lambda v: f"{v:.1f}"),
+    Column("÷ torch", "ratio_to_torch", lambda v: f"{v:.2f}"),
+    Column("÷ torch.compile", "ratio_to_torch.compile", lambda v: f"{v:.2f}"),
     Column("import", "import_s", fmt_time),
     Column("first eval, cold cache", "cold_first_s", fmt_time),
     Column("first eval, warm cache", "warm_first_s", fmt_time),

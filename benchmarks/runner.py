@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .frameworks import NUMPY_OPS, Framework
+from .frameworks import NUMPY_OPS, PEERS, Framework
 from .timing import Plan, measure
 from .workloads import Workload
 
@@ -26,8 +26,24 @@ ROOF_PEERS = ("numpy", "torch", "mlx")   # eager peers whose plain matmul is the
 
 
 def reference(w: Workload, inputs: list[np.ndarray]) -> np.ndarray:
-    """The workload's math in numpy float64."""
+    """The workload's math in numpy float64; a model's forward in torch eager (float32)."""
+    if w.run is not None:
+        torch = PEERS["torch"]
+        return torch.to_numpy(prepared_call(w, torch, inputs)()).astype(np.float64)
     return w.math(NUMPY_OPS, *[x.astype(np.float64) for x in inputs])
+
+
+def module_of(fw: Framework) -> str:
+    """The Python module a column runs: lazytorch[cpu] -> lazytorch, torch.compile[cuda] -> torch."""
+    return "lazytorch" if fw.name.startswith("lazytorch[") else fw.name.split("[")[0].split(".")[0]
+
+
+def body_of(w: Workload, fw: Framework) -> Callable:
+    """`body(ops, *inputs)`: the workload's math, or a model's forward on the framework's module."""
+    if w.run is None:
+        return w.math
+    forward = w.run(module_of(fw))
+    return lambda ops, *xs: forward(*xs)
 
 
 def check(out: np.ndarray, ref: np.ndarray, tol: float) -> dict:
@@ -58,7 +74,7 @@ def prepared_call(w: Workload, fw: Framework, inputs: list[np.ndarray],
     fw.setup()
     ops = fw.ops()
     native = [fw.to_native(x) for x in inputs]
-    body = math or w.math
+    body = math or body_of(w, fw)
     fn = fw.prepare(lambda *xs: body(ops, *xs))
 
     def call():
@@ -83,6 +99,16 @@ def run_timed(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndar
     except Exception as exc:  # a framework's failure is data for its row
         row.update(status="error", error=describe(exc))
     return row
+
+
+def add_ratios(rows: list[dict], to: tuple[str, ...]) -> None:
+    """`ratio_to_<name>`: each row's median ÷ the median of framework `name` (or `name[device]`)."""
+    medians = {r["framework"].split("[")[0]: r.get("median_s") for r in rows}
+    for name in to:
+        if medians.get(name):
+            for r in rows:
+                if r.get("median_s") is not None:
+                    r[f"ratio_to_{name}"] = r["median_s"] / medians[name]
 
 
 def run_roof(w: Workload, peers: list[Framework], inputs: list[np.ndarray], sizes: dict,

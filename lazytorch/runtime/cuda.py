@@ -8,6 +8,7 @@ launches run as `mx.matmul` on the GPU; other launches the generator does not lo
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from ..codegen.cuda import ERROR_FLAG, check_dtypes, division_by_zero, launch_call
@@ -17,9 +18,11 @@ from ..ir.dtypes import DType
 from .backend import Buffer, LaunchFn
 from .metal import MetalBackend, MetalBuffer, _mx, mx_dtype
 
-# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32);
-# float32 is left to the host: MLX multiplies float32 with TF32 on the H100 (relative error ~1e-3).
-MATMUL_DTYPES = (D.float16, D.bfloat16)
+# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32).
+# MLX multiplies float32 with TF32 unless told not to (relative error ~1e-3, where torch's default
+# is full float32): it reads MLX_ENABLE_TF32 once, at its first matmul, so it is set before that.
+os.environ.setdefault("MLX_ENABLE_TF32", "0")
+MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
 
 
 def kernel_arguments(call: CudaCall) -> dict[str, Any]:
@@ -39,12 +42,13 @@ def call_arguments(call: CudaCall, inputs: Sequence[Any]) -> dict[str, Any]:
 
 def _matmul_launch(launch) -> LaunchFn | None:
     """mx.matmul for a library launch of views and one float matmul (None: anything else)."""
-    # Only plain matmuls of non-empty matrices (views and 1-d/size-0 operands run on the host: the
-    # first GPU run crashed in those cases, not yet isolated).
-    if [n.op for n in launch.nodes] != ["matmul"]:
+    # Matmuls of non-empty matrices, read directly or through views (a transposed key); 1-d and
+    # size-0 operands run on the host (an early GPU run crashed there, not yet isolated).
+    *views, node = launch.nodes
+    if node.op != "matmul" or any(v.op != "view" for v in views):
         return None
-    (node,) = launch.nodes
-    if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape for n in (node, *node.inputs)):
+    if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape
+           for n in (node, *node.inputs, *views)):
         return None
     mx = _mx()
 
