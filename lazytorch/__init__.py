@@ -22,7 +22,7 @@ from .ir.printer import dump_nodes as _dump_nodes
 from .ir.printer import to_dot as _to_dot
 from .ir.promotion import promote_types
 from .realize import eval_tensors as _eval_tensors
-from .codegen.show import show_kernels
+from .realize import show_kernels
 from .graph_cache import cache_clear, cache_info, set_cache_size
 from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend

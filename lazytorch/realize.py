@@ -18,7 +18,12 @@ from .ir.node import Node
 from .passes.normalize import normalize
 from .passes.pipeline import compile_plan
 from .passes.plan import KernelPlan
+from .passes import simplify
 from .runtime import backend_name, get_backend
+from .runtime.reference import run_node
+
+# constant folding evaluates with the reference executor; passes may not import the runtime
+simplify.EVALUATE = run_node
 
 
 class Compiled:
@@ -79,3 +84,12 @@ def host_value(node: Node) -> np.ndarray:
     if node.dtype is D.bfloat16:
         return D.bf16_to_f32(arr)
     return arr
+
+
+def show_kernels(*tensors, backend: str | None = None) -> str:
+    """Print and return the source of every kernel the tensors' program compiles to on `backend`
+    (default: the selected backend), on any host.  Nothing is compiled or run."""
+    from .codegen.show import kernel_sources
+    text = "\n".join(f"{h}\n{s}" for h, s in kernel_sources([t.node for t in tensors], backend or backend_name()))
+    print(text)
+    return text

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import jinja2
 
-import lazytorch
-
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .dialects import INT_TYPES, Dialect, get_dialect
 from .kernel_ir import Access, Kernel, Reduce, Stage
 
-SHADERS = Path(lazytorch.__file__).parents[1] / "shaders"
+SHADERS = Path(__file__).resolve().parents[2] / "shaders"      # beside the package (editable install)
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,13 +30,12 @@ def _cuda_source(launch) -> str | None:
 SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source, "cuda": _cuda_source}
 
 
-def kernel_sources(tensors, backend: str) -> list[tuple[str, str]]:
-    """(launch header, source) of each launch of the tensors' pending program on `backend`."""
+def kernel_sources(nodes, backend: str) -> list[tuple[str, str]]:
+    """(launch header, source) of each launch of the pending program of `nodes` on `backend`."""
     if backend not in SOURCES:
         raise ValueError(f"show_kernels: no code generator for backend '{backend}'; valid: {', '.join(SOURCES)}")
     roots, seen = [], set()
-    for t in tensors:
-        n = t.node
+    for n in nodes:
         if not n.realized and id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
@@ -56,12 +55,3 @@ def kernel_sources(tensors, backend: str) -> list[tuple[str, str]]:
         out.append((head, src if src is not None else f"// runs as a {launch.kind if launch.kind != 'kernel' else 'reference'} "
                     f"call: {', '.join(n.op for n in launch.nodes)}\n"))
     return out
-
-
-def show_kernels(*tensors, backend: str | None = None) -> str:
-    """Print and return the source of every kernel the tensors' program compiles to on `backend`
-    (default: the selected backend).  Nothing is compiled or run."""
-    from ..runtime import backend_name
-    text = "\n".join(f"{h}\n{s}" for h, s in kernel_sources(tensors, backend or backend_name()))
-    print(text)
-    return text
