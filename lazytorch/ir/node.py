@@ -12,6 +12,8 @@ one pass over the program.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from .dtypes import DType
@@ -69,10 +71,7 @@ class Node:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def is_leaf(self) -> bool:

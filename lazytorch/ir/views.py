@@ -7,6 +7,7 @@ None where no strides can express the result (then the caller must copy first, a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -22,10 +23,7 @@ class ViewSpec:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

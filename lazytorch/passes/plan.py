@@ -14,6 +14,7 @@ The contract is written out in docs/architecture.md ("The kernel plan"); in shor
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..ir.dtypes import DType
@@ -34,10 +35,7 @@ class BufferRef:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def __repr__(self) -> str:
         slot = "" if self.slot is None else str(self.slot)

@@ -72,6 +72,9 @@ def toolchain() -> tuple[str, str, list[str]]:
         cc = compiler()
         version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         flags = BASE_FLAGS + (["-fopenmp"] if _has_openmp(cc, version) else ["-fopenmp-simd"])
+        # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
+        # extra flags are part of the cache key, so such builds never mix with normal ones)
+        flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
         _toolchain.extend([cc, version, flags])
     return _toolchain[0], _toolchain[1], _toolchain[2]
 
