@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from ..codegen.cuda import ERROR_FLAG, check_dtypes, division_by_zero, launch_call
+from ..codegen.cuda import check_dtypes, launch_call
 from ..codegen.cuda_kernel import CudaCall
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Buffer, LaunchFn
-from .metal import MetalBackend, MetalBuffer, _mx, mx_dtype
+from .metal import MetalBackend, _mx, mx_dtype
 
 # mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32).
 # MLX multiplies float32 with TF32 unless told not to (relative error ~1e-3, where torch's default
@@ -77,24 +77,11 @@ class CudaBackend(MetalBackend):
                                "backend='cuda') to see the kernels)")
         self._kernels: dict[str, Any] = {}
 
+    def make_kernel(self, call: CudaCall):
+        return _mx().fast.cuda_kernel(**kernel_arguments(call))
+
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         check_dtypes(launch)
         if launch.kind == "library":
             return _matmul_launch(launch)
-        call = launch_call(launch)
-        if call is None:
-            return None
-        if min(call.grid) == 0:
-            return lambda reads, writes: None
-        kernel = self._kernels.get(call.name)
-        if kernel is None:
-            kernel = self._kernels[call.name] = _mx().fast.cuda_kernel(**kernel_arguments(call))
-
-        def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
-            inputs = [r.array.reshape(-1) for r in reads]
-            outs = kernel(**call_arguments(call, inputs))
-            for w, o in zip(writes, outs):
-                w.array = o.reshape(w.array.shape)
-            if call.output_names[-1] == ERROR_FLAG and outs[-1].item():
-                raise division_by_zero(launch)
-        return fn
+        return self.mlx_launch(launch, launch_call(launch), call_arguments)

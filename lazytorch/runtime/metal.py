@@ -91,19 +91,27 @@ class MetalBackend(Backend):
         dtype = D.float32 if dtype is D.float64 else dtype    # see codegen/metal.py::narrow_scalars
         return MetalBuffer(self.to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
 
+    def make_kernel(self, call: MetalCall):
+        """The MLX custom kernel for `call` (the cuda backend swaps in mx.fast.cuda_kernel)."""
+        return _mx().fast.metal_kernel(**kernel_arguments(call))
+
     def compile_launch(self, launch, plan) -> LaunchFn | None:
-        call = launch_call(launch)
+        return self.mlx_launch(launch, launch_call(launch), call_arguments)
+
+    def mlx_launch(self, launch, call, arguments) -> LaunchFn | None:
+        """A launch of `call` (a MetalCall or CudaCall) through MLX, with `arguments(call, inputs)`
+        giving the kernel call's keyword arguments; None runs the launch on the reference executor."""
         if call is None:
             return None
         if min(call.grid) == 0:
             return lambda reads, writes: None
         kernel = self._kernels.get(call.name)
         if kernel is None:
-            kernel = self._kernels[call.name] = _mx().fast.metal_kernel(**kernel_arguments(call))
+            kernel = self._kernels[call.name] = self.make_kernel(call)
 
         def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
             inputs = [r.array.reshape(-1) for r in reads]
-            outs = kernel(**call_arguments(call, inputs))
+            outs = kernel(**arguments(call, inputs))
             for w, o in zip(writes, outs):
                 w.array = o.reshape(w.array.shape)
             if call.output_names[-1] == ERROR_FLAG and outs[-1].item():
