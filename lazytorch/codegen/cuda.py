@@ -11,13 +11,10 @@ overloads, so expressions drop the C table's per-type suffix (`lt_max_{t}` -> `l
 """
 from __future__ import annotations
 
-import hashlib
-
-from ..ir import dtypes as D
 from .cuda_kernel import TYPE_NAMES, CudaCall, type_name
 from .dialects import _C_CHECKED, _C_MATH, DIALECTS, FLOAT_FUNCS, Dialect, _libm_suffix
 from .kernel_ir import Kernel
-from .metal import ERROR_FLAG, division_by_zero, launch_shape, narrow_scalars  # noqa: F401  (shared with Metal)
+from .metal import ERROR_FLAG, division_by_zero, launch_shape, mlx_call, narrow_scalars  # noqa: F401  (shared with Metal)
 
 _INT = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
 
@@ -60,23 +57,8 @@ DIALECTS["cuda"] = CUDA
 
 
 def cuda_call(kernel: Kernel, body: str, header: str) -> CudaCall:
-    """The launch for a rendered kernel: buffer names and types from the kernel's args, grid and
-    block from its shape (Metal's launch_shape: the templates are shared).  The name carries a hash
-    of the source, so one name never stands for two kernels."""
-    ins = [a for a in kernel.args if a.role == "in"]
-    outs = [a for a in kernel.args if a.role == "out"]
-    digest = hashlib.sha256((header + body).encode()).hexdigest()[:12]
-    flag = ERROR_FLAG in body
-    grid, block = launch_shape(kernel)
-    return CudaCall(
-        name=f"lt_{digest}",
-        input_names=tuple(a.name for a in ins),
-        output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
-        source=body, header=header,
-        input_shapes=tuple((a.numel,) for a in ins), input_dtypes=tuple(a.dtype for a in ins),
-        output_shapes=tuple((a.numel,) for a in outs) + (((1,),) if flag else ()),
-        output_dtypes=tuple(a.dtype for a in outs) + ((D.int32,) if flag else ()),
-        grid=grid, threadgroup=block, init_value=0 if flag else None)
+    """The launch for a rendered kernel, built as Metal's is (the templates are shared)."""
+    return mlx_call(CudaCall, kernel, body, header)
 
 
 def launch_call(launch) -> CudaCall | None:

@@ -87,15 +87,20 @@ def launch_shape(kernel: Kernel) -> tuple[tuple[int, int, int], tuple[int, int, 
 
 
 def metal_call(kernel: Kernel, body: str, header: str) -> MetalCall:
-    """The launch both Metal backends make for a rendered kernel: buffer names and types from the
-    kernel's args, grid and threadgroup from its shape.  The name carries a hash of the source, so
-    one name never stands for two different kernels."""
+    """The launch both Metal backends make for a rendered kernel."""
+    return mlx_call(MetalCall, kernel, body, header)
+
+
+def mlx_call(call_type, kernel: Kernel, body: str, header: str):
+    """The MLX custom-kernel launch (a MetalCall or CudaCall: the GPU templates are shared) for a
+    rendered kernel: buffer names and types from the kernel's args, grid and threadgroup from its
+    shape.  The name carries a hash of the source, so one name never stands for two kernels."""
     ins = [a for a in kernel.args if a.role == "in"]
     outs = [a for a in kernel.args if a.role == "out"]
     digest = hashlib.sha256((header + body).encode()).hexdigest()[:12]
     flag = ERROR_FLAG in body
     grid, tg = launch_shape(kernel)
-    return MetalCall(
+    return call_type(
         name=f"lt_{digest}",
         input_names=tuple(a.name for a in ins),
         output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
