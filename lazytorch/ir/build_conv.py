@@ -207,8 +207,9 @@ def max_pool(op: OpDef, schema: Schema, a: Args):
 def _window_position(win: Node, window_dims: list[int], kernel) -> Node:
     """The flat position within each window of its maximum: the first maximum, or the last NaN
     where the window holds one (torch's CPU kernel updates its index on every NaN)."""
-    flat = sum(call("mul", iota(win.shape, d), math.prod(kernel[i + 1:])) for i, d in enumerate(window_dims)) \
-        if len(window_dims) > 1 else iota(win.shape, window_dims[0])
+    flat = iota(win.shape, window_dims[0])
+    for d, k in zip(window_dims[1:], kernel[1:]):
+        flat = call("add", call("mul", flat, k), iota(win.shape, d))
     big = math.prod(kernel)
     best = call("amax", win, window_dims, True)
     first = call("amin", call("where", call("eq", win, best), flat, big), window_dims)
