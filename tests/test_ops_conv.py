@@ -117,17 +117,17 @@ POOL = [
     ("adaptive_max_pool2d", (2, 2, 7, 5), dict(output_size=(3, 2), return_indices=True), "transposed", "float32"),
     ("adaptive_max_pool2d", (3, 6, 6), dict(output_size=1, return_indices=True), "contiguous", "float32"),
 ]
-POOL_SKIP_EMU = {1, 3, 6, 10, 12, 13}
+POOL_EMU = {0, 5, 7, 11, 14}               # one of each kernel shape on metal-emu
 
 
 def test_pool(backend):
     cases = [Case(f"{i}:{name}{kw}", lambda m, x, name=name, kw=kw: getattr(fn(m), name)(x, **kw),
                   (sample(xs, dtype, layout=layout, seed=i, low=-50 if dtype == "int32" else -3,
-                          high=50 if dtype == "int32" else 3),), emu=i not in POOL_SKIP_EMU)
+                          high=50 if dtype == "int32" else 3),), emu=i in POOL_EMU)
              for i, (name, xs, kw, layout, dtype) in enumerate(POOL)]
     cases.append(Case("max_pool2d NaN", lambda m, x: fn(m).max_pool2d(x, 2, return_indices=True),
                       (sample((1, 2, 4, 4), values=_nan_plane()),), emu=False))
-    assert check_batch(cases) >= 8
+    assert check_batch(cases) >= 5
 
 
 @pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
