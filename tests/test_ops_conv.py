@@ -116,6 +116,11 @@ POOL = [
     ("adaptive_avg_pool1d", (2, 3, 7), dict(output_size=3), "contiguous", "float32"),
     ("adaptive_max_pool2d", (2, 2, 7, 5), dict(output_size=(3, 2), return_indices=True), "transposed", "float32"),
     ("adaptive_max_pool2d", (3, 6, 6), dict(output_size=1, return_indices=True), "contiguous", "float32"),
+    ("max_pool3d", (1, 2, 4, 5, 3), dict(kernel_size=2, padding=1, return_indices=True), "transposed", "float32"),
+    ("avg_pool3d", (2, 1, 3, 4, 4), dict(kernel_size=(1, 2, 3), count_include_pad=False, padding=(0, 1, 1)),
+     "contiguous", "float32"),
+    ("adaptive_avg_pool3d", (1, 2, 5, 4, 3), dict(output_size=(2, 2, 2)), "contiguous", "float32"),
+    ("interpolate", (2, 3, 7, 5), dict(size=(3, 4), mode="area"), "transposed", "float32"),
 ]
 POOL_EMU = {0, 5, 7, 11, 14}               # one of each kernel shape on metal-emu
 

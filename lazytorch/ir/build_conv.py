@@ -25,8 +25,11 @@ from .registry import OpDef
 from .schema import Schema
 
 
-def _spatial(op: str) -> int:
-    """The number of spatial dims an op works on, from its name (conv2d -> 2)."""
+def _spatial(op: str, a: Args | None = None) -> int:
+    """The number of spatial dims an op works on: from its name (conv2d -> 2), unless a caller
+    building on it passed `_spatial` (interpolate's 'area' mode is an adaptive average pool)."""
+    if a is not None and a.get("_spatial"):
+        return a["_spatial"]
     return int(next(ch for ch in reversed(op) if ch.isdigit()))
 
 
@@ -187,7 +190,7 @@ def _opmath(x: Node) -> Node:
 
 @builder("max_pool")
 def max_pool(op: OpDef, schema: Schema, a: Args):
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     if x.dtype.is_bool:
@@ -248,7 +251,7 @@ def _avg_divisor(spatial, out, kernel, stride, padding, ceil_mode, count_include
 
 @builder("avg_pool")
 def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     if x.dtype.is_bool:
@@ -281,7 +284,7 @@ def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
 
 @builder("adaptive_pool")
 def adaptive_pool(op: OpDef, schema: Schema, a: Args):
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     is_max = "max" in op.name
@@ -306,7 +309,8 @@ def adaptive_pool(op: OpDef, schema: Schema, a: Args):
         kernel = tuple(n // o for n, o in zip(spatial, out))
         fn = max_pool if is_max else avg_pool
         pool = {"self": xb, "kernel_size": kernel, "stride": kernel, "padding": 0, "dilation": 1, "ceil_mode": False,
-                "return_indices": a.get("return_indices", False), "count_include_pad": True, "divisor_override": None}
+                "return_indices": a.get("return_indices", False), "count_include_pad": True, "divisor_override": None,
+                "_spatial": nd}
         result = fn(op, schema, pool)
         return tuple(_unbatched(r, added) for r in result) if isinstance(result, tuple) else _unbatched(result, added)
     return _masked_adaptive(op, xb, out, is_max, a.get("return_indices", False), added)
@@ -444,7 +448,7 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     args = {"input": x}
     if mode not in _MODES:
         raise op_error(ValueError, op.name, f"unknown mode '{mode}'", args, f"valid modes: {', '.join(_MODES)}")
-    if mode in ("bicubic", "area") or a["antialias"]:
+    if mode == "bicubic" or a["antialias"]:
         raise op_error(NotImplementedError, op.name, f"mode='{mode}'{' with antialias' if a['antialias'] else ''} "
                        "is not supported", args, "use nearest, nearest-exact, linear, bilinear or trilinear")
     nd = x.ndim - 2
@@ -475,6 +479,8 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     if min(out) <= 0:
         raise op_error(RuntimeError, op.name, f"Input and output sizes should be greater than 0, but got input "
                        f"({', '.join(map(str, spatial))}) and output ({', '.join(map(str, out))})", args)
+    if mode == "area":                           # torch: an adaptive average pool to the output size
+        return adaptive_pool(op, schema, {"self": x, "output_size": out, "_spatial": nd})
     if mode.startswith("nearest"):
         y = x
         for i, (n, o, s) in enumerate(zip(spatial, out, scales)):
