@@ -121,6 +121,9 @@ POOL = [
      "contiguous", "float32"),
     ("adaptive_avg_pool3d", (1, 2, 5, 4, 3), dict(output_size=(2, 2, 2)), "contiguous", "float32"),
     ("interpolate", (2, 3, 7, 5), dict(size=(3, 4), mode="area"), "transposed", "float32"),
+    ("lp_pool2d", (2, 3, 7, 6), dict(norm_type=2.0, kernel_size=(2, 3), stride=2, ceil_mode=True), "contiguous",
+     "float32"),
+    ("lp_pool1d", (2, 3, 9), dict(norm_type=float("inf"), kernel_size=3), "contiguous", "float32"),
 ]
 POOL_EMU = {0, 5, 7, 11, 14}               # one of each kernel shape on metal-emu
 

@@ -63,9 +63,14 @@ def _loss_cases() -> list[Case]:
             ("cross_entropy", (x, sample((4, 5), low=0, high=1, seed=14)), dict(label_smoothing=0.1)),
             ("cross_entropy", (sample((2, 5, 3)), _classes((2, 3), 5, ignore=-100), sample((5,), low=0.1, high=1)),
              dict(label_smoothing=0.3)),
+            ("soft_margin_loss", (x, sample((4, 5), values=sign)), {}),
+            ("hinge_embedding_loss", (x, sample((4, 5), values=sign)), dict(margin=0.5)),
+            ("multilabel_soft_margin_loss", (x, q, sample((5,), low=0.1, high=1)), {}),
+            ("multi_margin_loss", (x, _classes((4,), 5, seed=r)), dict(p=2, margin=0.7, weight=sample((5,), low=0.1,
+                                                                                                  high=1))),
         ][r]
-    rows = 21
-    mean_and_sum = {0, 1, 3, 5, 9, 13, 17, 20}
+    rows = 25
+    mean_and_sum = {0, 1, 5, 9, 20, 24}
     cases = []
     for i in range(rows):
         name, args, kw = table(i)

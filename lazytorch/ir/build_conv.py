@@ -276,6 +276,23 @@ def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
     return _unbatched(call("to", y, x.dtype), added)
 
 
+@builder("lp_pool")
+def lp_pool(op: OpDef, schema: Schema, a: Args) -> Node:
+    """torch's power-average pool: (sum of x^p over each window)^(1/p), computed as torch does from
+    avg_pool (so ceil_mode's clipped windows match); p = inf is max_pool of |x|."""
+    nd = _spatial(op.name)
+    x, p = a["self"], float(a["norm_type"])
+    kernel = ints(a["kernel_size"], nd)
+    stride = a["stride"] if a["stride"] not in (None, (), []) else kernel
+    if math.isinf(p):
+        y = call(f"max_pool{nd}d", call("abs", x), kernel, stride, 0, 1, a["ceil_mode"])
+        return y if p > 0 else call("neg", call(f"max_pool{nd}d", call("neg", call("abs", x)), kernel, stride, 0, 1,
+                                                  a["ceil_mode"]))
+    out = call(f"avg_pool{nd}d", call("pow", x, p), kernel, stride, 0, a["ceil_mode"])
+    out = call("mul", call("sign", out), call("relu", call("abs", out)))
+    return call("pow", call("mul", out, math.prod(kernel)), 1.0 / p)
+
+
 def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
     """torch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o)) for output i."""
     i = np.arange(o)
