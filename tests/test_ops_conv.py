@@ -52,6 +52,8 @@ def test_conv(backend):
                       emu=False))
     cases.append(Case("conv3d", lambda m, x, w: fn(m).conv3d(x, w, padding=1),
                       (sample((1, 2, 3, 4, 3)), sample((2, 2, 2, 2, 2), seed=1)), dict(atol=1e-4), emu=False))
+    cases.append(Case("conv_transpose3d", lambda m, x, w: fn(m).conv_transpose3d(x, w, stride=(1, 2, 1), padding=1),
+                      (sample((1, 2, 3, 3, 2)), sample((2, 3, 2, 3, 2), seed=1)), dict(atol=1e-4), emu=False))
     cases.append(Case("empty batch", lambda m, x, w: fn(m).conv2d(x, w), (sample((0, 2, 4, 4)), sample((3, 2, 2, 2))),
                       emu=False))
     assert check_batch(cases) >= 3
