@@ -174,8 +174,8 @@ def test_pool_errors(case):
 
 
 def test_unsupported_interpolation_is_named():
-    check_error(lambda m, x: fn(m).interpolate(x, size=2, mode="bicubic"), sample((1, 2, 4, 4)),
-                exc=NotImplementedError, match=("interpolate", "bicubic"))
+    check_error(lambda m, x: fn(m).interpolate(x, size=2, mode="bilinear", antialias=True), sample((1, 2, 4, 4)),
+                exc=NotImplementedError, match=("interpolate", "antialias"))
 
 
 # ---------------------------------------------------------------- unfold, fold, pixel shuffle, pad, interpolate
@@ -187,6 +187,8 @@ INTERP = [
     ((2, 2, 5, 4), dict(size=(8, 3), mode="bilinear", align_corners=False)),
     ((1, 3, 4, 1), dict(scale_factor=2.5, mode="bilinear", align_corners=True)),
     ((2, 3, 7), dict(size=4, mode="linear")),
+    ((2, 2, 5, 4), dict(scale_factor=1.7, mode="bicubic")),
+    ((1, 2, 4, 3), dict(size=(3, 7), mode="bicubic", align_corners=True)),
 ]
 
 

@@ -419,7 +419,7 @@ def pixel_shuffle(op: OpDef, schema: Schema, a: Args) -> Node:
 
 # ---------------------------------------------------------------- interpolate
 
-_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic", "area")
 
 
@@ -459,15 +459,38 @@ def _linear_weights(n: int, o: int, scale, align_corners: bool, np_dtype) -> np.
     return w
 
 
+def _cubic_weights(n: int, o: int, scale, align_corners: bool, np_dtype) -> np.ndarray:
+    """The (o, n) matrix of torch's bicubic weights along one dim: Keys' cubic convolution with
+    A = -0.75 over the 4 neighbours of the (unclamped) source position, indices clamped to the edge."""
+    A = np_dtype(-0.75)
+    dst = np.arange(o).astype(np_dtype)
+    s = _scale(n, o, scale, align_corners, np_dtype)
+    src = s * dst if align_corners else s * (dst + np_dtype(0.5)) - np_dtype(0.5)
+    i = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    t = np.clip(src - i.astype(np_dtype), np_dtype(0), np_dtype(1))
+
+    def near(x):                                 # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):                                  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    coeffs = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    w = np.zeros((o, n), np_dtype)
+    rows = np.arange(o)
+    for k, c in enumerate(coeffs):
+        np.add.at(w, (rows, np.clip(i - 1 + k, 0, n - 1)), c)
+    return w
+
+
 @builder("interpolate")
 def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     x, mode, size, scale_factor = a["self"], a["mode"], a["size"], a["scale_factor"]
     args = {"input": x}
     if mode not in _MODES:
         raise op_error(ValueError, op.name, f"unknown mode '{mode}'", args, f"valid modes: {', '.join(_MODES)}")
-    if mode == "bicubic" or a["antialias"]:
-        raise op_error(NotImplementedError, op.name, f"mode='{mode}'{' with antialias' if a['antialias'] else ''} "
-                       "is not supported", args, "use nearest, nearest-exact, linear, bilinear or trilinear")
+    if a["antialias"]:
+        raise op_error(NotImplementedError, op.name, f"antialias=True (mode='{mode}') is not supported", args,
+                       "use antialias=False")
     nd = x.ndim - 2
     if nd < 1 or nd > 3:
         raise op_error(NotImplementedError, op.name, f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
@@ -510,7 +533,8 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     y = _opmath(x)
     np_dtype = np.float64 if y.dtype is D.float64 else np.float32
     for i, (n, o, s) in enumerate(zip(spatial, out, scales)):
-        w = _constant(_linear_weights(n, o, s, bool(align), np_dtype), y.dtype)        # (o, n)
+        weights = _cubic_weights if mode == "bicubic" else _linear_weights
+        w = _constant(weights(n, o, s, bool(align), np_dtype), y.dtype)                 # (o, n)
         y = call("transpose", y, 2 + i, -1)                  # the dim to resample last
         y = call("transpose", call("matmul", y, call("t", w)), 2 + i, -1)
     return call("to", y, x.dtype)
