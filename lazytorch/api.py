@@ -7,6 +7,7 @@ method (`x.add_`, functionalised), `out=` handling, the Python operators it decl
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any
 
 from .ir import dtypes as D
@@ -135,12 +136,34 @@ def make_operator(op: OpDef, dunder: str):
     return operator
 
 
+# registry names with these prefixes are torch's submodule functions (aten's `linalg_det` is
+# `torch.linalg.det`): exported as lazytorch.linalg.det / lazytorch.special.ndtr
+SUBMODULES = ("linalg", "special")
+
+
+def _install_host_value() -> None:
+    """Builders of data-dependent ops evaluate their input through ir.host (see there)."""
+    from .ir import host
+    from .realize import eval_nodes, host_value
+
+    def value(node: Node):
+        eval_nodes([node])
+        return host_value(node)
+    host.HOST_VALUE = value
+
+
 def install(namespace: dict, nn_namespace: dict) -> None:
     """Put every registry op into the module namespace, on Tensor, and into nn.functional."""
+    _install_host_value()
     seen = set()
+    for sub in SUBMODULES:
+        namespace.setdefault(sub, types.SimpleNamespace())
     for name, op in ops().items():
         fn = make_function(op, name)
-        if "function" in op.variants:
+        prefix = name.split("_", 1)[0]
+        if prefix in SUBMODULES and "function" in op.variants:
+            setattr(namespace[prefix], name.split("_", 1)[1], fn)
+        elif "function" in op.variants:
             namespace.setdefault(name, fn)
         if "method" in op.variants and not hasattr(Tensor, name):
             setattr(Tensor, name, fn)

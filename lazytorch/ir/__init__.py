@@ -3,3 +3,6 @@ from . import build_linalg  # noqa: F401  (registers the matmul, addmm and einsu
 from . import build_shape_ops  # noqa: F401  (registers the cat, stack, pad, roll, repeat, tril/triu builders)
 from . import build_nn  # noqa: F401  (registers the dropout builder)
 from . import build_extras  # noqa: F401  (registers the builders of registry/extras.yaml)
+from . import build_math  # noqa: F401  (registers the builders of registry/math.yaml)
+from . import host  # noqa: F401  (the host_call primitive's meta rule)
+from . import build_select  # noqa: F401  (registers the builders of registry/sorting.yaml)

@@ -1,0 +1,1 @@
+"""Host implementations of sorting and selection indices (filled in below)."""
