@@ -6,3 +6,4 @@ from . import build_extras  # noqa: F401  (registers the builders of registry/ex
 from . import build_math  # noqa: F401  (registers the builders of registry/math.yaml)
 from . import host  # noqa: F401  (the host_call primitive's meta rule)
 from . import build_select  # noqa: F401  (registers the builders of registry/sorting.yaml)
+from . import build_scatter  # noqa: F401  (registers the builders of registry/scatter.yaml)
