@@ -7,3 +7,5 @@ from . import build_math  # noqa: F401  (registers the builders of registry/math
 from . import host  # noqa: F401  (the host_call primitive's meta rule)
 from . import build_select  # noqa: F401  (registers the builders of registry/sorting.yaml)
 from . import build_scatter  # noqa: F401  (registers the builders of registry/scatter.yaml)
+from . import build_shape_extra  # noqa: F401  (registers the builders of registry/shape_extra.yaml)
+from . import build_linalg_extra  # noqa: F401  (registers the builders of registry/linalg_extra.yaml)
