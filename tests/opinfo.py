@@ -126,13 +126,16 @@ def _is_torch_function(fn) -> bool:
 # OpInfos whose `op` is a lambda that reorders the sample's arguments: the same reordering
 ADAPTERS: dict[str, Callable[[Callable], Callable]] = {
     "special.polygamma": lambda fn: lambda x, n, **kw: fn(n, x, **kw),
+    "where": lambda fn: lambda x, condition, other, **kw: fn(condition, x, other, **kw),
+    "linalg.lstsq/grad_oriented": lambda fn: lambda a, b, driver: fn(a, b, driver=driver)[:2],
+    "linalg.pinv/singular": lambda fn: lambda a, b: fn(a @ b.transpose(-2, -1)),
 }
 
 
 def resolve(info) -> Callable | None:
     """The lazytorch callable that stands for OpInfo `info`'s op, or None."""
     fn = _resolve(info)
-    adapter = ADAPTERS.get(info.name)
+    adapter = ADAPTERS.get(f"{info.name}/{info.variant_test_name}", ADAPTERS.get(info.name))
     return adapter(fn) if fn is not None and adapter is not None else fn
 
 

@@ -14,7 +14,7 @@ from . import meta
 from .build import Args, builder, call
 from .creation import fill
 from .errors import op_error, wrap_dim
-from .host import host_call
+from .host import renamed, host_call
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -32,14 +32,11 @@ def linalg_op(*names: str):
 
 @builder("linalg_extra")
 def linalg_extra(op: OpDef, schema: Schema, a: Args):
+    public = op.name.replace("linalg_", "linalg.")
     try:
         return LINALG[op.name](op.name, a)
     except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        text = str(e)
-        public = op.name.replace("linalg_", "linalg.")
-        if text.startswith(op.name) or text.startswith(public):
-            raise
-        raise type(e)(f"{public}: {text}") from None
+        raise renamed(e, public) from None
 
 
 def _same_dtype(op: str, *nodes: Node) -> None:
@@ -270,7 +267,8 @@ def matrix_norm(op: str, x: Node, ord, dim, keepdim: bool, dtype=None) -> Node:
         inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
         red = "amax" if ord > 0 else "amin"
         s = call("sum", call("abs", x), inner, True)
-        r = call(red, s, outer, True)
+        # the max over no columns is 0 in torch's matrix norms
+        r = call(red, s, outer, True) if x.shape[outer] else fill(s.shape[:outer] + (1,) + s.shape[outer + 1:], 0, s.dtype)
         return r if keepdim else call("squeeze", r, [d0, d1])
     raise op_error(RuntimeError, op, f"order {ord} not supported", {"A": x}, "valid orders: 'fro', 'nuc', inf, -inf, 1, -1, 2, -2")
 
@@ -564,13 +562,20 @@ def _pinv(op, a):
     _floating("linalg.pinv", x)
     if x.ndim < 2:
         raise op_error(RuntimeError, "linalg.pinv", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
-    rtol = a.get("rtol")
-    if op == "pinverse":
-        rtol = a["rcond"]
+    rtol = a["rcond"] if "rcond" in a else a.get("rtol")
     atol = a.get("atol")
-    return _lapack("pinv", (x,), x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype,
-                   rtol=None if rtol is None else float(rtol), atol=None if atol is None else float(atol),
-                   hermitian=bool(a.get("hermitian", False)))
+    return _lapack("pinv", (x, _tol(atol, x), _tol(rtol, x)), x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype,
+                   has_atol=atol is not None, has_rtol=rtol is not None, hermitian=bool(a.get("hermitian", False)))
+
+
+def _tol(v, x: Node) -> Node:
+    """A tolerance given as None, a number or a tensor, as a tensor (batched tolerances broadcast)."""
+    if v is None:
+        return fill((), 0.0, x.dtype)
+    node = getattr(v, "node", v)
+    if isinstance(node, Node):
+        return call("to", node, x.dtype)
+    return fill((), float(v), x.dtype)
 
 
 @linalg_op("linalg_matrix_rank")
@@ -580,11 +585,13 @@ def _matrix_rank(op, a):
     s = call("linalg_svdvals", x)
     atol, rtol = a["atol"], a["rtol"]
     smax = call("amax", s, -1, True) if s.shape[-1] else fill(s.shape[:-1] + (1,), 0, s.dtype)
-    if atol is None and rtol is None:
+    if rtol is None and (atol is None or (isinstance(atol, (int, float)) and atol <= 0)):
         rtol = max(x.shape[-2:]) * {D.float32: 1.1920928955078125e-07, D.float64: 2.220446049250313e-16}[x.dtype]
-    tol = call("mul", smax, 0.0 if rtol is None else float(rtol))
+    r = _tol(0.0 if rtol is None else rtol, x)
+    tol = call("mul", smax, call("unsqueeze", r, -1) if r.ndim else r)
     if atol is not None:
-        tol = call("maximum", tol, fill((), float(atol), s.dtype))
+        t = _tol(atol, x)
+        tol = call("maximum", tol, call("unsqueeze", t, -1) if t.ndim else t)
     return call("sum", call("gt", s, tol), -1)
 
 
@@ -599,9 +606,16 @@ def _lstsq(op, a):
     Ab = call("expand", A, batch + A.shape[-2:])
     Bb = call("expand", Bm, batch + Bm.shape[-2:])
     sol = _lapack("lstsq", (Ab, Bb), batch + (n, Bm.shape[-1]), A.dtype)
-    sol = call("squeeze", sol, -1) if vector else sol
+    driver = a["driver"] or "gelsy"
     empty = fill((0,), 0, A.dtype)
-    return sol, empty, fill((0,), 0, D.int64), empty
+    residuals = empty
+    if m > n and driver != "gelsy":
+        err = call("sub", call("matmul", Ab, sol), Bb)
+        residuals = call("sum", call("mul", err, err), -2)
+        residuals = call("squeeze", residuals, -1) if vector else residuals
+    rank = call("linalg_matrix_rank", A) if driver != "gels" else fill((0,), 0, D.int64)
+    sv = call("linalg_svdvals", A) if driver in ("gelsd", "gelss") else empty
+    return (call("squeeze", sol, -1) if vector else sol), residuals, rank, sv
 
 
 @linalg_op("linalg_cond")

@@ -17,7 +17,7 @@ from . import meta
 from .build import Args, builder, call
 from .creation import fill, random_node
 from .errors import op_error, wrap_dim
-from .host import host_call, host_value
+from .host import renamed, host_call, host_value
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -39,10 +39,7 @@ def math_builder(op: OpDef, schema: Schema, a: Args):
     try:
         return FORMULAS[op.name](a)
     except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        text = str(e)
-        if text.startswith(op.name + ":") or text.startswith(op.name + "()"):
-            raise
-        raise type(e)(f"{op.name}: {text}") from None
+        raise renamed(e, op.name) from None
 
 
 # ---------------------------------------------------------------- helpers

@@ -20,7 +20,7 @@ from . import views as V
 from .build import Args, apply_view, builder, call
 from .creation import fill, iota
 from .errors import op_error, wrap_dim
-from .host import from_values, host_call, host_value
+from .host import renamed, from_values, host_call, host_value
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -41,10 +41,7 @@ def shape_extra(op: OpDef, schema: Schema, a: Args):
     try:
         return SHAPE[op.name](op.name, a)
     except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        text = str(e)
-        if text.startswith(op.name):
-            raise
-        raise type(e)(f"{op.name}: {text}") from None
+        raise renamed(e, op.name) from None
 
 
 def _wrap(op: str, d: int, x: Node, extra: int = 0) -> int:
@@ -220,6 +217,7 @@ def _tensor_split(op, a):
         raise op_error(RuntimeError, op, "expected at least a 1-dimensional tensor", {"self": x})
     d = _wrap(op, a["dim"], x)
     n = x.shape[d]
+    spec = getattr(spec, "node", spec)
     if isinstance(spec, Node):
         if spec.ndim > 1 or spec.dtype.is_floating_point:
             raise op_error(RuntimeError, op, "tensor_indices_or_sections must be a zero-dimensional or one-dimensional "
@@ -302,13 +300,10 @@ def _meshgrid(op, a):
             raise op_error(RuntimeError, op, f"expects all tensors to be 0- or 1-dimensional, got {t.ndim}-d", {"t": t})
     ts1 = [call("reshape", t, (-1,)) for t in ts]
     swap = indexing == "xy" and len(ts1) >= 2
-    if swap:
-        ts1[0], ts1[1] = ts1[1], ts1[0]
     shape = tuple(t.shape[0] for t in ts1)
     out = [call("expand", call("reshape", t, tuple(s if j == i else 1 for j, s in enumerate(shape))), shape)
            for i, t in enumerate(ts1)]
-    if swap:
-        out[0], out[1] = out[1], out[0]
+    if swap:                                  # 'xy': the first two dims trade places
         out = [call("transpose", o, 0, 1) for o in out]
     return tuple(out)
 
@@ -409,10 +404,9 @@ def _combinations(op, a):
     pick = itertools.combinations_with_replacement if a["with_replacement"] else itertools.combinations
     combos = list(pick(range(x.shape[0]), r))
     if not combos:
-        return fill((0, r) if r > 1 else (0,), 0, x.dtype)
+        return fill((0, r), 0, x.dtype)
     idx = from_values(np.array(combos, np.int64).reshape(len(combos), r), D.int64)
-    out = call("index", x, (idx,), (0,))
-    return out if r > 1 else call("reshape", out, (-1,))
+    return call("index", x, (idx,), (0,))
 
 
 @shape_op("unravel_index")

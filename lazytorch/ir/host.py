@@ -31,6 +31,18 @@ def _host_call_meta(op: OpDef, a: Args) -> tuple[tuple[int, ...], D.DType]:
     return tuple(a["shape"]), D.as_dtype(a["dtype"])
 
 
+def renamed(e: Exception, op: str) -> Exception:
+    """`e` with its message prefixed by the op the user called (the ops a builder composes raise
+    errors naming themselves); keeps the exception class where it can be built from a message."""
+    text = str(e)
+    if text.startswith(op):
+        return e
+    for cls in type(e).__mro__:
+        if cls.__module__ == "builtins":
+            return cls(f"{op}: {text}")
+    return RuntimeError(f"{op}: {text}")
+
+
 def host_value(node: Node) -> np.ndarray:
     """The value of `node` as numpy (bfloat16 widened to float32), evaluating it first if pending."""
     if HOST_VALUE is None:

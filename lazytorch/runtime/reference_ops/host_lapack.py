@@ -88,6 +88,8 @@ def cholesky(a, upper: bool = False, lenient: bool = False):
 @host("cholesky_info")
 def cholesky_info(a):
     out = np.zeros(np.shape(a)[:-2], np.int32)
+    if np.size(a) == 0:
+        return out
     flat = np.reshape(a, (-1,) + np.shape(a)[-2:])
     for i, m in enumerate(flat):
         try:
@@ -146,15 +148,27 @@ def eigh_vectors(a, uplo: str):
 
 
 @host("pinv")
-def pinv(a, rtol, atol, hermitian: bool):
+def pinv(a, atol, rtol, has_atol: bool, has_rtol: bool, hermitian: bool):
+    """torch's rule: singular values <= max(atol, rtol * largest) are dropped; rtol defaults to
+    eps * max(m, n), or to 0 where a positive atol is given.  hermitian reads the lower triangle."""
     shape = np.shape(a)
     if np.size(a) == 0:
         return np.zeros(shape[:-2] + (shape[-1], shape[-2]))
+    atol = np.asarray(atol, dtype=np.float64)[..., None]
+    if not has_rtol:
+        default = max(shape[-2:]) * np.finfo(np.asarray(a).dtype).eps
+        rtol = np.where(has_atol & (atol > 0), 0.0, default)
+    else:
+        rtol = np.asarray(rtol, dtype=np.float64)[..., None]
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        mag = np.abs(w)
+        tol = np.maximum(atol, rtol * mag.max(-1, keepdims=True))
+        winv = np.where(mag > tol, 1.0 / np.where(mag > tol, w, 1.0), 0.0)
+        return v @ (winv[..., None] * np.swapaxes(v, -1, -2))
     u, s, vh = np.linalg.svd(a, full_matrices=False)
     smax = s.max(-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,))
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else max(shape[-2:]) * np.finfo(np.asarray(a).dtype).eps
-    tol = np.maximum(atol or 0.0, rtol * smax)
+    tol = np.maximum(atol, rtol * smax)
     sinv = np.where(s > tol, 1.0 / np.where(s > tol, s, 1.0), 0.0)
     return np.swapaxes(vh, -1, -2) @ (sinv[..., None] * np.swapaxes(u, -1, -2))
 
