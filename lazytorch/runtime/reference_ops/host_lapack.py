@@ -14,6 +14,8 @@ def _check_singular(op: str, a):
 
 @host("inv")
 def inv(a, lenient: bool = False):
+    if np.size(a) == 0:
+        return np.zeros(np.shape(a))
     try:
         return np.linalg.inv(a)
     except np.linalg.LinAlgError:
@@ -26,6 +28,8 @@ def inv(a, lenient: bool = False):
 @host("info")
 def info(a):
     out = np.zeros(np.shape(a)[:-2], np.int32)
+    if np.size(a) == 0:
+        return out
     flat = np.reshape(a, (-1,) + np.shape(a)[-2:])
     for i, m in enumerate(flat):
         try:
