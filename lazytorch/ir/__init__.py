@@ -10,3 +10,4 @@ from . import build_scatter  # noqa: F401  (registers the builders of registry/s
 from . import build_shape_extra  # noqa: F401  (registers the builders of registry/shape_extra.yaml)
 from . import build_linalg_extra  # noqa: F401  (registers the builders of registry/linalg_extra.yaml)
 from . import build_sync  # noqa: F401  (registers the builders of registry/data_dependent.yaml)
+from . import build_misc  # noqa: F401  (registers the builders of registry/misc.yaml)

@@ -45,7 +45,13 @@ def _same_dtype(op: str, *nodes: Node) -> None:
                        + ", ".join(n.dtype.name for n in nodes), {f"arg{i}": n for i, n in enumerate(nodes)})
 
 
+def _number(v):
+    """A Python-number argument (bound as a scalar leaf when not the default) as its value."""
+    return v.value if isinstance(v, Node) and v.op == "scalar" else v
+
+
 def _scaled_sum(op: str, base: Node, product: Node, beta, alpha) -> Node:
+    beta, alpha = _number(beta), _number(alpha)
     if meta.broadcast_shapes(op, base.shape, product.shape, args={"self": base}) != product.shape:
         raise op_error(RuntimeError, op, f"self of shape {list(base.shape)} cannot be broadcast to the product's "
                        f"shape {list(product.shape)}", {"self": base})
@@ -136,7 +142,7 @@ def _addr(op, a):
         raise op_error(RuntimeError, op, f"expected 1-D vectors, got {v1.ndim}-d and {v2.ndim}-d", {"vec1": v1, "vec2": v2})
     prod = call("outer", v1, v2)
     if x.dtype.is_bool and prod.dtype.is_bool:
-        beta, alpha = bool(a["beta"]), bool(a["alpha"])
+        beta, alpha = bool(_number(a["beta"])), bool(_number(a["alpha"]))
         p = prod if alpha else fill(prod.shape, False, D.bool_)
         return call("logical_or", call("logical_and", x, beta), p) if beta else call("expand", p, prod.shape)
     return _scaled_sum(op, x, prod, a["beta"], a["alpha"])
@@ -228,8 +234,10 @@ def vector_norm(op: str, x: Node, ord, dim, keepdim: bool, dtype=None) -> Node:
         dims = None
     ax = call("abs", x)
     ord = float(ord)
-    if x.numel == 0 and ord < 0 or (x.numel == 0 and math.isinf(ord) and dims is None):
+    if x.numel == 0 and ord < 0:
         raise op_error(RuntimeError, op, f"cannot compute the {ord} norm of an empty tensor", {"self": x})
+    if x.numel == 0 and ord == math.inf:           # the largest of no values: 0, as torch's norms answer
+        return call("sum", ax, dims, keepdim)
     if ord == math.inf:
         return call("amax", ax, dims if dims is not None else [], keepdim)
     if ord == -math.inf:
@@ -259,7 +267,8 @@ def matrix_norm(op: str, x: Node, ord, dim, keepdim: bool, dtype=None) -> Node:
     if ord in ("nuc", 2, -2):
         m = call("movedim", x, (d0, d1), (-2, -1))
         s = call("linalg_svdvals", m)
-        r = call("sum", s, -1) if ord == "nuc" else call("amax" if ord == 2 else "amin", s, -1)
+        empty = s.shape[-1] == 0                      # no singular values: 0, as torch answers
+        r = call("sum", s, -1) if ord == "nuc" or empty else call("amax" if ord == 2 else "amin", s, -1)
         if keepdim:
             r = call("unsqueeze", call("unsqueeze", r, min(d0, d1)), max(d0, d1))
         return r
@@ -363,15 +372,30 @@ def _cov(op, a):
     if x.ndim > 2:
         raise op_error(ValueError, op, f"expected input to have two or fewer dimensions but got an input with {x.ndim} "
                        "dimensions", {"self": x})
-    if a["fweights"] is not None or a["aweights"] is not None:
-        raise op_error(NotImplementedError, op, "fweights and aweights are not supported", {"self": x})
     x2 = call("reshape", x, (1, -1)) if x.ndim < 2 else x
     xf = x2 if x2.dtype.is_floating_point else call("to", x2, D.default_float)
-    n = x2.shape[1]
-    centered = call("sub", xf, call("mean", xf, 1, True))
-    prod = call("matmul", centered, call("transpose", centered, 0, 1))
-    out = call("div", prod, max(n - a["correction"], 0))
-    return call("reshape", out, ()) if x.ndim < 2 or x2.shape[0] == 1 and x.ndim < 2 else out
+    n, correction = x2.shape[1], a["correction"]
+    fw, aw = a["fweights"], a["aweights"]
+    w = fw if aw is None else aw if fw is None else call("mul", fw, aw)
+    if w is None:
+        avg = call("mean", xf, 1, True)
+        norm = fill((), max(n - correction, 0), xf.dtype)
+        weighted = lambda c: c                                        # noqa: E731
+    else:
+        w = call("to", w, xf.dtype)
+        w_sum = call("sum", w)
+        avg = call("div", call("sum", call("mul", xf, w), 1, True), w_sum)
+        if aw is None:
+            norm = call("sub", w_sum, correction)
+        else:
+            norm = call("sub", w_sum, call("div", call("mul", call("sum", call("mul", w, call("to", aw, xf.dtype))),
+                                                           correction), w_sum))
+        norm = call("clamp_min", norm, 0)
+        weighted = lambda c: call("mul", c, w)                        # noqa: E731
+    centered = call("sub", xf, avg)
+    prod = call("matmul", weighted(centered), call("transpose", centered, 0, 1))
+    out = call("div", prod, norm)
+    return call("squeeze", out) if 1 in out.shape else out       # torch squeezes a single variable
 
 
 @linalg_op("corrcoef")
@@ -379,6 +403,8 @@ def _corrcoef(op, a):
     c = call("cov", a["self"])
     if c.ndim == 0:
         return call("div", c, c)
+    if 1 in c.shape:
+        return call("squeeze", call("div", c, c))
     d = call("diagonal", c)
     std = call("sqrt", d)
     out = call("div", call("div", c, call("unsqueeze", std, 1)), call("unsqueeze", std, 0))

@@ -201,7 +201,7 @@ def quantile(op: OpDef, schema: Schema, a: Args):
             tuple(s for i, s in enumerate(x.shape) if i != dim)
     shape = tuple(q_node.shape) + reduced
     qv = q_node if q_node.dtype is x.dtype else call("to", q_node, x.dtype)
-    return host_call("quantile", (x, qv), shape, x.dtype, dim=dim, keepdim=bool(keep),
+    return host_call("quantile", (x, qv), shape, x.dtype, dim=dim, keepdim=bool(keep), out_shape=shape,
                      interpolation=interpolation, ignore_nan=op.name == "nanquantile")
 
 

@@ -378,7 +378,7 @@ def _ravel(op, a):
 
 @shape_op("sum_to_size")
 def _sum_to_size(op, a):
-    x, size = a["self"], tuple(a["size"])
+    x, size = a["self"], (a["size"],) if isinstance(a["size"], int) else tuple(a["size"])
     lead = x.ndim - len(size)
     if lead < 0 or meta.broadcast_shapes(op, x.shape, size) != x.shape:
         raise op_error(RuntimeError, op, f"size {list(size)} is not expandable to size {list(x.shape)}", {"self": x})
@@ -424,7 +424,7 @@ def _unravel_index(op, a):
 
 def _copy(op: str, a: Args):
     base = op.removesuffix("_copy")
-    result = call(base, **{k: v for k, v in a.items()})
+    result = call(base, **{k: v for k, v in a.items() if k != "implicit"})
     if isinstance(result, (tuple, list)):
         return tuple(call("clone", r) for r in result)
     return call("clone", result)

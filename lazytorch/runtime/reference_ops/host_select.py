@@ -130,7 +130,7 @@ def searchsorted_sorter(seq, values, sorter, right: bool):
 
 
 @host("quantile")
-def quantile(x, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool):
+def quantile(x, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool, out_shape: tuple):
     fn = np.nanquantile if ignore_nan else np.quantile
     x = np.asarray(x, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
@@ -140,6 +140,4 @@ def quantile(x, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool):
     out = fn(x, q, axis=axis, keepdims=keepdim, method=interpolation)
     if not ignore_nan:
         out = np.where(np.isnan(x).any(axis=axis, keepdims=keepdim), np.nan, out)
-    if dim is None and keepdim:
-        out = out.reshape(q.shape + (1,) * ndim)
-    return out
+    return np.reshape(out, out_shape)
