@@ -134,11 +134,7 @@ def _frac(a):
 def _units(name: str, factor: float):
     @formula(name)
     def fn(a):
-        x = a["self"]
-        if x.dtype.is_bool:
-            raise op_error(RuntimeError, name, "bool tensors are not supported", {"self": x},
-                           "pass a floating point or integer tensor")
-        return call("mul", fl(x), factor)
+        return call("mul", fl(a["self"]), factor)
     return fn
 
 

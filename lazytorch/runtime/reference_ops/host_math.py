@@ -78,7 +78,7 @@ def _digamma_pos(x):
 
 @host("digamma")
 def digamma(x):
-    """torch's conventions: psi(0) = -inf, psi(negative integer) = nan; reflection below 0."""
+    """torch's conventions: psi(+-0) = -+inf, psi(negative integer) = nan; reflection below 0."""
     x = _f64(x)
     neg = x < 0
     xp = np.where(neg, 1.0 - x, np.where(x == 0, 1.0, x))
@@ -86,7 +86,7 @@ def digamma(x):
     with np.errstate(all="ignore"):
         out = np.where(neg, out - math.pi / np.tan(math.pi * x), out)
     out = np.where(neg & (x == np.floor(x)), np.nan, out)
-    return np.where(x == 0, -np.copysign(np.inf, x) if False else -np.inf, out)
+    return np.where(x == 0, -np.copysign(np.inf, x), out)      # psi(+0) = -inf, psi(-0) = +inf
 
 
 _ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
