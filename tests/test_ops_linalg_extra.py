@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import lazytorch as lt
+from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)
 from oracle import check, check_error, sample
 
 
@@ -16,7 +17,7 @@ def _spd(n, batch=(), dtype="float32", seed=0):
     return sample(batch + (n, n), dtype, values=a @ np.swapaxes(a, -1, -2) + n * np.eye(n))
 
 
-def test_products(backend):
+def test_products(every_backend):
     v, w = sample((3,)), sample((4,), seed=1)
     check(lambda m, a, b: m.outer(a, b), v, w)
     check(lambda m, a, b: m.inner(a, b), sample((2, 3)), sample((4, 3), seed=1))

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import lazytorch as lt
+from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)
 from oracle import check, check_error, sample
 
 EDGES = np.array([-np.inf, -3.5, -1.0, -0.5, -0.0, 0.0, 0.3, 1.0, 2.5, 40.0, np.inf, np.nan], np.float32)
@@ -37,7 +38,7 @@ BINARY = ["xlogy", "hypot", "copysign", "fmax", "fmin", "logaddexp", "logaddexp2
 
 
 @pytest.mark.parametrize("name", BINARY)
-def test_binary_broadcast(backend, name):
+def test_binary_broadcast(every_backend, name):
     a = sample((3, 1, 4), values=np.array([0.0, -1.5, np.nan, 2.0] * 3, np.float32).reshape(3, 1, 4))
     b = sample((2, 4), layout="strided", seed=1)
     check(lambda m, x, y: getattr(m, name)(x, y), a, b, rtol=1e-4)
@@ -81,7 +82,7 @@ def test_activations(backend, name):
     check(ACTIVATIONS[name], sample((3, 4), layout="transposed"))
 
 
-def test_prelu_and_errors(backend):
+def test_prelu_and_errors(every_backend):
     check(lambda m, x, w: m.nn.functional.prelu(x, w), sample((2, 3, 4)), sample((3,), seed=1))
     check(lambda m, x, w: m.nn.functional.prelu(x, w), sample((2, 3)), sample((1,), seed=1))
     check_error(lambda m, x: m.nn.functional.glu(x, 1), sample((2, 3)), match=("glu",))

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import lazytorch as lt
+from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)
 from oracle import check, check_error, sample
 
 INDEX = np.array([[0, 1, 0, 2], [2, 2, 1, 0]], np.int64)     # repeated targets along dim 1
@@ -42,7 +43,7 @@ def test_scatter_errors(backend):
                 exc=RuntimeError, match=("scatter_reduce",))
 
 
-def test_index_ops(backend):
+def test_index_ops(every_backend):
     x, idx = sample((4, 3)), sample((3,), "int64", values=np.array([2, 0, 2]))
     src = sample((3, 3), seed=5)
     check(lambda m, x, i, s: m.index_add(x, 0, i, s, alpha=2), x, idx, src)

@@ -139,8 +139,8 @@ def histogram(op: OpDef, schema: Schema, a: Args):
     weights = None if w is None else _value(getattr(w, "node", w)).astype(np.float64).reshape(-1)
     if rng is not None:
         rng = (float(rng[0]), float(rng[1]))
-    elif vals.size == 0 and not isinstance(bins_v, np.ndarray):   # torch: every edge at 0
-        return from_values(np.zeros(bins_v), x.dtype), from_values(np.zeros(bins_v + 1), x.dtype)
+    elif vals.size == 0 and not isinstance(bins_v, np.ndarray):   # torch bins an empty input over [0, 1]
+        rng = (0.0, 1.0)
     hist, edges = np.histogram(vals, bins=bins_v, range=rng, weights=weights, density=bool(density))
     return from_values(hist.astype(np.float64), x.dtype), from_values(edges, x.dtype)
 
