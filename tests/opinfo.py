@@ -245,6 +245,7 @@ def samples(info, limit: int | None):
     OpInfo.sample_inputs wrapper costs ~0.1 s per op (it materialises every sample), which the
     suite cannot afford over 500 ops; for float32 it adds nothing (its transforms are for complex)."""
     out = []
+    torch.manual_seed(0)                                # the samples are random: make runs repeatable
     try:
         for s in info.sample_inputs_func(info, "cpu", torch.float32, False):
             out.append(s)
