@@ -63,10 +63,18 @@ def _assign(op: OpDef, target: Tensor, result: Node, what: str) -> Tensor:
     return target
 
 
-def _input_alias(kwargs: dict) -> dict:
-    if "input" in kwargs:
+# numpy-style keyword spellings torch also accepts (`x.sum(axis=0, keepdims=True)`)
+NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _input_alias(kwargs: dict, op: OpDef | None = None) -> dict:
+    if "input" in kwargs or "axis" in kwargs or "keepdims" in kwargs:
         kwargs = dict(kwargs)
-        kwargs["self"] = kwargs.pop("input")
+        if "input" in kwargs:
+            kwargs["self"] = kwargs.pop("input")
+        for alias, name in NUMPY_KEYWORDS.items():
+            if alias in kwargs and op is not None and not any(alias in s.names for s in op.schemas):
+                kwargs[name] = kwargs.pop(alias)
     return kwargs
 
 
@@ -78,7 +86,7 @@ def make_function(op: OpDef, name: str):
             node = fast(*args)
             if node is not None:
                 return Tensor(node)
-        kwargs = _input_alias(kwargs)
+        kwargs = _input_alias(kwargs, op)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
         elif "view" in op.tags and isinstance(kwargs.get("self"), Tensor):

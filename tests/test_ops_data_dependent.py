@@ -98,3 +98,12 @@ def test_real_forms_and_complex_refusals(backend):
             call()
     with pytest.raises(RuntimeError, match="imag"):
         lt.imag(x.lt)
+
+
+def test_numpy_style_keywords(backend):
+    x = sample((2, 3, 4), layout="transposed")
+    check(lambda m, x: m.sum(x, axis=1, keepdims=True), x)
+    check(lambda m, x: x.mean(axis=(0, 2)), x)
+    check(lambda m, x: m.amax(x, axis=-1, keepdims=True), x)
+    check(lambda m, x: x.argmax(axis=0), x)
+    check(lambda m, x: m.std(x, axis=2), x)
