@@ -703,3 +703,50 @@ def _cholesky_inverse(op, a):
     Lt = call("transpose", L, -2, -1)
     A = call("matmul", Lt, L) if a["upper"] else call("matmul", L, Lt)
     return call("linalg_inv", A)
+
+
+@linalg_op("linalg_tensorinv")
+def _tensorinv(op, a):
+    x, ind = a["self"], a["ind"]
+    if ind <= 0:
+        raise op_error(RuntimeError, "linalg.tensorinv", f"Expected a strictly positive integer for 'ind', but got {ind}",
+                       {"A": x})
+    rows, cols = math.prod(x.shape[:ind]), math.prod(x.shape[ind:])
+    if rows != cols:
+        raise op_error(RuntimeError, "linalg.tensorinv", f"Expected self to satisfy the requirement "
+                       f"prod(self.shape[ind:]) == prod(self.shape[:ind]), but got {cols} != {rows}", {"A": x})
+    inv = call("linalg_inv", call("reshape", x, (rows, cols)))
+    return call("reshape", inv, x.shape[ind:] + x.shape[:ind])
+
+
+@linalg_op("linalg_tensorsolve")
+def _tensorsolve(op, a):
+    x, b = a["self"], a["B"]
+    if a["dims"]:
+        dims = [wrap_dim(op, d, x.ndim) for d in a["dims"]]
+        x = call("movedim", x, dims, list(range(x.ndim - len(dims), x.ndim)))
+    rest = x.shape[b.ndim:]
+    n = math.prod(rest)
+    if b.numel != n:
+        raise op_error(RuntimeError, "linalg.tensorsolve", f"Expected self to satisfy the requirement "
+                       f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but got {n} != {b.numel}",
+                       {"A": x, "B": b})
+    sol = call("linalg_solve", call("reshape", x, (b.numel, n)), call("reshape", b, (b.numel,)))
+    return call("reshape", sol, rest)
+
+
+@linalg_op("linalg_vander")
+def _vander(op, a):
+    x = a["x"]
+    if x.ndim == 0:
+        raise op_error(RuntimeError, "linalg.vander", "x must have at least one dimension", {"x": x})
+    n = x.shape[-1] if a["N"] is None else a["N"]
+    if n < 1:
+        raise op_error(RuntimeError, "linalg.vander", f"N must be greater than 1, got {n}", {"x": x})
+    dtype = x.dtype if not x.dtype.is_bool else D.int64
+    powers = call("arange", n)
+    base = call("unsqueeze", call("to", x, dtype), -1)
+    if dtype.is_floating_point:
+        return call("pow", base, call("to", powers, dtype))
+    return call("cumprod", call("cat", (call("ones_like", base), call("expand", base, x.shape + (n - 1,))), -1), -1) \
+        if n > 1 else call("ones_like", base)

@@ -633,3 +633,16 @@ def _polynomial_formula(name: str):
 
 for _name in POLYNOMIALS:
     _polynomial_formula(_name)
+
+
+@formula("rsub")
+def _rsub(a):
+    """other - alpha * self."""
+    return call("sub", a["other"], a["self"], alpha=a["alpha"])
+
+
+@formula("frexp")
+def _frexp(a):
+    x = a["self"]
+    require_float("frexp", x)
+    return host_call("frexp_mantissa", (x,), x.shape, x.dtype), host_call("frexp_exponent", (x,), x.shape, D.int32)

@@ -251,3 +251,34 @@ def _isreal(op, a):
 def _complex(op, a):
     raise NotImplementedError(f"{op}: complex numbers are not supported by lazytorch (no complex dtypes); "
                               "keep real and imaginary parts as two real tensors")
+
+
+
+@misc_op("new_empty", "new_empty_strided", "empty_strided", "empty_permuted")
+def _empty(op, a):
+    """Uninitialised memory in torch; zeros here (lazytorch never hands out stale data)."""
+    from .creation import check_size
+    size = check_size(op, a["size"])
+    base = a.get("self")
+    return fill(size, 0, _dtype(a, base.dtype if base is not None else D.default_float))
+
+
+@misc_op("randint_like")
+def _randint_like(op, a):
+    x = a["self"]
+    lo, hi = (0, a["low_or_high"]) if a["high"] is None else (a["low_or_high"], a["high"])
+    if lo >= hi:
+        raise op_error(RuntimeError, op, f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={hi}",
+                       {"self": x})
+    return from_values(generator().integers(int(lo), int(hi), size=x.shape), _dtype(a, x.dtype))
+
+
+@misc_op("nonzero_static")
+def _nonzero_static(op, a):
+    x, size = a["self"], a["size"]
+    if size < 0:
+        raise op_error(RuntimeError, op, f"nonzero_static: 'size' must be an non-negative integer, got {size}", {"self": x})
+    vals = np.asarray(host_value(x))
+    idx = np.argwhere(vals != 0).astype(np.int64).reshape(int(np.count_nonzero(vals)), x.ndim)[:size]
+    pad = np.full((size - idx.shape[0], x.ndim), a["fill_value"], np.int64)
+    return from_values(np.concatenate([idx, pad]), D.int64)

@@ -430,7 +430,7 @@ def _copy(op: str, a: Args):
     return call("clone", result)
 
 
-for _name in ("alias_copy", "diagonal_copy", "expand_copy", "permute_copy", "squeeze_copy", "t_copy",
+for _name in ("as_strided_copy", "alias_copy", "diagonal_copy", "expand_copy", "permute_copy", "squeeze_copy", "t_copy",
               "transpose_copy", "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_copy", "narrow_copy",
               "split_with_sizes_copy"):
     SHAPE[_name] = _copy
@@ -462,3 +462,24 @@ def broadcast_shapes_builder(op: OpDef, schema: Schema, a: Args):
     given = [a[p.name] for p in schema.params if a[p.name] is not None]
     shapes = [(s,) if isinstance(s, int) else tuple(s) for s in given]
     return tuple(meta.broadcast_shapes(op.name, *shapes)) if shapes else ()
+
+
+
+@shape_op("as_strided")
+def _as_strided(op, a):
+    """A view with the given sizes and strides over self's storage (its base buffer's layout)."""
+    from .build import base_and_spec, view_of
+    x = a["self"]
+    size, stride = tuple(a["size"]), tuple(a["stride"])
+    if len(size) != len(stride):
+        raise op_error(RuntimeError, op, f"mismatch in length of strides and shape ({len(stride)} and {len(size)})",
+                       {"self": x})
+    if any(s < 0 for s in stride) or any(s < 0 for s in size):
+        raise op_error(RuntimeError, op, "negative sizes or strides are not supported", {"self": x})
+    base, spec = base_and_spec(x)
+    offset = spec.offset if a["storage_offset"] is None else a["storage_offset"]
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else offset
+    if last >= max(base.numel, 1) and all(size):
+        raise op_error(RuntimeError, op, f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset "
+                       f"{offset} are out of bounds for storage of {base.numel} elements", {"self": x})
+    return view_of(x, V.ViewSpec(size, stride, offset))

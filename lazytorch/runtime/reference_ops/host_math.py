@@ -355,3 +355,13 @@ def shift(a, b, right: bool = False, bits: int = 64):
     if right:
         return np.where(bad, np.where(a < 0, -1, 0), np.right_shift(a, safe))
     return np.where(bad, 0, np.left_shift(a, safe))
+
+
+@host("frexp_mantissa")
+def frexp_mantissa(x):
+    return np.frexp(x)[0]
+
+
+@host("frexp_exponent")
+def frexp_exponent(x):
+    return np.frexp(x)[1]
