@@ -7,6 +7,7 @@ method (`x.add_`, functionalised), `out=` handling, the Python operators it decl
 from __future__ import annotations
 
 import collections
+import re
 import types
 from typing import Any
 
@@ -21,11 +22,20 @@ from .tensor import Tensor, alias
 ReturnTypes = {}
 
 
+def _return_names(op: OpDef, n: int) -> tuple[str, ...] | None:
+    """The result names the schema declares, e.g. `-> (Tensor Q, Tensor R)` (torch's field names)."""
+    for schema in op.schemas:
+        m = re.search(r"->\s*\((.*)\)\s*$", schema.text)
+        words = [p.split() for p in m.group(1).split(",")] if m else []
+        if len(words) == n and all(len(w) == 2 for w in words):
+            return tuple(w[1] for w in words)
+    return None
+
+
 def _named_tuple(op: OpDef, n: int):
-    names = [p for p in op.schemas[-1].returns] if False else None
     key = (op.name, n)
     if key not in ReturnTypes:
-        fields = ("values", "indices") if n == 2 else tuple(f"out{i}" for i in range(n))
+        fields = _return_names(op, n) or (("values", "indices") if n == 2 else tuple(f"out{i}" for i in range(n)))
         ReturnTypes[key] = collections.namedtuple(op.name, fields)
     return ReturnTypes[key]
 
@@ -173,11 +183,11 @@ def install(namespace: dict, nn_namespace: dict) -> None:
             setattr(namespace[prefix], name.split("_", 1)[1], fn)
         elif "function" in op.variants:
             namespace.setdefault(name, fn)
-        if "method" in op.variants and not hasattr(Tensor, name):
+        if "method" in op.variants and not hasattr(Tensor, name) and prefix not in SUBMODULES:
             setattr(Tensor, name, fn)
         if op.nn:
             nn_namespace[name] = fn
-        if op.inplace and "method" in op.variants:
+        if op.inplace and "method" in op.variants and prefix not in SUBMODULES:
             setattr(Tensor, name + "_", make_inplace(op, name + "_"))
         if id(op) in seen:
             continue
