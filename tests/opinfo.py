@@ -115,6 +115,8 @@ def _method(name: str) -> Callable | None:
     fn = getattr(lt.Tensor, name, None)
     if fn is None:
         return None
+    if isinstance(fn, property):                         # x.mT, x.T: attributes, not calls
+        return lambda x: getattr(x, name)
     return lambda x, *args, **kwargs: getattr(x, name)(*args, **kwargs)
 
 

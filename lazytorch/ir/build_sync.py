@@ -141,8 +141,32 @@ def histogram(op: OpDef, schema: Schema, a: Args):
         rng = (float(rng[0]), float(rng[1]))
     elif vals.size == 0 and not isinstance(bins_v, np.ndarray):   # torch bins an empty input over [0, 1]
         rng = (0.0, 1.0)
-    hist, edges = np.histogram(vals, bins=bins_v, range=rng, weights=weights, density=bool(density))
+    if isinstance(bins_v, np.ndarray):
+        hist, edges = np.histogram(vals, bins=bins_v, range=rng, weights=weights, density=bool(density))
+    else:
+        hist, edges = _linear_histogram(vals.astype(np.float32 if x.dtype is not D.float64 else np.float64),
+                                        bins_v, rng, weights, bool(density))
     return from_values(hist.astype(np.float64), x.dtype), from_values(edges, x.dtype)
+
+
+def _linear_histogram(vals: np.ndarray, bins: int, rng, weights, density: bool):
+    """Equal-width bins as torch computes them: edges by its linspace in the input's precision
+    (a value on an edge falls where torch's rounded edges put it), a degenerate range widened by 0.5."""
+    dt = vals.dtype.type
+    lo, hi = (dt(rng[0]), dt(rng[1])) if rng is not None else (vals.min(), vals.max())
+    if lo == hi:
+        lo, hi = dt(lo - dt(0.5)), dt(hi + dt(0.5))
+    step = dt((hi - lo) / dt(bins))
+    i = np.arange(bins + 1)
+    half = (bins + 1) // 2
+    edges = np.where(i < half, lo + step * i.astype(dt), hi - step * (bins - i).astype(dt)).astype(dt)
+    inside = (vals >= lo) & (vals <= hi)
+    pos = np.clip(np.searchsorted(edges, vals[inside], side="right") - 1, 0, bins - 1)
+    w = None if weights is None else weights[inside]
+    hist = np.bincount(pos, weights=w, minlength=bins).astype(np.float64)
+    if density:
+        hist = hist / (hist.sum() * np.diff(edges.astype(np.float64)))
+    return hist, edges
 
 
 @builder("narrow_any")
