@@ -21,16 +21,16 @@ def test_unary_edges(backend, name):
     check(lambda m, x: getattr(m, name)(x), sample(EDGES.shape, values=EDGES), atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["acosh", "erfinv", "lgamma", "deg2rad", "signbit", "sgn", "nan_to_num"])
 @pytest.mark.parametrize("dtype", ["int32", "float64", "bool"])
-def test_unary_dtypes(backend, name, dtype):
+def test_unary_dtypes(backend, dtype):
     x = sample((2, 3), dtype, low=0, high=3)
-    try:
-        getattr(torch, name)(x.torch)
-    except Exception:
-        check_error(lambda m, x: getattr(m, name)(x), x, match=(name,))
-        return
-    check(lambda m, x: getattr(m, name)(x), x)
+    for name in ("acosh", "erfinv", "lgamma", "deg2rad", "signbit", "sgn", "nan_to_num"):
+        try:
+            getattr(torch, name)(x.torch)
+        except Exception:
+            check_error(lambda m, x: getattr(m, name)(x), x, match=(name,))
+            continue
+        check(lambda m, x: getattr(m, name)(x), x)
 
 
 BINARY = ["xlogy", "hypot", "copysign", "fmax", "fmin", "logaddexp", "logaddexp2", "nextafter", "float_power",
