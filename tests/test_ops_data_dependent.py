@@ -3,7 +3,6 @@ unique, bincount, histc, histogram (they sync, then continue lazily), narrow/rep
 with tensors, creation helpers, random fills (seeded), complex refusals."""
 import numpy as np
 import pytest
-import torch
 
 import lazytorch as lt
 from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)

@@ -1,6 +1,5 @@
 """Pointwise, activation, reduction and special-function additions against torch: values over
 their domains (including inf/NaN and poles), dtypes, broadcasting, errors, on every backend."""
-import math
 
 import numpy as np
 import pytest

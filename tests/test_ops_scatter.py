@@ -2,7 +2,6 @@
 reduce mode with and without include_self, index_* ops, take/put, the *_scatter ops, errors."""
 import numpy as np
 import pytest
-import torch
 
 import lazytorch as lt
 from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)

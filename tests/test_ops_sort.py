@@ -2,7 +2,6 @@
 shapes (0-d, empty, size-1, non-contiguous), dtypes and errors, on every backend."""
 import numpy as np
 import pytest
-import torch
 
 import lazytorch as lt
 from backend_subsets import backend, every_backend  # noqa: F401  (fixtures)

@@ -10,7 +10,6 @@ sums and matmul, so they add no kernels of their own:
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from . import views as V
 from .build import Args, apply_view, builder, call
 from .creation import fill, iota
 from .errors import op_error, wrap_dim
-from .host import renamed, from_values, host_call, host_value
+from .host import from_values, host_value, renamed
 from .node import Node
 from .registry import OpDef
 from .schema import Schema

@@ -8,10 +8,6 @@ import numpy as np
 from .host import host
 
 
-def _check_singular(op: str, a):
-    pass
-
-
 @host("inv")
 def inv(a, lenient: bool = False):
     if np.size(a) == 0:
