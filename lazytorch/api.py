@@ -7,6 +7,8 @@ method (`x.add_`, functionalised), `out=` handling, the Python operators it decl
 from __future__ import annotations
 
 import collections
+import re
+import types
 from typing import Any
 
 from .ir import dtypes as D
@@ -20,11 +22,20 @@ from .tensor import Tensor, alias
 ReturnTypes = {}
 
 
+def _return_names(op: OpDef, n: int) -> tuple[str, ...] | None:
+    """The result names the schema declares, e.g. `-> (Tensor Q, Tensor R)` (torch's field names)."""
+    for schema in op.schemas:
+        m = re.search(r"->\s*\((.*)\)\s*$", schema.text)
+        words = [p.split() for p in m.group(1).split(",")] if m else []
+        if len(words) == n and all(len(w) == 2 for w in words):
+            return tuple(w[1] for w in words)
+    return None
+
+
 def _named_tuple(op: OpDef, n: int):
-    names = [p for p in op.schemas[-1].returns] if False else None
     key = (op.name, n)
     if key not in ReturnTypes:
-        fields = ("values", "indices") if n == 2 else tuple(f"out{i}" for i in range(n))
+        fields = _return_names(op, n) or (("values", "indices") if n == 2 else tuple(f"out{i}" for i in range(n)))
         ReturnTypes[key] = collections.namedtuple(op.name, fields)
     return ReturnTypes[key]
 
@@ -62,10 +73,18 @@ def _assign(op: OpDef, target: Tensor, result: Node, what: str) -> Tensor:
     return target
 
 
-def _input_alias(kwargs: dict) -> dict:
-    if "input" in kwargs:
+# numpy-style keyword spellings torch also accepts (`x.sum(axis=0, keepdims=True)`)
+NUMPY_KEYWORDS = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def _input_alias(kwargs: dict, op: OpDef | None = None) -> dict:
+    if "input" in kwargs or "axis" in kwargs or "keepdims" in kwargs:
         kwargs = dict(kwargs)
-        kwargs["self"] = kwargs.pop("input")
+        if "input" in kwargs:
+            kwargs["self"] = kwargs.pop("input")
+        for alias, name in NUMPY_KEYWORDS.items():
+            if alias in kwargs and op is not None and not any(alias in s.names for s in op.schemas):
+                kwargs[name] = kwargs.pop(alias)
     return kwargs
 
 
@@ -77,7 +96,7 @@ def make_function(op: OpDef, name: str):
             node = fast(*args)
             if node is not None:
                 return Tensor(node)
-        kwargs = _input_alias(kwargs)
+        kwargs = _input_alias(kwargs, op)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
         elif "view" in op.tags and isinstance(kwargs.get("self"), Tensor):
@@ -135,18 +154,40 @@ def make_operator(op: OpDef, dunder: str):
     return operator
 
 
+# registry names with these prefixes are torch's submodule functions (aten's `linalg_det` is
+# `torch.linalg.det`): exported as lazytorch.linalg.det / lazytorch.special.ndtr
+SUBMODULES = ("linalg", "special")
+
+
+def _install_host_value() -> None:
+    """Builders of data-dependent ops evaluate their input through ir.host (see there)."""
+    from .ir import host
+    from .realize import eval_nodes, host_value
+
+    def value(node: Node):
+        eval_nodes([node])
+        return host_value(node)
+    host.HOST_VALUE = value
+
+
 def install(namespace: dict, nn_namespace: dict) -> None:
     """Put every registry op into the module namespace, on Tensor, and into nn.functional."""
+    _install_host_value()
     seen = set()
+    for sub in SUBMODULES:
+        namespace.setdefault(sub, types.SimpleNamespace())
     for name, op in ops().items():
         fn = make_function(op, name)
-        if "function" in op.variants:
+        prefix = name.split("_", 1)[0]
+        if prefix in SUBMODULES and "function" in op.variants:
+            setattr(namespace[prefix], name.split("_", 1)[1], fn)
+        elif "function" in op.variants:
             namespace.setdefault(name, fn)
-        if "method" in op.variants and not hasattr(Tensor, name):
+        if "method" in op.variants and not hasattr(Tensor, name) and prefix not in SUBMODULES:
             setattr(Tensor, name, fn)
         if op.nn:
             nn_namespace[op.nn if isinstance(op.nn, str) else name] = fn
-        if op.inplace and "method" in op.variants:
+        if op.inplace and "method" in op.variants and prefix not in SUBMODULES:
             setattr(Tensor, name + "_", make_inplace(op, name + "_"))
         if id(op) in seen:
             continue

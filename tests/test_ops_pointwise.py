@@ -274,7 +274,8 @@ def test_errors_name_op_and_dtypes():
     check_error(lambda m, x: m.clamp(x), f, match=("clamp", "min", "max"))
     check_error(lambda m, x, k: m.where(k, x, x), f, f, exc=TypeError, match=("where", "condition", "float32"))
     check_error(lambda m, x, k: m.masked_fill(x, k, 1.0), f, i, exc=TypeError, match=("masked_fill", "mask"))
-    check_error(lambda m, x, k: m.masked_fill(x, k, 1.0), sample((3,)), sample((2, 3), "bool"),
+    # out of place the mask may broadcast self (torch 2.13); in place the result must keep self's shape
+    check_error(lambda m, x, k: x.masked_fill_(k, 1.0), sample((3,)), sample((2, 3), "bool"),
                 match=("masked_fill", "[2, 3]"))
     check_error(lambda m, x, y: m.lerp(x, y, 0.5), f, sample((2, 3), "float64"), match=("lerp", "float64"))
     check_error(lambda m, x: m.addcdiv(x, x, x), i, match=("addcdiv",))

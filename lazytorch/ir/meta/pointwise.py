@@ -170,7 +170,8 @@ def clamp(op: OpDef, a: Args) -> tuple[Shape, DType]:
 
 @rule("masked_fill")
 def masked_fill(op: OpDef, a: Args) -> tuple[Shape, DType]:
-    """Output is shaped and typed like self; the mask must be bool and broadcast to self's shape."""
+    """Output is typed like self and shaped by broadcasting self with the mask (torch lets either
+    broadcast out of place; in place, the assignment keeps self's shape and refuses a larger one)."""
     x, mask, value = a["self"], a["mask"], a["value"]
     nodes = {"self": x, "mask": mask, "value": value}
     if not mask.dtype.is_bool:
@@ -179,10 +180,7 @@ def masked_fill(op: OpDef, a: Args) -> tuple[Shape, DType]:
     if value.ndim != 0:
         raise op_error(RuntimeError, op.name, f"value must be a number or a 0-d tensor, got a {value.ndim}-d "
                        f"tensor", nodes, "use where(mask, value, self) for tensor values")
-    if broadcast_shapes(op.name, x.shape, mask.shape, args=nodes) != x.shape:
-        raise op_error(RuntimeError, op.name, f"mask of shape {list(mask.shape)} does not broadcast to self's "
-                       f"shape {list(x.shape)}", nodes, "the output keeps self's shape")
-    return x.shape, x.dtype
+    return broadcast_shapes(op.name, x.shape, mask.shape, args=nodes), x.dtype
 
 
 @rule("lerp")

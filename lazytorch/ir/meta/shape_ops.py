@@ -64,7 +64,7 @@ def gather(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x, index = a["self"], a["index"]
     args = {"self": x, "index": index}
     a["dim"] = dim = wrap_dim(op.name, a["dim"], x.ndim, args)
-    _check_index_dtype(op.name, index, (D.int64,), args)
+    _check_index_dtype(op.name, index, (D.int32, D.int64), args)   # torch takes int32 too
     if max(index.ndim, 1) != max(x.ndim, 1):
         raise op_error(RuntimeError, op.name, f"index must have the same number of dims as self, got "
                        f"{index.ndim} and {x.ndim}", args)

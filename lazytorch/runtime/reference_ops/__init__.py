@@ -48,3 +48,4 @@ from . import linalg  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 from . import shape_ops  # noqa: E402,F401
 from . import conv  # noqa: E402,F401
+from . import host  # noqa: E402,F401

@@ -1,0 +1,38 @@
+"""The reference implementation of `host_call`: a table of named numpy functions.
+
+Each entry takes the node's params as keyword arguments and its inputs as numpy values (compute
+form: bfloat16 widened to float32) and returns the result's values; `host_call` casts them to the
+node's dtype.  The families register their functions from their own modules (sorting.py,
+scatter.py, special.py, lapack.py) with @host.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ...ir import dtypes as D
+from ...ir.node import Node
+from . import finish, ref
+
+HOST: dict[str, Callable[..., np.ndarray]] = {}
+
+
+def host(*names: str):
+    def register(fn):
+        for n in names:
+            HOST[n] = fn
+        return fn
+    return register
+
+
+@ref("host_call")
+def _host_call(node: Node, *inputs):
+    fn = HOST[node.attrs["fn"]]
+    values = [D.to_compute(np.asarray(x), i.dtype) for x, i in zip(inputs, node.inputs)]
+    with np.errstate(all="ignore"):
+        out = fn(*values, **dict(node.attrs["params"]))
+    return finish(np.asarray(out), node)
+
+
+from . import host_math, host_select, host_scatter, host_lapack  # noqa: E402,F401  (register the functions)
