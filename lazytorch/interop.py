@@ -25,8 +25,10 @@ def from_host(arr: np.ndarray, dtype: D.DType) -> Tensor:
     return Tensor(Node.from_buffer(arr, tuple(arr.shape), dtype))
 
 
-def tensor(data, dtype=None) -> Tensor:
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (list, scalar, numpy array or tensor), like torch.tensor."""
+    if requires_grad:
+        return tensor(data, dtype).requires_grad_()
     if isinstance(data, Tensor):
         data = data.numpy()
     if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
