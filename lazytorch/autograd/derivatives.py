@@ -101,6 +101,7 @@ def count(x: Node, dim) -> int:
 # ---------------------------------------------------------------- unary pointwise
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
+ONE_SIXTH = float(np.float32(1.0) / np.float32(6.0))    # torch's hardsigmoid backward uses 1.0f / 6.0f
 
 UNARY: dict[str, Callable[[Node, Node, Node], Node]] = {
     "exp": lambda x, y, g: C("mul", g, y),
@@ -132,7 +133,7 @@ UNARY: dict[str, Callable[[Node, Node, Node], Node]] = {
     "contiguous": lambda x, y, g: g,
     "silu": lambda x, y, g: _silu(x, g),
     "mish": lambda x, y, g: _mish(x, g),
-    "hardsigmoid": lambda x, y, g: where0(C("logical_and", C("gt", x, -3.0), C("lt", x, 3.0)), C("div", g, 6.0)),
+    "hardsigmoid": lambda x, y, g: where0(C("logical_and", C("gt", x, -3.0), C("lt", x, 3.0)), C("mul", g, ONE_SIXTH)),
     "hardswish": lambda x, y, g: C("where", C("lt", x, -3.0), 0.0,
                                    C("where", C("le", x, 3.0), C("mul", g, C("add", C("div", x, 3.0), 0.5)), g)),
 }
@@ -258,8 +259,9 @@ def _remainder(a, out, g):
 @rule("pow")
 def _pow(a, out, g):
     x, e = a["self"], a["exponent"]
+    log_x = math.log(x.value) if x.op == "scalar" and x.value > 0 else C("log", x)
     gx = C("mul", g, C("mul", e, C("pow", x, C("sub", e, 1))))
-    ge = C("mul", g, C("mul", out, C("log", x)))
+    ge = C("mul", g, C("mul", out, log_x))
     # torch: d/dx x**0 = 0 and d/de at x == 0 is 0 where e >= 0
     return {"self": C("where", C("eq", e, 0), 0.0, gx) if isinstance(e, Node) and e.op != "scalar" else gx,
             "exponent": C("where", C("logical_and", C("eq", x, 0), C("ge", e, 0)), 0.0, ge)}
@@ -633,7 +635,9 @@ def _cross_entropy(a, out, g):
         grad = C("sub", C("mul", p, C("sum", tt, [cdim], True)), tt)
         n = x.numel // n_class if x.ndim >= 2 else 1
         scale = g if reduction == "none" else C("div", g, float(n)) if reduction == "mean" else g
-        return {"self": C("mul", grad, _class_bcast(scale, x, cdim, reduction)), "target": None}
+        scale = _class_bcast(scale, x, cdim, reduction)
+        gt = C("mul", C("neg", C("log_softmax", x, cdim)), scale)
+        return {"self": C("mul", grad, scale), "target": C("mul", gt, 1.0 - ls) if ls else gt}
     ii = a.get("ignore_index", -100)
     keep = C("ne", t, ii)
     safe = C("where", keep, t, 0)
@@ -677,6 +681,7 @@ def _sdpa(a, out, g):
     p = C("softmax", s, -1)
     gv = C("matmul", C("transpose", p, -2, -1), g)
     gp = C("matmul", g, C("transpose", v, -2, -1))
-    gs = C("mul", p, C("sub", gp, C("sum", C("mul", gp, p), [-1], True)))
-    gs = C("mul", gs, scale)
-    return {"query": C("matmul", gs, k), "key": C("matmul", C("transpose", gs, -2, -1), q), "value": gv}
+    gmask = C("mul", p, C("sub", gp, C("sum", C("mul", gp, p), [-1], True)))
+    gs = C("mul", gmask, scale)
+    return {"query": C("matmul", gs, k), "key": C("matmul", C("transpose", gs, -2, -1), q), "value": gv,
+            "attn_mask": gmask if mask is not None and mask.dtype.is_floating_point else None}
