@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import api as _api
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .interop import from_dlpack, from_mlx, from_numpy, tensor
 from .ir import creation as _creation  # registers builders
 from .ir import dtypes as _dtypes

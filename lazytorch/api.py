@@ -73,6 +73,10 @@ def make_function(op: OpDef, name: str):
     fast = fast_builder(op.name)
 
     def fn(*args, out=None, **kwargs):
+        if "creation" in op.tags and "requires_grad" in kwargs:
+            requires_grad = kwargs.pop("requires_grad")
+            made = fn(*args, out=out, **kwargs)
+            return made.requires_grad_() if requires_grad else made
         if fast is not None and out is None and not kwargs:
             node = fast(*args)
             if node is not None:

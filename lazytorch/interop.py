@@ -87,6 +87,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     if device is not None:
         from .device import select
         select(device)
+    if requires_grad:
+        return tensor(data, dtype).requires_grad_()
     if isinstance(data, Tensor):
         data = data.numpy() if data.dtype is not D.bfloat16 else data.float().numpy()
     elif _is_foreign_array(data):

@@ -30,11 +30,10 @@ class Parameter(Tensor):
 
 
 def set_value(t: Tensor, node: Node, what: str = "in-place op") -> None:
-    """Give `t` a new value (any dtype) keeping its identity, as torch's `t.data = ...` does."""
-    if t._base is None:
-        t._node = node
-        t._version += 1
-    else:
+    """Give `t` a new value (any dtype) keeping its identity, as torch's `t.data = ...` does (outside
+    autograd: a parameter stays a leaf that requires grad)."""
+    from ..autograd import no_grad
+    with no_grad():
         t._rebind(node, what)
 
 
