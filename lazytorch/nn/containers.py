@@ -128,6 +128,21 @@ class ModuleList(Module):
         for i, m in enumerate(items):
             self._modules[str(i)] = m
 
+    def __repr__(self) -> str:
+        """torch's form: runs of children that print the same are shown once as "(i-j): n x ..."."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return "ModuleList()"
+        lines, start = [], 0
+        for i in range(1, len(reprs) + 1):
+            if i < len(reprs) and reprs[i] == reprs[start]:
+                continue
+            body = reprs[start].replace("\n", "\n  ")
+            label = f"({start}): " if i - start == 1 else f"({start}-{i - 1}): {i - start} x "
+            lines.append(label + body)
+            start = i
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
 
 class ModuleDict(Module):
     """An ordered dict of modules, registered under their keys."""
