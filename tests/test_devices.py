@@ -79,7 +79,7 @@ def test_creation_on_unavailable_devices_raises():
 
 
 def test_to_forms(host_backend):
-    x = lt.arange(6, dtype=lt.float32).reshape(2, 3)
+    x = lt.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert x.to(x.device) is x and x.to("cpu") is x and x.cpu() is x and x.to(lt.device("cpu")) is x
     assert x.to(lt.float32) is x and x.to("cpu", lt.float32) is x
     y = x.to("cpu", lt.float16)
