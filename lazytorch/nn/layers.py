@@ -119,7 +119,9 @@ class Embedding(Module):
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight[self.padding_idx] = 0.0
+            from ..autograd import no_grad
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:
         return F.embedding(input, self.weight, self.padding_idx)

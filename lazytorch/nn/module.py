@@ -435,12 +435,21 @@ class Module:
         return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
 
+class _Shared(Tensor):
+    """A state_dict value: t's value, with in-place writes reaching t outside autograd, as a write
+    into torch's `t.detach()` reaches t's storage."""
+
+    def _rebind(self, node, op: str = "in-place op") -> None:
+        from ..autograd import no_grad
+        with no_grad():
+            super()._rebind(node, op)
+
+
 def _shared(t: Tensor) -> Tensor:
-    """A plain tensor sharing t's value: in-place writes to it reach t (torch's t.detach())."""
     if t._base is not None:
         return t
     from ..ir import views as V
-    return Tensor(t.node, t, V.contiguous(tuple(t.shape)))
+    return _Shared(t.node, t, V.contiguous(tuple(t.shape)))
 
 
 def _mismatch(key: str, shape: tuple, src_dtype: D.DType, target: Tensor) -> str | None:
