@@ -52,7 +52,7 @@ def _creation_calls():
     return [(n, args[n]) for n in names if n in args], [n for n in names if n not in args]
 
 
-def test_device_keyword_on_every_creation_function(host_backend):
+def test_device_keyword_on_every_creation_function():
     calls, untested = _creation_calls()
     assert not untested, f"creation functions without a case here: {untested}"
     for name, args in calls:
@@ -78,7 +78,7 @@ def test_creation_on_unavailable_devices_raises():
             lt.ones(3, device="mps")
 
 
-def test_to_forms(host_backend):
+def test_to_forms():
     x = lt.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert x.to(x.device) is x and x.to("cpu") is x and x.cpu() is x and x.to(lt.device("cpu")) is x
     assert x.to(lt.float32) is x and x.to("cpu", lt.float32) is x

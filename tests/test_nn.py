@@ -46,6 +46,16 @@ def build(nn, lib):
 
 
 @pytest.fixture
+def on_cpu():
+    """Layer wiring is checked on the cpu backend; the functionals under it are checked on every
+    backend by the op suites, and whole models on cpu and metal-emu by test_nn_models.py."""
+    previous = lt.get_backend()
+    lt.set_backend("cpu")
+    yield "cpu"
+    lt.set_backend(previous)
+
+
+@pytest.fixture
 def pair():
     torch.manual_seed(0)
     tnet, lnet = build(torch.nn, torch), build(lt.nn, lt)
@@ -68,7 +78,7 @@ def test_traversal_matches_torch(pair):
     assert all(isinstance(p, lt.nn.Parameter) and p.requires_grad for p in lnet.parameters())
 
 
-def test_forward_matches_torch(pair, backend):
+def test_forward_matches_torch(pair, on_cpu):
     tnet, lnet = pair
     tnet.eval(), lnet.eval()
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
@@ -273,7 +283,7 @@ def _layer_cases():
 
 
 @pytest.mark.parametrize("case", _layer_cases(), ids=lambda c: c[0])
-def test_layer_matches_torch(case, backend):
+def test_layer_matches_torch(case, on_cpu):
     name, args, kwargs, inputs = case
     torch.manual_seed(0)
     tlayer = getattr(torch.nn, name)(*args, **kwargs).eval()
@@ -326,7 +336,7 @@ def _conv_cases():
 
 
 @pytest.mark.parametrize("case", _conv_cases(), ids=lambda c: c[0])
-def test_conv_pool_layers_match_torch(case, backend):
+def test_conv_pool_layers_match_torch(case, on_cpu):
     name, args, kwargs, x = case
     torch.manual_seed(0)
     tlayer = getattr(torch.nn, name)(*args, **kwargs).eval()
@@ -356,7 +366,7 @@ def _loss_cases():
 
 
 @pytest.mark.parametrize("case", _loss_cases(), ids=lambda c: c[0])
-def test_loss_modules_match_torch(case, backend):
+def test_loss_modules_match_torch(case, on_cpu):
     name, kwargs, x, target = case
     t_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
     l_kwargs = {k: lt.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
