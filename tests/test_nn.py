@@ -269,9 +269,9 @@ def _layer_cases():
     acts = [("ReLU", ()), ("ReLU6", ()), ("GELU", ()), ("SiLU", ()), ("Tanh", ()), ("Sigmoid", ()), ("Mish", ()),
             ("ELU", (0.7,)), ("LeakyReLU", (0.2,)), ("Hardswish", ()), ("Hardsigmoid", ()), ("Hardtanh", (-0.5, 0.5)),
             ("Softplus", (2.0,)), ("Softmax", (1,)), ("LogSoftmax", (-1,)), ("Identity", ()), ("Flatten", ())]
-    cases = [(name, args, {}, (x4,)) for name, args in acts]
-    cases += [("GELU", (), {"approximate": "tanh"}, (x4,)),
-              ("Linear", (4, 3), {}, (x4,)), ("Linear", (8, 2), {"bias": False}, (x3,)),
+    cases = [(name, args, {}, (x4,)) for name, args in acts] + [("GELU", (), {"approximate": "tanh"}, (x4,))]
+    cases = [("activations", cases)]                  # evaluated together: one program, one compile
+    cases += [("Linear", (4, 3), {}, (x4,)), ("Linear", (8, 2), {"bias": False}, (x3,)),
               ("Bilinear", (4, 4, 3), {}, (x4, x4[::-1].copy())),
               ("Embedding", (5, 3), {"padding_idx": 0}, (idx,)),
               ("LayerNorm", ((5, 8),), {}, (x3,)), ("LayerNorm", (8,), {"elementwise_affine": False}, (x3,)),
@@ -282,8 +282,8 @@ def _layer_cases():
     return cases
 
 
-@pytest.mark.parametrize("case", _layer_cases(), ids=lambda c: c[0])
-def test_layer_matches_torch(case, on_cpu):
+def _run_layer(case):
+    """(lazytorch outputs, torch outputs) of one layer built both ways with torch's weights."""
     name, args, kwargs, inputs = case
     torch.manual_seed(0)
     tlayer = getattr(torch.nn, name)(*args, **kwargs).eval()
@@ -294,7 +294,14 @@ def test_layer_matches_torch(case, on_cpu):
     with torch.no_grad():
         expected = tlayer(*(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs))
     got = llayer(*(lt.tensor(a) for a in inputs))
-    pairs = zip(got, expected) if isinstance(expected, tuple) else [(got, expected)]
+    return list(zip(got, expected)) if isinstance(expected, tuple) else [(got, expected)]
+
+
+@pytest.mark.parametrize("case", _layer_cases(), ids=lambda c: c[0])
+def test_layer_matches_torch(case, on_cpu):
+    cases = case[1] if case[0] == "activations" else [case]
+    pairs = [pair for c in cases for pair in _run_layer(c)]
+    lt.eval(*(g for g, _ in pairs))
     for g, e in pairs:
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
 
@@ -365,14 +372,18 @@ def _loss_cases():
             ("BCEWithLogitsLoss", {"reduction": "none", "weight": w}, logits, bits)]
 
 
-@pytest.mark.parametrize("case", _loss_cases(), ids=lambda c: c[0])
-def test_loss_modules_match_torch(case, on_cpu):
-    name, kwargs, x, target = case
-    t_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    l_kwargs = {k: lt.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    expected = getattr(torch.nn, name)(**t_kwargs)(torch.from_numpy(x), torch.from_numpy(target)).numpy()
-    got = getattr(lt.nn, name)(**l_kwargs)(lt.tensor(x), lt.tensor(target)).numpy()
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+def test_loss_modules_match_torch(on_cpu):
+    results = []
+    for name, kwargs, x, target in _loss_cases():
+        t_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        l_kwargs = {k: lt.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        expected = getattr(torch.nn, name)(**t_kwargs)(torch.from_numpy(x), torch.from_numpy(target)).numpy()
+        loss = getattr(lt.nn, name)(**l_kwargs)
+        assert repr(loss) == repr(getattr(torch.nn, name)(**t_kwargs))
+        results.append((name, loss(lt.tensor(x), lt.tensor(target)), expected))
+    lt.eval(*(r for _, r, _ in results))                 # one program for all the losses
+    for name, got, expected in results:
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 # ---------------------------------------------------------------- initialisation
