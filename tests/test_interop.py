@@ -19,7 +19,7 @@ def test_pending_result_ignores_later_writes_to_the_array(backend):
     np.testing.assert_array_equal(t.numpy(), [1, 1, 1])
 
 
-def test_refilled_batch_buffer_keeps_earlier_results(backend):
+def test_refilled_batch_buffer_keeps_earlier_results():
     batch = np.zeros((2, 3), np.float32)
     results = []
     for step in range(3):
@@ -49,7 +49,7 @@ def test_from_numpy_dtypes_and_layouts(dtype):
         lt.from_numpy([1, 2, 3])
 
 
-def test_numpy_of_evaluated_tensor_shares_memory(backend):
+def test_numpy_of_evaluated_tensor_shares_memory():
     x = lt.randn(4, 5) * 2
     lt.eval(x)
     a, b = x.numpy(), x.numpy()

@@ -165,7 +165,7 @@ def test_train_eval_switches_dropout():
     assert m[1].training
 
 
-def test_batchnorm_running_statistics_match_torch(backend):
+def test_batchnorm_running_statistics_match_torch(on_cpu):
     torch.manual_seed(0)
     tbn, lbn = torch.nn.BatchNorm2d(3, momentum=0.3), lt.nn.BatchNorm2d(3, momentum=0.3)
     with torch.no_grad():
