@@ -82,6 +82,17 @@ def test_tensor_from_mlx_arrays():
     np.testing.assert_array_equal(got.float().numpy(), np.array(b.astype(mx.float32)))
 
 
+def test_as_tensor():
+    x = lt.ones(3)
+    assert lt.as_tensor(x) is x and lt.as_tensor(x, device="cpu") is x
+    assert lt.as_tensor(x, dtype=lt.float16).dtype is lt.float16
+    a = np.arange(3.0)
+    t = lt.as_tensor(a, dtype=lt.float32)
+    a[0] = 9
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2])
+    assert lt.as_tensor([1, 2]).dtype is lt.int64
+
+
 def test_torch_reads_lazytorch_through_dlpack():
     x = lt.arange(6, dtype=lt.float32).reshape(2, 3) * 2
     np.testing.assert_array_equal(torch.from_dlpack(x).numpy(), x.numpy())
