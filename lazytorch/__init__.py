@@ -35,7 +35,10 @@ bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
 half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
 __version__ = "0.1.0"
 
-nn = SimpleNamespace(functional=SimpleNamespace())
+from . import optim
+from .nn import utils as _nn_utils
+
+nn = SimpleNamespace(functional=SimpleNamespace(), utils=_nn_utils)
 _nn_functional: dict = {}
 _api.install(globals(), _nn_functional)
 for _name, _fn in _nn_functional.items():

@@ -15,6 +15,7 @@ import copy
 from typing import Any, Callable, Iterable
 
 from ..autograd import enable_grad, no_grad, recent_roots
+from ..ir.creation import fill
 from ..tensor import Tensor
 
 _REQUIRED = object()
@@ -71,8 +72,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    with no_grad():
-                        p.grad.zero_()
+                    p.grad._rebind(fill(tuple(p.grad.shape), 0, p.grad.dtype), "zero_grad")
 
     def step(self, closure: Callable[[], Any] | None = None):
         loss = None
@@ -115,7 +115,7 @@ class Optimizer:
             packed = {k: v for k, v in g.items() if k != "params"}
             packed["params"] = [index[id(p)] for p in g["params"]]
             groups.append(packed)
-        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index and s}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
