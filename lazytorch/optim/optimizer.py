@@ -79,6 +79,13 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        self.lazy_step()
+        self.materialize()
+        return loss
+
+    def lazy_step(self) -> None:
+        """Build every group's update as lazy tensors without evaluating (step() = lazy_step() +
+        materialize(); apart, they let `lt.kernel_plan(*opt.step_tensors())` show the step's plan)."""
         with no_grad():
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
@@ -86,8 +93,6 @@ class Optimizer:
                     grads = [p.grad for p in params]
                     states = [self.state.setdefault(p, {}) for p in params]
                     self.update(group, params, grads, states)
-        self.materialize()
-        return loss
 
     def update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor],
                states: list[dict[str, Any]]) -> None:
@@ -96,6 +101,10 @@ class Optimizer:
     def materialize(self) -> None:
         """Evaluate parameters, state, gradients and the last backward's roots together."""
         from .. import eval as lt_eval
+        lt_eval(*self.step_tensors())
+
+    def step_tensors(self) -> list[Tensor]:
+        """What step() evaluates: every parameter, its grad and state, the last backward's roots."""
         tensors = []
         for group in self.param_groups:
             for p in group["params"]:
@@ -103,7 +112,7 @@ class Optimizer:
                 if p.grad is not None:
                     tensors.append(p.grad)
                 tensors += [v for v in self.state.get(p, {}).values() if isinstance(v, Tensor)]
-        lt_eval(*tensors, *recent_roots())
+        return tensors + recent_roots()
 
     # ---- serialisation (torch's format: params by position across groups) ----
     def state_dict(self) -> dict[str, Any]:
