@@ -107,6 +107,20 @@ def make_function(op: OpDef, name: str):
     return fn
 
 
+def with_device(fn):
+    """Accept torch's creation keywords: device= selects the process's device (lazytorch/device.py);
+    layout=/pin_memory= take their only meaningful values; requires_grad= is passed to the result."""
+    def creation(*args, device=None, requires_grad=False, layout=None, pin_memory=False, **kwargs):
+        if device is not None:
+            from .device import select
+            select(device)
+        result = fn(*args, **kwargs)
+        return result.requires_grad_(True) if requires_grad else result
+    creation.__name__ = creation.__qualname__ = fn.__name__
+    creation.__doc__ = fn.__doc__
+    return creation
+
+
 def make_inplace(op: OpDef, name: str):
     def method(self: Tensor, *args, **kwargs):
         result = call(op.name, self, *args, **kwargs)
@@ -144,6 +158,8 @@ def install(namespace: dict, nn_namespace: dict) -> None:
     seen = set()
     for name, op in ops().items():
         fn = make_function(op, name)
+        if "creation" in op.tags:
+            fn = with_device(fn)
         if "function" in op.variants:
             namespace.setdefault(name, fn)
         if "method" in op.variants and not hasattr(Tensor, name):

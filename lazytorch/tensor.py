@@ -108,9 +108,14 @@ class Tensor:
         return not self.node.realized
 
     @property
-    def device(self) -> str:
-        from .runtime import backend_name
-        return backend_name()
+    def device(self):
+        """The process's device (lazytorch/device.py: one device per process)."""
+        from .device import current
+        return current()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
 
     def __len__(self) -> int:
         if not self.ndim:
@@ -127,6 +132,8 @@ class Tensor:
 
     # ---- values: these evaluate ----
     def numpy(self) -> np.ndarray:
+        """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
+        copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
         from .realize import eval_tensors, host_value
         eval_tensors([self])
         return host_value(self.node)
@@ -312,8 +319,52 @@ class Tensor:
         self._node = self.detach()._node
         return self
 
+    # ---- devices and dtype moves (lazytorch/device.py) ----
+    def to(self, *args, **kwargs) -> "Tensor":
+        """to(dtype) | to(device[, dtype]) | to(other), keywords dtype=, device=, copy=, non_blocking=.
+
+        Naming a device selects it for the process (see lazytorch/device.py); the result is self
+        when neither dtype nor copy asks for a new tensor, as in torch."""
+        from .device import parse_to, select
+        dev, dtype, copy = parse_to("to", args, kwargs, self)
+        if dev is not None:
+            select(dev)
+        out = self
+        if dtype is not None and D.as_dtype(dtype) is not self.dtype:
+            from .ir.build import call
+            out = Tensor(call("to", self.node, D.as_dtype(dtype)))
+        return self.clone() if copy and out is self else out
+
     def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.numpy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.numpy().__dlpack_device__()
+
+    # ---- whole-tensor writes (functionalised like every in-place op) ----
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        """Write src's values (broadcast, cast to self's dtype) into self."""
+        from .ir.build import as_node, call
+        if not isinstance(src, (Tensor, int, float, bool)):
+            from .interop import tensor
+            src = tensor(src)
+        value = call("to", call("broadcast_to", as_node(src), tuple(self.shape)), self.dtype)
+        self._rebind(value, "copy_")
         return self
+
+    def fill_(self, value) -> "Tensor":
+        from .ir.creation import fill
+        self._rebind(fill(tuple(self.shape), value, self.dtype), "fill_")
+        return self
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
 
     def stride(self, dim: int | None = None):
         strides = self._spec.strides if self._base is not None else V.contiguous_strides(self._node.shape)
