@@ -25,8 +25,11 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     if not grads:
         return tensor(0.0)
     with no_grad():
-        norms = stack([g.norm(norm_type) for g in grads])
-        total = norms.amax() if math.isinf(norm_type) else norms.norm(norm_type)
+        if norm_type == 2.0:             # one sqrt over all squared sums: no per-gradient sqrt kernels
+            total = stack([(g * g).sum() for g in grads]).sum().sqrt()
+        else:
+            norms = stack([g.norm(norm_type) for g in grads])
+            total = norms.amax() if math.isinf(norm_type) else norms.norm(norm_type)
         if error_if_nonfinite and not bool(total.isfinite()):
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
                                "so it cannot be clipped. To disable this error and scale the gradients by the "
