@@ -37,6 +37,8 @@ _nn_functional: dict = {}
 _api.install(globals(), _nn_functional)
 from . import nn  # noqa: E402  (after install: nn.functional gets the registry's nn ops)
 vars(nn.functional).update(_nn_functional)
+from .nn import utils as _nn_utils  # noqa: E402,F401  (binds lazytorch.nn.utils: clip_grad_*)
+from . import optim  # noqa: E402
 from . import cuda, backends  # noqa: E402
 from .device import device, get_default_device, set_default_device  # noqa: E402
 from .serialization import load, save  # noqa: E402

@@ -47,8 +47,8 @@ class Tensor:
         if self._base is None:
             leaf = _grad.MODE.any_leaf and self._is_grad_leaf()
             if leaf and _grad.MODE.enabled:
-                raise RuntimeError(f"{op}: a leaf Variable that requires grad (shape {list(self.shape)}) is being "
-                                   "used in an in-place operation; do it under lazytorch.no_grad() or on a clone()")
+                raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation "
+                                   f"(shape {list(self.shape)}); do it under lazytorch.no_grad() or on a clone()")
             self._node = node
             self._version += 1
             if leaf:

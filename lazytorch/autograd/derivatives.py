@@ -260,7 +260,8 @@ def _remainder(a, out, g):
 def _pow(a, out, g):
     x, e = a["self"], a["exponent"]
     log_x = math.log(x.value) if x.op == "scalar" and x.value > 0 else C("log", x)
-    gx = C("mul", g, C("mul", e, C("pow", x, C("sub", e, 1))))
+    e_minus_1 = e.value - 1 if e.op == "scalar" else C("sub", e, 1)
+    gx = C("mul", g, C("mul", e, C("pow", x, e_minus_1)))
     ge = C("mul", g, C("mul", out, log_x))
     # torch: d/dx x**0 = 0 and d/de at x == 0 is 0 where e >= 0
     return {"self": C("where", C("eq", e, 0), 0.0, gx) if isinstance(e, Node) and e.op != "scalar" else gx,
@@ -366,11 +367,11 @@ def _amax(a, out, g):
 def _var(a, out, g):
     x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)
     correction = a.get("correction")
-    corr = 1 if correction is None else correction
+    corr = 1 if correction is None else correction.value if correction.op == "scalar" else correction
     dims = reduced_dims(x, dim)
     n = count(x, dim)
     centred = C("sub", x, C("mean", x, dims, True))
-    denom = C("sub", float(n), corr)
+    denom = float(n) - corr if not isinstance(corr, Node) else C("sub", float(n), corr)
     gv = C("mul", unreduce(g, x, dim, keep), C("div", C("mul", centred, 2.0), denom))
     if a["__op"] == "std":
         gv = C("div", gv, C("mul", unreduce(out, x, dim, keep), 2.0))
