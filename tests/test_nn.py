@@ -459,3 +459,26 @@ def test_containers_behave_like_torch():
     assert list(md.keys()) == ["x", "y"] and "y" in md and isinstance(md.pop("x"), lt.nn.ReLU)
     pl = lt.nn.ParameterList([lt.nn.Parameter(lt.ones(2)), lt.ones(3)])
     assert [n for n, _ in pl.named_parameters()] == ["0", "1"] and isinstance(pl[1], lt.nn.Parameter)
+
+
+def test_factory_keywords_and_constructor_errors():
+    m = lt.nn.Linear(2, 3, device="cpu", dtype=lt.float64)
+    assert m.weight.dtype is lt.float64 and m.bias.dtype is lt.float64 and m.weight.device == "cpu"
+    assert lt.nn.Conv2d(2, 4, 3, dtype=lt.float16).weight.dtype is lt.float16
+    assert lt.nn.LayerNorm(4, dtype=lt.float16).weight.dtype is lt.float16
+    with pytest.raises(AssertionError, match="cuda"):
+        lt.nn.Linear(2, 3, device="cuda")
+    weights = lt.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    emb = lt.nn.Embedding.from_pretrained(weights)
+    assert not emb.weight.requires_grad
+    np.testing.assert_array_equal(emb(lt.tensor([2, 0])).numpy(), [[4, 5], [0, 1]])
+    for make, exc, text in [(lambda: lt.nn.Conv2d(3, 4, 3, groups=2), ValueError, "divisible by groups"),
+                            (lambda: lt.nn.Conv2d(2, 4, 3, stride=2, padding="same"), ValueError, "strided"),
+                            (lambda: lt.nn.Conv2d(2, 4, 3, padding="full"), ValueError, "Invalid padding string"),
+                            (lambda: lt.nn.Dropout(1.5), ValueError, "between 0 and 1"),
+                            (lambda: lt.nn.GroupNorm(3, 4), ValueError, "divisible by num_groups"),
+                            (lambda: lt.nn.MultiheadAttention(6, 4), AssertionError, "divisible by num_heads")]:
+        with pytest.raises(exc, match=text):
+            make()
+    with pytest.raises(ValueError, match="expected 4D input"):
+        lt.nn.BatchNorm2d(3)(lt.ones(2, 3))
