@@ -482,3 +482,25 @@ def test_factory_keywords_and_constructor_errors():
             make()
     with pytest.raises(ValueError, match="expected 4D input"):
         lt.nn.BatchNorm2d(3)(lt.ones(2, 3))
+
+
+def test_shared_submodules_and_lookups_match_torch():
+    def build_shared(nn):
+        shared = nn.Linear(2, 2)
+        return nn.Sequential(shared, nn.ReLU(), shared)
+
+    torch.manual_seed(0)
+    tm, lm = build_shared(torch.nn), build_shared(lt.nn)
+    assert list(lm.state_dict()) == list(tm.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert [n for n, _ in lm.named_parameters()] == [n for n, _ in tm.named_parameters()] == ["0.weight", "0.bias"]
+    assert [n for n, _ in lm.named_modules(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_modules(remove_duplicate=False)]
+    assert [n for n, _ in lm.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_parameters(remove_duplicate=False)]
+    lm.load_state_dict(tm.state_dict())
+    assert lm.get_submodule("2") is lm[0] and lm.get_parameter("2.bias") is lm[0].bias
+    with pytest.raises(AttributeError, match="no attribute `9`"):
+        lm.get_submodule("9")
+    x = np.ones((1, 2), np.float32)
+    with torch.no_grad():
+        np.testing.assert_allclose(lm(lt.tensor(x)).numpy(), tm(torch.from_numpy(x)).numpy(), rtol=1e-6)
