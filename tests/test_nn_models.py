@@ -119,6 +119,38 @@ def test_nanogpt_structure(nanogpt):
     assert repr(lmodel) == repr(tmodel)
 
 
+def test_nanogpt_trains_with_its_own_optimizer_setup():
+    """Two AdamW steps set up by nanoGPT's configure_optimizers (weight-decay groups from
+    named_parameters, lazytorch.optim.AdamW) match torch's.  On the reference backend: this checks
+    the model file's training path, not code generation, which the tests above cover."""
+    tmod, lmod = load_pair("nanogpt_model.py", expected_changes=3)
+    torch.manual_seed(0)
+    cfg = dict(block_size=16, vocab_size=96, n_layer=2, n_head=4, n_embd=32, dropout=0.0, bias=True)
+    tmodel, lmodel = tmod.GPT(tmod.GPTConfig(**cfg)), lmod.GPT(lmod.GPTConfig(**cfg))
+    copy_weights(tmodel, lmodel)
+    topt = tmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    lopt = lmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    previous = lt.get_backend()
+    lt.set_backend("reference")
+    try:
+        rng = np.random.default_rng(5)
+        for _ in range(2):
+            idx, targets = rng.integers(0, 96, (2, 12)), rng.integers(0, 96, (2, 12))
+            _, t_loss = tmodel(torch.from_numpy(idx), torch.from_numpy(targets))
+            topt.zero_grad(set_to_none=True)
+            t_loss.backward()
+            topt.step()
+            _, l_loss = lmodel(lt.tensor(idx), lt.tensor(targets))
+            lopt.zero_grad(set_to_none=True)
+            l_loss.backward()
+            lopt.step()
+            np.testing.assert_allclose(l_loss.item(), t_loss.item(), rtol=1e-5)
+        for (name, p), (_, q) in zip(tmodel.named_parameters(), lmodel.named_parameters()):
+            np.testing.assert_allclose(q.numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    finally:
+        lt.set_backend(previous)
+
+
 # ---------------------------------------------------------------- MNIST Net (pytorch/examples)
 def _mnist_prepare(text: str) -> str:
     """Keep the imports and the Net class; stub the imports of torchvision and torch.optim, which the
