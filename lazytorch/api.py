@@ -164,7 +164,7 @@ def install(namespace: dict, nn_namespace: dict) -> None:
         if "method" in op.variants and not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
         if op.nn:
-            nn_namespace[name] = fn
+            nn_namespace[op.nn if isinstance(op.nn, str) else name] = fn
         if op.inplace and "method" in op.variants:
             setattr(Tensor, name + "_", make_inplace(op, name + "_"))
         if id(op) in seen:

@@ -19,7 +19,7 @@ from . import views as V
 from .build import Args, base_and_spec, builder, call, view_of
 from .creation import iota
 from .errors import op_error
-from .meta.conv import ints
+from .meta.conv import fold_blocks, ints
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -368,15 +368,14 @@ def _masked_adaptive(op: OpDef, xb: Node, out, is_max: bool, return_indices: boo
 @builder("unfold")
 def unfold(op: OpDef, schema: Schema, a: Args) -> Node:
     """im2col: (N, C, H, W) -> (N, C*KH*KW, L), the windows of the zero-padded input."""
-    x = a["self"]
+    x, name = a["self"], "unfold"                # nn.functional's name of the im2col op
     args = {"input": x}
     kernel, dilation, padding, stride = (ints(a[k], 2) for k in ("kernel_size", "dilation", "padding", "stride"))
-    from .meta.conv import fold_blocks
     if x.ndim not in (3, 4):
-        raise op_error(RuntimeError, op.name, f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch "
+        raise op_error(RuntimeError, name, f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch "
                        f"size and non-zero dimensions, but got input of size {list(x.shape)}", args)
-    blocks = fold_blocks(op.name, x.shape[-2:], kernel, dilation, padding, stride, args)
-    xb, added = _batched(op.name, x, 2, args)
+    blocks = fold_blocks(name, x.shape[-2:], kernel, dilation, padding, stride, args)
+    xb, added = _batched(name, x, 2, args)
     if any(padding):
         xb = call("pad", xb, [padding[1], padding[1], padding[0], padding[0]])
     win = windows(xb, kernel, stride, dilation)                     # (N, C, OH, OW, KH, KW)
