@@ -678,13 +678,16 @@ def _rms_norm(a, out, g):
 
 @rule("linear")
 def _linear(a, out, g):
+    """Rows flattened to 2-D matrices (one GEMM each, whatever the batch dims)."""
     x, w = a["self"], a["weight"]
-    g2 = C("reshape", g, (-1, w.shape[0])) if w.ndim == 2 else None
     x2 = C("reshape", x, (-1, w.shape[-1]))
-    gw = C("matmul", C("transpose", g2, 0, 1), x2) if w.ndim == 2 else \
-        C("reshape", C("matmul", C("unsqueeze", C("reshape", g, (-1,)), 0), x2), (w.shape[0],))
-    return {"self": C("matmul", g, w) if w.ndim == 2 else C("mul", C("unsqueeze", g, -1), w),
-            "weight": gw, "bias": g}
+    if w.ndim == 1:
+        g1 = C("reshape", g, (-1,))
+        return {"self": C("mul", C("unsqueeze", g, -1), w), "weight": C("reshape", C("matmul", g1, x2), w.shape),
+                "bias": g}
+    g2 = C("reshape", g, (-1, w.shape[0]))
+    gx = C("reshape", C("matmul", g2, w), x.shape)
+    return {"self": gx, "weight": C("matmul", C("transpose", g2, 0, 1), x2), "bias": g}
 
 
 @rule("mse_loss")
