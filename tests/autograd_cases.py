@@ -95,7 +95,7 @@ case("select", lambda ns, x: x[1] * 2, (3, 4))
 case("narrow", lambda ns, x: x.narrow(1, 1, 2) * 2, (3, 4))
 case("expand", lambda ns, x: x.expand(3, 4) * 2, (1, 4))
 case("unsqueeze_squeeze", lambda ns, x: x.unsqueeze(0).squeeze(0).unsqueeze(-1) * 2, (3, 4))
-case("flip", lambda ns, x: x.flip(1) * ns.arange(4, dtype=ns.float32), (3, 4))
+case("flip", lambda ns, x, y: x.flip(1) * y, (3, 4), (4,))
 case("split", lambda ns, x: x.split(2, 1)[1] * 2, (3, 4))
 case("chunk_unbind", lambda ns, x: x.chunk(2, 0)[0] * x.unbind(0)[2], (4, 3))
 case("cat", lambda ns, x, y: ns.cat([x, y * 2], 0), (2, 4), (3, 4))
@@ -175,3 +175,12 @@ def make_inputs(specs, seed: int) -> list[np.ndarray]:
         else:
             out.append(rng.standard_normal(spec))
     return out
+
+# convolution and pooling (overlapping windows: the view adjoint sums)
+case("conv2d", lambda ns, x, w, b: F(ns).conv2d(x, w, b, stride=2, padding=1), (2, 3, 7, 6), (4, 3, 3, 3), (4,))
+case("conv2d_groups_dil", lambda ns, x, w: F(ns).conv2d(x, w, groups=2, dilation=2), (1, 4, 7, 7), (6, 2, 2, 3))
+case("conv1d", lambda ns, x, w: F(ns).conv1d(x, w, padding=2), (2, 3, 9), (5, 3, 4))
+case("max_pool2d_overlap", lambda ns, x: F(ns).max_pool2d(x, 3, stride=2, padding=1), (2, 2, 7, 7))
+case("avg_pool2d", lambda ns, x: F(ns).avg_pool2d(x, 2), (2, 3, 6, 4))
+case("avg_pool1d_overlap", lambda ns, x: F(ns).avg_pool1d(x, 3, stride=1), (2, 2, 8))
+case("unfold", lambda ns, x: F(ns).unfold(x, 2, stride=1), (1, 2, 4, 5))

@@ -30,7 +30,7 @@ def test_flags_and_grad_fn():
     assert not w.requires_grad
 
 
-def test_backward_is_lazy_and_accumulates(backend):
+def test_backward_is_lazy_and_accumulates():
     x, tx = _pair()
     y = (x.exp() * x).sum()
     y.backward()
@@ -43,7 +43,7 @@ def test_backward_is_lazy_and_accumulates(backend):
     assert x.grad is g
 
 
-def test_backward_with_gradient_and_retain_graph(backend):
+def test_backward_with_gradient_and_retain_graph():
     x, tx = _pair()
     cot = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
     y, ty = x.tanh() * 3, tx.tanh() * 3
@@ -54,7 +54,7 @@ def test_backward_with_gradient_and_retain_graph(backend):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_retain_grad_and_non_leaf_grad(backend):
+def test_retain_grad_and_non_leaf_grad():
     x, tx = _pair()
     h, th = x * x, tx * tx
     h.retain_grad()
@@ -66,7 +66,7 @@ def test_retain_grad_and_non_leaf_grad(backend):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
 
 
-def test_autograd_grad_leaves_dot_grad_alone(backend):
+def test_autograd_grad_leaves_dot_grad_alone():
     x, tx = _pair()
     h, th = x.sigmoid(), tx.sigmoid()
     gx, gh = lt.autograd.grad((h * h).sum(), [x, h])
@@ -117,7 +117,7 @@ def test_grad_modes_context_and_decorator():
     assert not y.requires_grad
 
 
-def test_inplace_and_views_get_gradients(backend):
+def test_inplace_and_views_get_gradients():
     x, tx = _pair((4, 5))
     outs = []
     for lib, t in ((lt, x), (torch, tx)):

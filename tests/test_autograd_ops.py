@@ -1,6 +1,6 @@
 """Gradients of every differentiable op against torch autograd, with a random cotangent.
 
-Each case (tests/autograd_cases.py) runs per op on the reference executor in float32 and float64;
+Each case (tests/autograd_cases.py) runs per op on the reference executor in float64;
 on cpu and metal-emu all cases' gradients are built lazily and evaluated as ONE program per
 dtype (so the generated-code backends compile once), then compared case by case.  A float64
 numerical gradcheck (central differences, evaluated lazily too) covers a sample of ops.
@@ -59,7 +59,7 @@ def _compare(name: str, dtype: str, lt_grads, t_grads) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float64"])   # float32: the one-program tests below
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_grad_reference(name, dtype):
     previous = lt.get_backend()
@@ -71,7 +71,7 @@ def test_grad_reference(name, dtype):
     assert not bad, bad
 
 
-@pytest.mark.parametrize("backend_name,dtype", [("cpu", "float32"), ("cpu", "float64"), ("metal-emu", "float32")])
+@pytest.mark.parametrize("backend_name,dtype", [("cpu", "float32"), ("metal-emu", "float32")])
 def test_grads_one_program(backend_name, dtype):
     """Every case's gradients as one lazy program on a code-generating backend."""
     previous = lt.get_backend()
@@ -86,8 +86,8 @@ def test_grads_one_program(backend_name, dtype):
     assert not bad, bad
 
 
-GRADCHECK = ["tanh", "log", "mul_bcast", "div_bcast", "softmax", "log_softmax", "layer_norm", "rms_norm",
-             "cross_entropy", "sdpa_causal", "matmul_batched_bcast", "var_dim", "gather", "setitem_view"]
+GRADCHECK = ["tanh", "div_bcast", "log_softmax", "layer_norm", "cross_entropy", "var_dim", "gather",
+             "setitem_view", "conv2d_groups_dil", "max_pool2d_overlap"]
 
 
 @pytest.mark.parametrize("name", GRADCHECK)
@@ -107,7 +107,7 @@ def test_numerical_gradcheck(name):
         for k, i in enumerate(floats):
             a = arrays[i]
             probes = []
-            picked = np.random.default_rng(5).choice(a.size, size=min(a.size, 6), replace=False)
+            picked = np.random.default_rng(5).choice(a.size, size=min(a.size, 4), replace=False)
             for j in picked:
                 for sign in (1, -1):
                     shifted = a.copy().reshape(-1)

@@ -30,7 +30,7 @@ def _data(steps: int, dtype):
 
 
 # every config on the reference executor; the richest ones on the code generators as well
-RUNS = [("reference", n, k) for n, k in CONFIGS] + [(b, *CONFIGS[i]) for b in ("cpu", "metal-emu") for i in (2, 4, 8)]
+RUNS = [("reference", n, k) for n, k in CONFIGS] + [("cpu", *CONFIGS[4]), ("metal-emu", *CONFIGS[2])]
 
 
 @pytest.mark.parametrize("backend_name,name,kwargs", RUNS,

@@ -413,8 +413,8 @@ def _cumsum(a, out, g):
 # ---------------------------------------------------------------- views and data movement
 
 def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node:
-    """The gradient of a view's base: g sent back through the view (summed where a broadcast
-    view read one base element many times, zero where the view did not read)."""
+    """The gradient of a view's base: g sent back through the view, summed where the view read one
+    base element more than once (broadcast dims, overlapping windows) and zero where it did not read."""
     bcast = [d for d, (s, st) in enumerate(zip(spec.shape, spec.strides)) if st == 0 and s > 1]
     if bcast:
         g = C("sum", g, bcast, True)
@@ -422,7 +422,46 @@ def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node
     bijective = _bijective_inverse(g, base_shape, spec)
     if bijective is not None:
         return bijective
-    return Node("view_assign", (zeros(base_shape, g.dtype), g), {"view": spec}, tuple(base_shape), g.dtype)
+    peel = _peel_for_injective(spec)
+    total = None
+    for index in np.ndindex(*[spec.shape[d] for d in peel]):
+        part, part_spec = g, spec
+        for d, i in sorted(zip(peel, index), reverse=True):      # select from the last dim first
+            part = C("select", part, d, i)
+            part_spec = V.select(part_spec, d, i)
+        placed = Node("view_assign", (zeros(base_shape, g.dtype), contiguous(part)), {"view": part_spec},
+                      tuple(base_shape), g.dtype)
+        total = placed if total is None else C("add", total, placed)
+    return total
+
+
+MAX_OVERLAP_TERMS = 64
+
+
+def _injective(spec: V.ViewSpec, dims: list[int]) -> bool:
+    """Whether the view restricted to `dims` reads distinct base elements (strides nested)."""
+    extent = 0
+    for d in sorted((d for d in dims if spec.shape[d] > 1), key=lambda d: abs(spec.strides[d])):
+        if abs(spec.strides[d]) <= extent:
+            return False
+        extent += (spec.shape[d] - 1) * abs(spec.strides[d])
+    return True
+
+
+def _peel_for_injective(spec: V.ViewSpec) -> list[int]:
+    """The fewest-terms set of dims to iterate over so that each slice of the view is injective
+    (overlapping windows: the window dims); the adjoint then sums one write per slice."""
+    dims = [d for d in range(len(spec.shape)) if spec.shape[d] > 1]
+    best = None
+    for mask in range(1 << len(dims)):
+        peel = [d for i, d in enumerate(dims) if mask >> i & 1]
+        terms = math.prod(spec.shape[d] for d in peel)
+        if (best is None or terms < best[0]) and _injective(spec, [d for d in dims if d not in peel]):
+            best = (terms, peel)
+    if best is None or best[0] > MAX_OVERLAP_TERMS:
+        raise NotImplementedError(f"backward of a view that reads base elements repeatedly ({spec}) would take "
+                                  f"more than {MAX_OVERLAP_TERMS} scatter terms")
+    return best[1]
 
 
 def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
@@ -547,6 +586,42 @@ def _index_put(a, out, g):
     return {"self": cleared, "values": C("index", g, indices, dims)}
 
 
+# ---------------------------------------------------------------- convolution
+
+@rule("convolution")
+def _convolution(a, out, g):
+    """Non-transposed, grouped, N-d: the input's windows are one strided view of the padded input
+    (N, C, *out, *kernel); both gradients are batched matmuls against it, and the input's is sent
+    back through that view (summing where windows overlap) and cropped."""
+    x, w = a["self"], a["weight"]
+    if a["transposed"]:
+        raise op_error(NotImplementedError, "convolution", "backward of transposed convolution is not supported",
+                       {"input": x, "weight": w})
+    from ..ir.build_conv import windows
+    nd, G = x.ndim - 2, a["groups"]
+    pad, stride, dil = tuple(a["padding"]), tuple(a["stride"]), tuple(a["dilation"])
+    N, Cin, O = x.shape[0], x.shape[1], w.shape[0]
+    kernel = tuple(w.shape[2:])
+    xp = C("pad", x, [p for q in reversed(pad) for p in (q, q)]) if any(pad) else x
+    win = windows(contiguous(xp), kernel, stride, dil)                      # (N, C, *out, *kernel)
+    P, KK, Cg, Og = math.prod(g.shape[2:]), math.prod(kernel), Cin // G, O // G
+    gg = C("reshape", g, (N, G, Og, P))
+    cols = C("reshape", C("permute", C("reshape", win, (N, G, Cg, P, KK)), (1, 0, 3, 2, 4)), (G, N * P, Cg * KK))
+    g_rows = C("reshape", C("permute", gg, (1, 2, 0, 3)), (G, Og, N * P))
+    gw = C("reshape", C("matmul", g_rows, cols), w.shape)
+    g_cols = C("reshape", C("permute", gg, (1, 0, 3, 2)), (G, N * P, Og))
+    gwin = C("matmul", g_cols, C("reshape", w, (G, Og, Cg * KK)))                 # (G, N*P, Cg*KK)
+    gwin = C("reshape", gwin, (G, N) + tuple(g.shape[2:]) + (Cg,) + kernel)
+    perm = [1, 0, 2 + nd] + list(range(2, 2 + nd)) + list(range(3 + nd, 3 + 2 * nd))
+    gwin = C("reshape", C("permute", gwin, perm), win.shape)
+    gxp = view_adjoint(gwin, xp.shape, win.attrs["view"] if win.op == "view" else V.contiguous(win.shape))
+    gx = gxp
+    for d, p in enumerate(pad):
+        if p:
+            gx = C("narrow", gx, 2 + d, p, x.shape[2 + d])
+    return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
+
+
 # ---------------------------------------------------------------- nn composites (row kernels)
 
 @rule("softmax")
@@ -603,13 +678,16 @@ def _rms_norm(a, out, g):
 
 @rule("linear")
 def _linear(a, out, g):
+    """Rows flattened to 2-D matrices (one GEMM each, whatever the batch dims)."""
     x, w = a["self"], a["weight"]
-    g2 = C("reshape", g, (-1, w.shape[0])) if w.ndim == 2 else None
     x2 = C("reshape", x, (-1, w.shape[-1]))
-    gw = C("matmul", C("transpose", g2, 0, 1), x2) if w.ndim == 2 else \
-        C("reshape", C("matmul", C("unsqueeze", C("reshape", g, (-1,)), 0), x2), (w.shape[0],))
-    return {"self": C("matmul", g, w) if w.ndim == 2 else C("mul", C("unsqueeze", g, -1), w),
-            "weight": gw, "bias": g}
+    if w.ndim == 1:
+        g1 = C("reshape", g, (-1,))
+        return {"self": C("mul", C("unsqueeze", g, -1), w), "weight": C("reshape", C("matmul", g1, x2), w.shape),
+                "bias": g}
+    g2 = C("reshape", g, (-1, w.shape[0]))
+    gx = C("reshape", C("matmul", g2, w), x.shape)
+    return {"self": gx, "weight": C("matmul", C("transpose", g2, 0, 1), x2), "bias": g}
 
 
 @rule("mse_loss")
