@@ -79,8 +79,8 @@ def _rss_mb() -> float:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc for RSS")
 def test_loop_stays_flat():
     """1,000 steps with only loss.item() per step: no recompiles after step 2, the last 100 steps no
-    slower than 1.2x steps 100-200 (each window's 20th-percentile step time: other processes on a
-    shared machine only ever add time), RSS and the number of live Python objects bounded (nothing
+    slower than 1.2x steps 100-200 (each window's fastest step: other processes on a shared machine
+    only ever add time, while a growing graph would slow every step), RSS and the number of live Python objects bounded (nothing
     accumulates: no graph, no records)."""
     previous = lt.get_backend()
     lt.set_backend("cpu")
@@ -106,7 +106,7 @@ def test_loop_stays_flat():
             losses.append(loss.item())
             times.append(time.perf_counter() - t0)
         assert lt.cache_info().misses == misses, "the step's program was recompiled after step 2"
-        early, late = np.percentile(times[100:200], 20), np.percentile(times[900:1000], 20)
+        early, late = min(times[100:200]), min(times[900:1000])
         assert late <= 1.2 * early, f"step time grew from {early * 1e3:.2f} ms to {late * 1e3:.2f} ms"
         gc.collect()
         grown = len(gc.get_objects()) - objects_100
