@@ -11,7 +11,7 @@ import numpy as np
 from . import api as _api
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .interop import from_dlpack, from_mlx, from_numpy, tensor
+from .interop import as_tensor, from_dlpack, from_mlx, from_numpy, tensor
 from .ir import creation as _creation  # registers builders
 from .ir import dtypes as _dtypes
 from .ir.creation import manual_seed

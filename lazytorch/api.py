@@ -109,13 +109,12 @@ def make_function(op: OpDef, name: str):
 
 def with_device(fn):
     """Accept torch's creation keywords: device= selects the process's device (lazytorch/device.py);
-    layout=/pin_memory= take their only meaningful values; requires_grad= is passed to the result."""
-    def creation(*args, device=None, requires_grad=False, layout=None, pin_memory=False, **kwargs):
+    layout= and pin_memory= take their only meaningful values (requires_grad= is fn's own)."""
+    def creation(*args, device=None, layout=None, pin_memory=False, **kwargs):
         if device is not None:
             from .device import select
             select(device)
-        result = fn(*args, **kwargs)
-        return result.requires_grad_(True) if requires_grad else result
+        return fn(*args, **kwargs)
     creation.__name__ = creation.__qualname__ = fn.__name__
     creation.__doc__ = fn.__doc__
     return creation
@@ -165,7 +164,7 @@ def install(namespace: dict, nn_namespace: dict) -> None:
         if "method" in op.variants and not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
         if op.nn:
-            nn_namespace[name] = fn
+            nn_namespace[op.nn if isinstance(op.nn, str) else name] = fn
         if op.inplace and "method" in op.variants:
             setattr(Tensor, name + "_", make_inplace(op, name + "_"))
         if id(op) in seen:

@@ -107,8 +107,10 @@ def _unavailable(kind: str) -> Exception:
 # ---------------------------------------------------------------- the process's device
 
 def current() -> device:
-    """The device every tensor of this process is on: the selected backend's device type."""
-    return device(BACKEND_DEVICE.get(runtime.backend_name(), "cpu"))
+    """The device every tensor of this process is on: the selected backend's device type (an
+    accelerator's with index 0, as torch reports a tensor's: cuda:0, mps:0)."""
+    kind = BACKEND_DEVICE.get(runtime.backend_name(), "cpu")
+    return device(kind, None if kind == "cpu" else 0)
 
 
 def select(dev) -> device:

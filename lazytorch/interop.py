@@ -102,6 +102,16 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     return from_host(np.array(D.from_compute(values, dt), copy=True), dt)
 
 
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """torch.as_tensor: `data` itself when it is already a lazytorch tensor of that dtype, else a new
+    tensor with a copy of it (as tensor(); numpy arrays are copied for the reason from_numpy gives)."""
+    if isinstance(data, Tensor):
+        if device is not None:
+            data = data.to(device)
+        return data if dtype is None else data.to(dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
 def from_numpy(arr: np.ndarray) -> Tensor:
     """A tensor with a copy of a numpy array's data (torch.from_numpy shares it; see below).
 

@@ -3,8 +3,9 @@
 The format follows the file name: `.npz` is numpy's zip of arrays, anything else is safetensors
 (written and read through the `safetensors` package's numpy API).  Only flat dicts of tensors are
 stored, as both formats hold named arrays and nothing else (no pickle: loading runs no code).
-bfloat16 is kept exactly: safetensors has the dtype; in .npz it is stored as its uint16 bits under
-the name "<key>::bfloat16".
+bfloat16 is kept exactly: the safetensors package's numpy API has no bfloat16, so a safetensors file
+with bfloat16 tensors is written and read through MLX's safetensors support (MLX is a dependency);
+in .npz a bfloat16 tensor is stored as its uint16 bits under the name "<key>::bfloat16".
 """
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def _host_arrays(obj) -> dict[str, tuple[np.ndarray, D.DType]]:
         if not isinstance(key, str):
             raise TypeError(f"lazytorch.save: keys must be strings, got {key!r}")
         if isinstance(value, Tensor) and value.dtype is D.bfloat16:
-            out[key] = (np.ascontiguousarray(np.asarray(value.node.buffer)), D.bfloat16)
+            out[key] = (np.array(value.node.buffer, order="C"), D.bfloat16)
             continue
         arr, dtype = to_numpy(value)
-        out[key] = (np.ascontiguousarray(D.from_compute(arr, dtype)), dtype)
+        out[key] = (np.array(D.from_compute(arr, dtype), order="C"), dtype)   # (keeps 0-d)
     return out
 
 
@@ -49,15 +50,32 @@ def save(obj: dict, f) -> None:
     if _is_npz(f):
         np.savez(f, **{(k + _BF16_SUFFIX if dt is D.bfloat16 else k): a for k, (a, dt) in arrays.items()})
         return
+    if any(dt is D.bfloat16 for _, dt in arrays.values()):
+        _save_with_mlx(arrays, os.fspath(f))
+        return
     from safetensors.numpy import save_file
-    save_file({k: _safetensors_array(a, dt) for k, (a, dt) in arrays.items()}, os.fspath(f))
+    save_file({k: a for k, (a, _) in arrays.items()}, os.fspath(f))
 
 
-def _safetensors_array(arr: np.ndarray, dtype: D.DType) -> np.ndarray:
-    if dtype is D.bfloat16:
-        raise NotImplementedError("lazytorch.save: the safetensors numpy API has no bfloat16; save bfloat16 "
-                                  "tensors to a path ending in .npz, or convert them with .float()")
-    return arr
+def _save_with_mlx(arrays: dict[str, tuple[np.ndarray, D.DType]], path: str) -> None:
+    import mlx.core as mx
+    out = {}
+    for k, (a, dt) in arrays.items():
+        if dt is D.float64:
+            raise NotImplementedError(f"lazytorch.save: '{k}' is float64 and the state dict also holds bfloat16 "
+                                      "tensors, which go to safetensors through MLX (no float64 there); save "
+                                      "to a path ending in .npz, or convert one of the two")
+        out[k] = mx.array(a).view(mx.bfloat16) if dt is D.bfloat16 else mx.array(a)
+    mx.save_safetensors(path, out)
+
+
+def _load_with_mlx(path: str) -> dict[str, tuple[np.ndarray, D.DType]]:
+    import mlx.core as mx
+    out = {}
+    for k, a in mx.load(path).items():
+        out[k] = (np.array(a.view(mx.uint16)), D.bfloat16) if a.dtype == mx.bfloat16 else \
+            (np.array(a), D.from_numpy(np.array(a).dtype))
+    return out
 
 
 def load(f, map_location=None, weights_only: bool = True, mmap=None) -> "OrderedDict[str, Tensor]":
@@ -79,6 +97,12 @@ def load(f, map_location=None, weights_only: bool = True, mmap=None) -> "Ordered
                     out[name] = from_host(np.array(arr, copy=True), D.from_numpy(arr.dtype))
         return out
     from safetensors.numpy import load_file
-    for name, arr in load_file(os.fspath(f)).items():
-        out[name] = from_host(np.array(arr, copy=True), D.from_numpy(arr.dtype))
+    try:
+        arrays = {k: (a, D.from_numpy(a.dtype)) for k, a in load_file(os.fspath(f)).items()}
+    except (KeyError, TypeError) as e:          # a dtype numpy lacks: bfloat16
+        if "bf16" not in str(e).lower() and "bfloat16" not in str(e).lower():
+            raise
+        arrays = _load_with_mlx(os.fspath(f))
+    for name, (arr, dtype) in arrays.items():
+        out[name] = from_host(np.array(arr, copy=True), dtype)
     return out

@@ -114,3 +114,12 @@ def test_script_device_pattern_runs(host_backend):
     assert out.device == device and tuple(out.shape) == (2, 3)
     assert model[0].weight.device == device
     assert lt.arange(3, device=x.device).device == x.device
+
+
+def test_backend_flags_that_scripts_set():
+    assert lt.backends.cudnn.is_available() is False
+    lt.backends.cuda.matmul.allow_tf32 = True          # nanoGPT's train.py sets these two
+    lt.backends.cudnn.allow_tf32 = True
+    assert lt.backends.cuda.is_built() == lt.cuda.is_available()
+    with pytest.raises(AttributeError, match="lazytorch.backends' has no attribute 'xla'"):
+        lt.backends.xla

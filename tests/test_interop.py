@@ -19,7 +19,7 @@ def test_pending_result_ignores_later_writes_to_the_array(backend):
     np.testing.assert_array_equal(t.numpy(), [1, 1, 1])
 
 
-def test_refilled_batch_buffer_keeps_earlier_results(backend):
+def test_refilled_batch_buffer_keeps_earlier_results():
     batch = np.zeros((2, 3), np.float32)
     results = []
     for step in range(3):
@@ -49,7 +49,7 @@ def test_from_numpy_dtypes_and_layouts(dtype):
         lt.from_numpy([1, 2, 3])
 
 
-def test_numpy_of_evaluated_tensor_shares_memory(backend):
+def test_numpy_of_evaluated_tensor_shares_memory():
     x = lt.randn(4, 5) * 2
     lt.eval(x)
     a, b = x.numpy(), x.numpy()
@@ -80,6 +80,17 @@ def test_tensor_from_mlx_arrays():
     got = lt.tensor(b)
     assert got.dtype is lt.bfloat16
     np.testing.assert_array_equal(got.float().numpy(), np.array(b.astype(mx.float32)))
+
+
+def test_as_tensor():
+    x = lt.ones(3)
+    assert lt.as_tensor(x) is x and lt.as_tensor(x, device="cpu") is x
+    assert lt.as_tensor(x, dtype=lt.float16).dtype is lt.float16
+    a = np.arange(3.0)
+    t = lt.as_tensor(a, dtype=lt.float32)
+    a[0] = 9
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2])
+    assert lt.as_tensor([1, 2]).dtype is lt.int64
 
 
 def test_torch_reads_lazytorch_through_dlpack():

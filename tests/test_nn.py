@@ -165,7 +165,7 @@ def test_train_eval_switches_dropout():
     assert m[1].training
 
 
-def test_batchnorm_running_statistics_match_torch(backend):
+def test_batchnorm_running_statistics_match_torch(on_cpu):
     torch.manual_seed(0)
     tbn, lbn = torch.nn.BatchNorm2d(3, momentum=0.3), lt.nn.BatchNorm2d(3, momentum=0.3)
     with torch.no_grad():
@@ -269,9 +269,9 @@ def _layer_cases():
     acts = [("ReLU", ()), ("ReLU6", ()), ("GELU", ()), ("SiLU", ()), ("Tanh", ()), ("Sigmoid", ()), ("Mish", ()),
             ("ELU", (0.7,)), ("LeakyReLU", (0.2,)), ("Hardswish", ()), ("Hardsigmoid", ()), ("Hardtanh", (-0.5, 0.5)),
             ("Softplus", (2.0,)), ("Softmax", (1,)), ("LogSoftmax", (-1,)), ("Identity", ()), ("Flatten", ())]
-    cases = [(name, args, {}, (x4,)) for name, args in acts]
-    cases += [("GELU", (), {"approximate": "tanh"}, (x4,)),
-              ("Linear", (4, 3), {}, (x4,)), ("Linear", (8, 2), {"bias": False}, (x3,)),
+    cases = [(name, args, {}, (x4,)) for name, args in acts] + [("GELU", (), {"approximate": "tanh"}, (x4,))]
+    cases = [("activations", cases)]                  # evaluated together: one program, one compile
+    cases += [("Linear", (4, 3), {}, (x4,)), ("Linear", (8, 2), {"bias": False}, (x3,)),
               ("Bilinear", (4, 4, 3), {}, (x4, x4[::-1].copy())),
               ("Embedding", (5, 3), {"padding_idx": 0}, (idx,)),
               ("LayerNorm", ((5, 8),), {}, (x3,)), ("LayerNorm", (8,), {"elementwise_affine": False}, (x3,)),
@@ -282,8 +282,8 @@ def _layer_cases():
     return cases
 
 
-@pytest.mark.parametrize("case", _layer_cases(), ids=lambda c: c[0])
-def test_layer_matches_torch(case, on_cpu):
+def _run_layer(case):
+    """(lazytorch outputs, torch outputs) of one layer built both ways with torch's weights."""
     name, args, kwargs, inputs = case
     torch.manual_seed(0)
     tlayer = getattr(torch.nn, name)(*args, **kwargs).eval()
@@ -294,7 +294,14 @@ def test_layer_matches_torch(case, on_cpu):
     with torch.no_grad():
         expected = tlayer(*(torch.from_numpy(np.ascontiguousarray(a)) for a in inputs))
     got = llayer(*(lt.tensor(a) for a in inputs))
-    pairs = zip(got, expected) if isinstance(expected, tuple) else [(got, expected)]
+    return list(zip(got, expected)) if isinstance(expected, tuple) else [(got, expected)]
+
+
+@pytest.mark.parametrize("case", _layer_cases(), ids=lambda c: c[0])
+def test_layer_matches_torch(case, on_cpu):
+    cases = case[1] if case[0] == "activations" else [case]
+    pairs = [pair for c in cases for pair in _run_layer(c)]
+    lt.eval(*(g for g, _ in pairs))
     for g, e in pairs:
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
 
@@ -365,14 +372,18 @@ def _loss_cases():
             ("BCEWithLogitsLoss", {"reduction": "none", "weight": w}, logits, bits)]
 
 
-@pytest.mark.parametrize("case", _loss_cases(), ids=lambda c: c[0])
-def test_loss_modules_match_torch(case, on_cpu):
-    name, kwargs, x, target = case
-    t_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    l_kwargs = {k: lt.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    expected = getattr(torch.nn, name)(**t_kwargs)(torch.from_numpy(x), torch.from_numpy(target)).numpy()
-    got = getattr(lt.nn, name)(**l_kwargs)(lt.tensor(x), lt.tensor(target)).numpy()
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+def test_loss_modules_match_torch(on_cpu):
+    results = []
+    for name, kwargs, x, target in _loss_cases():
+        t_kwargs = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        l_kwargs = {k: lt.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        expected = getattr(torch.nn, name)(**t_kwargs)(torch.from_numpy(x), torch.from_numpy(target)).numpy()
+        loss = getattr(lt.nn, name)(**l_kwargs)
+        assert repr(loss) == repr(getattr(torch.nn, name)(**t_kwargs))
+        results.append((name, loss(lt.tensor(x), lt.tensor(target)), expected))
+    lt.eval(*(r for _, r, _ in results))                 # one program for all the losses
+    for name, got, expected in results:
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 # ---------------------------------------------------------------- initialisation
@@ -448,3 +459,48 @@ def test_containers_behave_like_torch():
     assert list(md.keys()) == ["x", "y"] and "y" in md and isinstance(md.pop("x"), lt.nn.ReLU)
     pl = lt.nn.ParameterList([lt.nn.Parameter(lt.ones(2)), lt.ones(3)])
     assert [n for n, _ in pl.named_parameters()] == ["0", "1"] and isinstance(pl[1], lt.nn.Parameter)
+
+
+def test_factory_keywords_and_constructor_errors():
+    m = lt.nn.Linear(2, 3, device="cpu", dtype=lt.float64)
+    assert m.weight.dtype is lt.float64 and m.bias.dtype is lt.float64 and m.weight.device == "cpu"
+    assert lt.nn.Conv2d(2, 4, 3, dtype=lt.float16).weight.dtype is lt.float16
+    assert lt.nn.LayerNorm(4, dtype=lt.float16).weight.dtype is lt.float16
+    with pytest.raises(AssertionError, match="cuda"):
+        lt.nn.Linear(2, 3, device="cuda")
+    weights = lt.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    emb = lt.nn.Embedding.from_pretrained(weights)
+    assert not emb.weight.requires_grad
+    np.testing.assert_array_equal(emb(lt.tensor([2, 0])).numpy(), [[4, 5], [0, 1]])
+    for make, exc, text in [(lambda: lt.nn.Conv2d(3, 4, 3, groups=2), ValueError, "divisible by groups"),
+                            (lambda: lt.nn.Conv2d(2, 4, 3, stride=2, padding="same"), ValueError, "strided"),
+                            (lambda: lt.nn.Conv2d(2, 4, 3, padding="full"), ValueError, "Invalid padding string"),
+                            (lambda: lt.nn.Dropout(1.5), ValueError, "between 0 and 1"),
+                            (lambda: lt.nn.GroupNorm(3, 4), ValueError, "divisible by num_groups"),
+                            (lambda: lt.nn.MultiheadAttention(6, 4), AssertionError, "divisible by num_heads")]:
+        with pytest.raises(exc, match=text):
+            make()
+    with pytest.raises(ValueError, match="expected 4D input"):
+        lt.nn.BatchNorm2d(3)(lt.ones(2, 3))
+
+
+def test_shared_submodules_and_lookups_match_torch():
+    def build_shared(nn):
+        shared = nn.Linear(2, 2)
+        return nn.Sequential(shared, nn.ReLU(), shared)
+
+    torch.manual_seed(0)
+    tm, lm = build_shared(torch.nn), build_shared(lt.nn)
+    assert list(lm.state_dict()) == list(tm.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert [n for n, _ in lm.named_parameters()] == [n for n, _ in tm.named_parameters()] == ["0.weight", "0.bias"]
+    assert [n for n, _ in lm.named_modules(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_modules(remove_duplicate=False)]
+    assert [n for n, _ in lm.named_parameters(remove_duplicate=False)] == \
+        [n for n, _ in tm.named_parameters(remove_duplicate=False)]
+    lm.load_state_dict(tm.state_dict())
+    assert lm.get_submodule("2") is lm[0] and lm.get_parameter("2.bias") is lm[0].bias
+    with pytest.raises(AttributeError, match="no attribute `9`"):
+        lm.get_submodule("9")
+    x = np.ones((1, 2), np.float32)
+    with torch.no_grad():
+        np.testing.assert_allclose(lm(lt.tensor(x)).numpy(), tm(torch.from_numpy(x)).numpy(), rtol=1e-6)

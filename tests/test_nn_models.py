@@ -16,11 +16,12 @@ import pytest
 import torch
 
 import lazytorch as lt
+from conftest import BACKENDS
 
 MODELS = Path(__file__).parent / "models"
 
 
-@pytest.fixture(params=["cpu", "metal-emu"])
+@pytest.fixture(params=[b for b in ("cpu", "metal-emu") if b in BACKENDS])    # LAZYTORCH_TEST_BACKENDS narrows
 def backend_name(request):
     previous = lt.get_backend()
     lt.set_backend(request.param)
@@ -102,6 +103,7 @@ def test_nanogpt_logits_and_loss(nanogpt, backend_name):
         t_last, t_none = tmodel(torch.from_numpy(idx))
     l_logits, l_loss = lmodel(lt.tensor(idx), lt.tensor(targets))
     l_last, l_none = lmodel(lt.tensor(idx))
+    lt.eval(l_logits, l_loss, l_last)                      # one program for the three results
     assert t_none is None and l_none is None
     assert tuple(l_logits.shape) == (2, 12, 96) and tuple(l_last.shape) == (2, 1, 96)
     np.testing.assert_allclose(l_logits.numpy(), t_logits.numpy(), rtol=1e-4, atol=1e-5)
@@ -115,6 +117,38 @@ def test_nanogpt_structure(nanogpt):
     assert lmodel.get_num_params() == tmodel.get_num_params()
     assert lmodel.transformer.wte.weight is lmodel.lm_head.weight      # weight tying survives loading
     assert repr(lmodel) == repr(tmodel)
+
+
+def test_nanogpt_trains_with_its_own_optimizer_setup():
+    """Two AdamW steps set up by nanoGPT's configure_optimizers (weight-decay groups from
+    named_parameters, lazytorch.optim.AdamW) match torch's.  On the reference backend: this checks
+    the model file's training path, not code generation, which the tests above cover."""
+    tmod, lmod = load_pair("nanogpt_model.py", expected_changes=3)
+    torch.manual_seed(0)
+    cfg = dict(block_size=16, vocab_size=96, n_layer=2, n_head=4, n_embd=32, dropout=0.0, bias=True)
+    tmodel, lmodel = tmod.GPT(tmod.GPTConfig(**cfg)), lmod.GPT(lmod.GPTConfig(**cfg))
+    copy_weights(tmodel, lmodel)
+    topt = tmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    lopt = lmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+    previous = lt.get_backend()
+    lt.set_backend("reference")
+    try:
+        rng = np.random.default_rng(5)
+        for _ in range(2):
+            idx, targets = rng.integers(0, 96, (2, 12)), rng.integers(0, 96, (2, 12))
+            _, t_loss = tmodel(torch.from_numpy(idx), torch.from_numpy(targets))
+            topt.zero_grad(set_to_none=True)
+            t_loss.backward()
+            topt.step()
+            _, l_loss = lmodel(lt.tensor(idx), lt.tensor(targets))
+            lopt.zero_grad(set_to_none=True)
+            l_loss.backward()
+            lopt.step()
+            np.testing.assert_allclose(l_loss.item(), t_loss.item(), rtol=1e-5)
+        for (name, p), (_, q) in zip(tmodel.named_parameters(), lmodel.named_parameters()):
+            np.testing.assert_allclose(q.numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    finally:
+        lt.set_backend(previous)
 
 
 # ---------------------------------------------------------------- MNIST Net (pytorch/examples)

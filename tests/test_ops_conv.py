@@ -52,6 +52,8 @@ def test_conv(backend):
                       emu=False))
     cases.append(Case("conv3d", lambda m, x, w: fn(m).conv3d(x, w, padding=1),
                       (sample((1, 2, 3, 4, 3)), sample((2, 2, 2, 2, 2), seed=1)), dict(atol=1e-4), emu=False))
+    cases.append(Case("conv_transpose3d", lambda m, x, w: fn(m).conv_transpose3d(x, w, stride=(1, 2, 1), padding=1),
+                      (sample((1, 2, 3, 3, 2)), sample((2, 3, 2, 3, 2), seed=1)), dict(atol=1e-4), emu=False))
     cases.append(Case("empty batch", lambda m, x, w: fn(m).conv2d(x, w), (sample((0, 2, 4, 4)), sample((3, 2, 2, 2))),
                       emu=False))
     assert check_batch(cases) >= 3
@@ -116,18 +118,26 @@ POOL = [
     ("adaptive_avg_pool1d", (2, 3, 7), dict(output_size=3), "contiguous", "float32"),
     ("adaptive_max_pool2d", (2, 2, 7, 5), dict(output_size=(3, 2), return_indices=True), "transposed", "float32"),
     ("adaptive_max_pool2d", (3, 6, 6), dict(output_size=1, return_indices=True), "contiguous", "float32"),
+    ("max_pool3d", (1, 2, 4, 5, 3), dict(kernel_size=2, padding=1, return_indices=True), "transposed", "float32"),
+    ("avg_pool3d", (2, 1, 3, 4, 4), dict(kernel_size=(1, 2, 3), count_include_pad=False, padding=(0, 1, 1)),
+     "contiguous", "float32"),
+    ("adaptive_avg_pool3d", (1, 2, 5, 4, 3), dict(output_size=(2, 2, 2)), "contiguous", "float32"),
+    ("interpolate", (2, 3, 7, 5), dict(size=(3, 4), mode="area"), "transposed", "float32"),
+    ("lp_pool2d", (2, 3, 7, 6), dict(norm_type=2.0, kernel_size=(2, 3), stride=2, ceil_mode=True), "contiguous",
+     "float32"),
+    ("lp_pool1d", (2, 3, 9), dict(norm_type=float("inf"), kernel_size=3), "contiguous", "float32"),
 ]
-POOL_SKIP_EMU = {1, 3, 6, 10, 12, 13}
+POOL_EMU = {0, 5, 7, 11, 14}               # one of each kernel shape on metal-emu
 
 
 def test_pool(backend):
     cases = [Case(f"{i}:{name}{kw}", lambda m, x, name=name, kw=kw: getattr(fn(m), name)(x, **kw),
                   (sample(xs, dtype, layout=layout, seed=i, low=-50 if dtype == "int32" else -3,
-                          high=50 if dtype == "int32" else 3),), emu=i not in POOL_SKIP_EMU)
+                          high=50 if dtype == "int32" else 3),), emu=i in POOL_EMU)
              for i, (name, xs, kw, layout, dtype) in enumerate(POOL)]
     cases.append(Case("max_pool2d NaN", lambda m, x: fn(m).max_pool2d(x, 2, return_indices=True),
                       (sample((1, 2, 4, 4), values=_nan_plane()),), emu=False))
-    assert check_batch(cases) >= 8
+    assert check_batch(cases) >= 5
 
 
 @pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
@@ -164,8 +174,8 @@ def test_pool_errors(case):
 
 
 def test_unsupported_interpolation_is_named():
-    check_error(lambda m, x: fn(m).interpolate(x, size=2, mode="bicubic"), sample((1, 2, 4, 4)),
-                exc=NotImplementedError, match=("interpolate", "bicubic"))
+    check_error(lambda m, x: fn(m).interpolate(x, size=2, mode="bilinear", antialias=True), sample((1, 2, 4, 4)),
+                exc=NotImplementedError, match=("interpolate", "antialias"))
 
 
 # ---------------------------------------------------------------- unfold, fold, pixel shuffle, pad, interpolate
@@ -177,6 +187,8 @@ INTERP = [
     ((2, 2, 5, 4), dict(size=(8, 3), mode="bilinear", align_corners=False)),
     ((1, 3, 4, 1), dict(scale_factor=2.5, mode="bilinear", align_corners=True)),
     ((2, 3, 7), dict(size=4, mode="linear")),
+    ((2, 2, 5, 4), dict(scale_factor=1.7, mode="bicubic")),
+    ((1, 2, 4, 3), dict(size=(3, 7), mode="bicubic", align_corners=True)),
 ]
 
 

@@ -19,14 +19,17 @@ from . import views as V
 from .build import Args, base_and_spec, builder, call, view_of
 from .creation import iota
 from .errors import op_error
-from .meta.conv import ints
+from .meta.conv import fold_blocks, ints
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
 
 
-def _spatial(op: str) -> int:
-    """The number of spatial dims an op works on, from its name (conv2d -> 2)."""
+def _spatial(op: str, a: Args | None = None) -> int:
+    """The number of spatial dims an op works on: from its name (conv2d -> 2), unless a caller
+    building on it passed `_spatial` (interpolate's 'area' mode is an adaptive average pool)."""
+    if a is not None and a.get("_spatial"):
+        return a["_spatial"]
     return int(next(ch for ch in reversed(op) if ch.isdigit()))
 
 
@@ -187,7 +190,7 @@ def _opmath(x: Node) -> Node:
 
 @builder("max_pool")
 def max_pool(op: OpDef, schema: Schema, a: Args):
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     if x.dtype.is_bool:
@@ -248,7 +251,7 @@ def _avg_divisor(spatial, out, kernel, stride, padding, ceil_mode, count_include
 
 @builder("avg_pool")
 def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     if x.dtype.is_bool:
@@ -273,6 +276,23 @@ def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
     return _unbatched(call("to", y, x.dtype), added)
 
 
+@builder("lp_pool")
+def lp_pool(op: OpDef, schema: Schema, a: Args) -> Node:
+    """torch's power-average pool: (sum of x^p over each window)^(1/p), computed as torch does from
+    avg_pool (so ceil_mode's clipped windows match); p = inf is max_pool of |x|."""
+    nd = _spatial(op.name)
+    x, p = a["self"], float(a["norm_type"])
+    kernel = ints(a["kernel_size"], nd)
+    stride = a["stride"] if a["stride"] not in (None, (), []) else kernel
+    if math.isinf(p):
+        y = call(f"max_pool{nd}d", call("abs", x), kernel, stride, 0, 1, a["ceil_mode"])
+        return y if p > 0 else call("neg", call(f"max_pool{nd}d", call("neg", call("abs", x)), kernel, stride, 0, 1,
+                                                  a["ceil_mode"]))
+    out = call(f"avg_pool{nd}d", call("pow", x, p), kernel, stride, 0, a["ceil_mode"])
+    out = call("mul", call("sign", out), call("relu", call("abs", out)))
+    return call("pow", call("mul", out, math.prod(kernel)), 1.0 / p)
+
+
 def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
     """torch's adaptive windows: [floor(i*n/o), ceil((i+1)*n/o)) for output i."""
     i = np.arange(o)
@@ -281,7 +301,7 @@ def _adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
 
 @builder("adaptive_pool")
 def adaptive_pool(op: OpDef, schema: Schema, a: Args):
-    nd = _spatial(op.name)
+    nd = _spatial(op.name, a)
     x = a["self"]
     args = {"input": x}
     is_max = "max" in op.name
@@ -306,7 +326,8 @@ def adaptive_pool(op: OpDef, schema: Schema, a: Args):
         kernel = tuple(n // o for n, o in zip(spatial, out))
         fn = max_pool if is_max else avg_pool
         pool = {"self": xb, "kernel_size": kernel, "stride": kernel, "padding": 0, "dilation": 1, "ceil_mode": False,
-                "return_indices": a.get("return_indices", False), "count_include_pad": True, "divisor_override": None}
+                "return_indices": a.get("return_indices", False), "count_include_pad": True, "divisor_override": None,
+                "_spatial": nd}
         result = fn(op, schema, pool)
         return tuple(_unbatched(r, added) for r in result) if isinstance(result, tuple) else _unbatched(result, added)
     return _masked_adaptive(op, xb, out, is_max, a.get("return_indices", False), added)
@@ -347,15 +368,14 @@ def _masked_adaptive(op: OpDef, xb: Node, out, is_max: bool, return_indices: boo
 @builder("unfold")
 def unfold(op: OpDef, schema: Schema, a: Args) -> Node:
     """im2col: (N, C, H, W) -> (N, C*KH*KW, L), the windows of the zero-padded input."""
-    x = a["self"]
+    x, name = a["self"], "unfold"                # nn.functional's name of the im2col op
     args = {"input": x}
     kernel, dilation, padding, stride = (ints(a[k], 2) for k in ("kernel_size", "dilation", "padding", "stride"))
-    from .meta.conv import fold_blocks
     if x.ndim not in (3, 4):
-        raise op_error(RuntimeError, op.name, f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch "
+        raise op_error(RuntimeError, name, f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch "
                        f"size and non-zero dimensions, but got input of size {list(x.shape)}", args)
-    blocks = fold_blocks(op.name, x.shape[-2:], kernel, dilation, padding, stride, args)
-    xb, added = _batched(op.name, x, 2, args)
+    blocks = fold_blocks(name, x.shape[-2:], kernel, dilation, padding, stride, args)
+    xb, added = _batched(name, x, 2, args)
     if any(padding):
         xb = call("pad", xb, [padding[1], padding[1], padding[0], padding[0]])
     win = windows(xb, kernel, stride, dilation)                     # (N, C, OH, OW, KH, KW)
@@ -398,7 +418,7 @@ def pixel_shuffle(op: OpDef, schema: Schema, a: Args) -> Node:
 
 # ---------------------------------------------------------------- interpolate
 
-_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic", "area")
 
 
@@ -438,15 +458,38 @@ def _linear_weights(n: int, o: int, scale, align_corners: bool, np_dtype) -> np.
     return w
 
 
+def _cubic_weights(n: int, o: int, scale, align_corners: bool, np_dtype) -> np.ndarray:
+    """The (o, n) matrix of torch's bicubic weights along one dim: Keys' cubic convolution with
+    A = -0.75 over the 4 neighbours of the (unclamped) source position, indices clamped to the edge."""
+    A = np_dtype(-0.75)
+    dst = np.arange(o).astype(np_dtype)
+    s = _scale(n, o, scale, align_corners, np_dtype)
+    src = s * dst if align_corners else s * (dst + np_dtype(0.5)) - np_dtype(0.5)
+    i = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    t = np.clip(src - i.astype(np_dtype), np_dtype(0), np_dtype(1))
+
+    def near(x):                                 # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):                                  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    coeffs = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    w = np.zeros((o, n), np_dtype)
+    rows = np.arange(o)
+    for k, c in enumerate(coeffs):
+        np.add.at(w, (rows, np.clip(i - 1 + k, 0, n - 1)), c)
+    return w
+
+
 @builder("interpolate")
 def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     x, mode, size, scale_factor = a["self"], a["mode"], a["size"], a["scale_factor"]
     args = {"input": x}
     if mode not in _MODES:
         raise op_error(ValueError, op.name, f"unknown mode '{mode}'", args, f"valid modes: {', '.join(_MODES)}")
-    if mode in ("bicubic", "area") or a["antialias"]:
-        raise op_error(NotImplementedError, op.name, f"mode='{mode}'{' with antialias' if a['antialias'] else ''} "
-                       "is not supported", args, "use nearest, nearest-exact, linear, bilinear or trilinear")
+    if a["antialias"]:
+        raise op_error(NotImplementedError, op.name, f"antialias=True (mode='{mode}') is not supported", args,
+                       "use antialias=False")
     nd = x.ndim - 2
     if nd < 1 or nd > 3:
         raise op_error(NotImplementedError, op.name, f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
@@ -475,6 +518,8 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     if min(out) <= 0:
         raise op_error(RuntimeError, op.name, f"Input and output sizes should be greater than 0, but got input "
                        f"({', '.join(map(str, spatial))}) and output ({', '.join(map(str, out))})", args)
+    if mode == "area":                           # torch: an adaptive average pool to the output size
+        return adaptive_pool(op, schema, {"self": x, "output_size": out, "_spatial": nd})
     if mode.startswith("nearest"):
         y = x
         for i, (n, o, s) in enumerate(zip(spatial, out, scales)):
@@ -487,7 +532,8 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
     y = _opmath(x)
     np_dtype = np.float64 if y.dtype is D.float64 else np.float32
     for i, (n, o, s) in enumerate(zip(spatial, out, scales)):
-        w = _constant(_linear_weights(n, o, s, bool(align), np_dtype), y.dtype)        # (o, n)
+        weights = _cubic_weights if mode == "bicubic" else _linear_weights
+        w = _constant(weights(n, o, s, bool(align), np_dtype), y.dtype)                 # (o, n)
         y = call("transpose", y, 2 + i, -1)                  # the dim to resample last
         y = call("transpose", call("matmul", y, call("t", w)), 2 + i, -1)
     return call("to", y, x.dtype)

@@ -296,7 +296,73 @@ def _triplet(op: str, a: Args):
     return loss, None, an.dtype
 
 
+def _softplus(x: Node) -> Node:
+    """log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))."""
+    return call("add", call("clamp_min", x, 0.0), call("log1p", call("exp", call("neg", call("abs", x)))))
+
+
+def _soft_margin(op: str, a: Args):
+    x, y = a["self"], a["target"]
+    _floating(op, {"input": x})
+    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    return call("log1p", call("exp", call("neg", call("mul", xf, yf)))), None, x.dtype
+
+
+def _hinge_embedding(op: str, a: Args):
+    x, y = a["self"], a["target"]
+    _floating(op, {"input": x})
+    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    margin = call("clamp_min", call("sub", float(a["margin"]), xf), 0.0)
+    loss = call("add", call("where", call("ne", yf, 1.0), margin, 0.0), call("where", call("ne", yf, -1.0), xf, 0.0))
+    return loss, None, x.dtype
+
+
+def _multilabel_soft_margin(op: str, a: Args):
+    x, y, w = a["self"], a["target"], a["weight"]
+    args = {k: v for k, v in (("input", x), ("target", y), ("weight", w)) if v is not None}
+    _floating(op, {"input": x})
+    if x.ndim == 0:
+        raise op_error(ValueError, op, "input must have a class dim", args)
+    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    # -(y * logsigmoid(x) + (1 - y) * logsigmoid(-x)), logsigmoid(v) = -softplus(-v)
+    loss = call("add", call("mul", yf, _softplus(call("neg", xf))), call("mul", call("sub", 1.0, yf), _softplus(xf)))
+    if w is not None:
+        loss = call("mul", loss, _opmath(w))
+    return call("div", call("sum", loss, -1), float(x.shape[-1])), None, x.dtype
+
+
+def _multi_margin(op: str, a: Args):
+    x, y, w, p = a["self"], a["target"], a["weight"], a["p"]
+    args = {k: v for k, v in (("input", x), ("target", y), ("weight", w)) if v is not None}
+    _floating(op, {"input": x})
+    if p not in (1, 2):
+        raise op_error(ValueError, op, f"only p == 1 and p == 2 supported, got {p}", args)
+    target_fits = tuple(y.shape) == (x.shape[0],) if x.ndim == 2 else y.numel == 1
+    if x.ndim > 2 or y.dtype.category != D.INTEGER or not target_fits:
+        raise op_error(RuntimeError, op, f"inconsistent target size: {list(y.shape)} for input of size: "
+                       f"{list(x.shape)}", args, "input [N, C] (or [C]) and integer target [N] (or a scalar)")
+    c = x.shape[-1] if x.ndim else 1
+    if w is not None and (w.ndim != 1 or w.numel != c):
+        raise op_error(RuntimeError, op, f"inconsistent weight size, expected {c} but got {list(w.shape)}", args)
+    x2 = call("reshape", _opmath(x), (-1, c))
+    index = call("reshape", call("to", y, D.int64), (-1, 1))
+    picked = call("gather", x2, 1, index)                                   # bounds-checked x[i, y_i]
+    z = call("clamp_min", call("add", call("sub", float(a["margin"]), picked), x2), 0.0)
+    h = z if p == 1 else call("mul", z, z)
+    from .creation import iota
+    h = call("where", call("eq", iota(tuple(x2.shape), 1), index), 0.0, h)  # j == y_i does not count
+    if w is not None:
+        h = call("mul", h, call("gather", call("expand", call("reshape", _opmath(w), (1, c)), tuple(x2.shape)), 1,
+                                index))
+    loss = call("div", call("sum", h, 1), float(c))
+    return (loss if x.ndim == 2 else call("reshape", loss, ())), None, x.dtype
+
+
 LOSSES: dict[str, Callable] = {
+    "soft_margin_loss": _soft_margin,
+    "hinge_embedding_loss": _hinge_embedding,
+    "multilabel_soft_margin_loss": _multilabel_soft_margin,
+    "multi_margin_loss": _multi_margin,
     "nll_loss": _nll,
     "binary_cross_entropy": _bce,
     "binary_cross_entropy_with_logits": _bce_logits,

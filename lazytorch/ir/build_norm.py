@@ -74,14 +74,16 @@ def batch_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     args = {k: v for k, v in (("input", x), ("running_mean", rm), ("running_var", rv), ("weight", w),
                               ("bias", b)) if v is not None}
     _floating(op.name, x, args)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, op.name, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",
-                       args, "input has shape [N, C, *]")
-    c = x.shape[1]
+    c = x.shape[1] if x.ndim > 1 else 0          # as torch: a 1-d input has no channel dim
     rm_n, rv_n = (None if v is None else as_node(v) for v in (rm, rv))
     for name, v in (("running_mean", rm_n), ("running_var", rv_n), ("weight", w), ("bias", b)):
         _check_vector(op.name, name, v, c, args)
     training, eps, momentum = a["training"], float(a["eps"]), float(a["momentum"])
+    if x.numel == 0:
+        return x
+    if x.ndim < 2:
+        raise op_error(RuntimeError, op.name, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",
+                       args, "input has shape [N, C, *]")
     xf = _opmath(x)
     if not training:
         if rm_n is None or rv_n is None:

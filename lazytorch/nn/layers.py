@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-from .. import ir  # noqa: F401  (keeps the package import order explicit)
 from ..ir import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
@@ -20,6 +19,8 @@ def _empty(*shape: int, dtype=None) -> Tensor:
 
 
 def _factory(device, dtype) -> None:
+    """torch's factory keywords of a layer: device= selects the process's device (lazytorch/device.py);
+    dtype= is passed to each parameter's creation."""
     if device is not None:
         from ..device import select
         select(device)
