@@ -196,3 +196,4 @@ case("group_norm", lambda ns, x, w, b: F(ns).group_norm(x, 2, w, b), (2, 4, 3, 3
 case("batch_norm_train", lambda ns, x, w, b: F(ns).batch_norm(x, None, None, w, b, training=True), (4, 3, 2), (3,), (3,))
 case("index_two_tensors", lambda ns, x, i: x[ns.arange(3), i], (3, 5), ("int", (3,), 5))
 case("index_non_adjacent", lambda ns, x, i, j: x[i, :, j], (4, 2, 5), ("int", (2, 3), 4), ("int", (3,), 5))
+case("fold", lambda ns, x: F(ns).fold(x, (4, 5), 2, padding=1, stride=2), (2, 8, 9))

@@ -635,6 +635,12 @@ def _convolution(a, out, g):
     return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
 
 
+@rule("fold")
+def _fold(a, out, g):
+    """col2im's adjoint is im2col with the same geometry."""
+    return {"self": C("im2col", g, a["kernel_size"], a["dilation"], a["padding"], a["stride"])}
+
+
 # ---------------------------------------------------------------- nn composites (row kernels)
 
 @rule("softmax")
