@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path

@@ -184,3 +184,16 @@ case("max_pool2d_overlap", lambda ns, x: F(ns).max_pool2d(x, 3, stride=2, paddin
 case("avg_pool2d", lambda ns, x: F(ns).avg_pool2d(x, 2), (2, 3, 6, 4))
 case("avg_pool1d_overlap", lambda ns, x: F(ns).avg_pool1d(x, 3, stride=1), (2, 2, 8))
 case("unfold", lambda ns, x: F(ns).unfold(x, 2, stride=1), (1, 2, 4, 5))
+
+# losses built from primitives (registry/loss.yaml), layer norms of the conv family
+case("nll_loss", lambda ns, x, t: F(ns).nll_loss(F(ns).log_softmax(x, 1), t), (4, 5), ("int", (4,), 5))
+case("bce_with_logits", lambda ns, x, t: F(ns).binary_cross_entropy_with_logits(x, t.sigmoid()), (3, 4), (3, 4))
+case("smooth_l1_loss", lambda ns, x, t: F(ns).smooth_l1_loss(x, t, beta=0.5), (3, 4), (3, 4))
+case("l1_loss", lambda ns, x, t: F(ns).l1_loss(x, t), (3, 4), (3, 4))
+case("kl_div", lambda ns, x, t: F(ns).kl_div(F(ns).log_softmax(x, 1), t.softmax(1), reduction="batchmean"),
+     (3, 4), (3, 4))
+case("group_norm", lambda ns, x, w, b: F(ns).group_norm(x, 2, w, b), (2, 4, 3, 3), (4,), (4,))
+case("batch_norm_train", lambda ns, x, w, b: F(ns).batch_norm(x, None, None, w, b, training=True), (4, 3, 2), (3,), (3,))
+case("index_two_tensors", lambda ns, x, i: x[ns.arange(3), i], (3, 5), ("int", (3,), 5))
+case("index_non_adjacent", lambda ns, x, i, j: x[i, :, j], (4, 2, 5), ("int", (2, 3), 4), ("int", (3,), 5))
+case("fold", lambda ns, x: F(ns).fold(x, (4, 5), 2, padding=1, stride=2), (2, 8, 9))

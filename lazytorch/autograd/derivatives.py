@@ -556,21 +556,34 @@ def _pad_to(g: Node, shape) -> Node:
 
 @rule("index")
 def _index(a, out, g):
+    """Several index tensors become one flat index over the indexed dims (moved to the front first
+    when they are not adjacent, where torch puts the result dims); then one scatter-add."""
     x, indices, dims = a["self"], a["indices"], tuple(a["dims"])
-    if len(indices) != 1 or len(dims) != 1:
-        raise op_error(NotImplementedError, "index", "backward of advanced indexing with more than one index "
-                       "tensor is not supported", {"self": x}, "index one dim at a time")
-    idx, d = indices[0], dims[0]
-    if a.get("wrap_negative", True):
-        idx = C("remainder", idx, x.shape[d])
+    idxs = [C("remainder", i, x.shape[d]) if a.get("wrap_negative", True) else i for i, d in zip(indices, dims)]
+    k = len(dims)
+    adjacent = dims == tuple(range(dims[0], dims[0] + k))
+    perm = None if adjacent else list(dims) + [i for i in range(x.ndim) if i not in dims]
+    shape = tuple(x.shape) if perm is None else tuple(x.shape[i] for i in perm)
+    start = dims[0] if adjacent else 0
+    flat = idxs[0]
+    for i, d in zip(idxs[1:], range(start + 1, start + k)):
+        flat = C("add", C("mul", flat, shape[d]), i)
+    merged = shape[:start] + (math.prod(shape[start:start + k]),) + shape[start + k:]
+    gx = C("reshape", _scatter_add(g, merged, flat, start), shape)
+    if perm is not None:
+        gx = C("permute", gx, [perm.index(i) for i in range(x.ndim)])
+    return {"self": gx}
+
+
+def _scatter_add(g: Node, shape: tuple[int, ...], idx: Node, d: int) -> Node:
+    """The adjoint of indexing dim d of a `shape` tensor with `idx` (result dims at d): a one-hot matmul."""
     k = idx.ndim
-    # result dims: x[:d] + idx.shape + x[d+1:]; move the index dims last, flatten them
     perm = [i for i in range(g.ndim) if not d <= i < d + k] + list(range(d, d + k))
     gm = C("reshape", C("permute", g, perm), tuple(g.shape[i] for i in perm[:g.ndim - k]) + (-1,))
-    oh = one_hot(C("reshape", idx, (-1,)), x.shape[d], g.dtype)                 # [N, n]
+    oh = one_hot(C("reshape", idx, (-1,)), shape[d], g.dtype)                   # [N, n]
     moved = C("matmul", gm, oh) if gm.ndim >= 2 else C("matmul", C("unsqueeze", gm, 0), oh)   # [..., n]
-    moved = C("reshape", moved, tuple(x.shape[i] for i in range(x.ndim) if i != d) + (x.shape[d],))
-    return {"self": _last_to(moved, d)}
+    moved = C("reshape", moved, tuple(shape[i] for i in range(len(shape)) if i != d) + (shape[d],))
+    return _last_to(moved, d)
 
 
 def _last_to(x: Node, d: int) -> Node:
@@ -620,6 +633,12 @@ def _convolution(a, out, g):
         if p:
             gx = C("narrow", gx, 2 + d, p, x.shape[2 + d])
     return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
+
+
+@rule("fold")
+def _fold(a, out, g):
+    """col2im's adjoint is im2col with the same geometry."""
+    return {"self": C("im2col", g, a["kernel_size"], a["dilation"], a["padding"], a["stride"])}
 
 
 # ---------------------------------------------------------------- nn composites (row kernels)

@@ -12,7 +12,6 @@ import re
 import weakref
 from typing import Any, Iterable, Sequence
 
-from ..ir import dtypes as D
 from ..ir.build import TENSORISH, call, contiguous
 from ..ir.node import Node
 from ..ir.registry import get
