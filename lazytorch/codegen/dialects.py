@@ -117,7 +117,10 @@ C = Dialect(
           "bfloat16": "lt_round_bf16((float)({0}))", "*": "({T})({0})"},
     templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
     preamble="c_preamble.h.j2",
-    extra={"parallel_min": "32768"},
+    # a kernel forks threads from this many elements on: below it the fork costs more than it
+    # saves (measured on 2 cores: x*2+1 at 32k-131k elements took 97-160 us parallel against
+    # 53-86 us on one thread; tanh broke even at 262k); docs/architecture.md#threads
+    extra={"parallel_min": "262144"},
 )
 
 DIALECTS: dict[str, Dialect] = {"c": C}

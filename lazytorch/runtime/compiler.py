@@ -19,6 +19,8 @@ import threading
 import warnings
 from pathlib import Path
 
+from . import threads
+
 BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
               "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
@@ -112,6 +114,8 @@ def load(source: str) -> ctypes.CDLL:
             stats["disk_hits"] += 1
         else:
             _compile(source, path)
+        if "-fopenmp" in toolchain()[2]:
+            threads.prepare_openmp()        # before libgomp's first load: it reads its policy once
         lib = _memory[key] = ctypes.CDLL(str(path))
         return lib
 

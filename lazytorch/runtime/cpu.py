@@ -22,7 +22,7 @@ from ..ir import dtypes as D
 from .backend import Backend, LaunchFn
 from .executor import PlanExecutor
 from .buffer_pool import BufferPool
-from . import compiler
+from . import compiler, threads
 
 _ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -74,6 +74,7 @@ class CpuBackend(Backend):
         if sources:
             # one translation unit per program, with only the preamble helpers its kernels use
             lib = compiler.load(preamble_for("c", *sources.values()) + "\n".join(sources.values()))
+            ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
         return PlanExecutor(_Prepared(self, lib, sources), plan)
 
 
@@ -143,10 +144,11 @@ def _blas_matmul(launch) -> LaunchFn | None:
 
     def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
         a, b, out = _strided(reads[ia], va), _strided(reads[ib], vb), writes[0]
-        if out.ndim and out.size:
-            np.matmul(a, b, out=out)
-        else:
-            out[...] = np.matmul(a, b)
+        with threads.blas_threads():
+            if out.ndim and out.size:
+                np.matmul(a, b, out=out)
+            else:
+                out[...] = np.matmul(a, b)
     return run
 
 
