@@ -17,7 +17,7 @@ import threading
 from typing import Callable
 
 FACTORIES: dict[str, "str | Callable"] = {
-    "reference": ".reference:ReferenceBackend",
+    "reference": ".backend:ReferenceBackend",
     "cpu": ".cpu:CpuBackend",
     "metal": ".mlx:MetalBackend",
     "metal-emu": ".metal_emu:MetalEmuBackend",

@@ -21,11 +21,13 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..passes.plan import KernelPlan, Launch
-from .backend import Backend, Buffer, LaunchFn
 from .reference import run_launch
 
+Buffer = Any
+LaunchFn = Callable[[Sequence[Buffer], Sequence[Buffer]], Any]   # returns true: the error flag was set
 
-def host_fallback(backend: Backend, launch: Launch) -> LaunchFn:
+
+def host_fallback(backend, launch: Launch) -> LaunchFn:
     """Run the launch's nodes on the host, copying buffers across when the backend is a device."""
     def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
         outs = run_launch(launch, [backend.to_host(b) for b in reads])
@@ -34,7 +36,7 @@ def host_fallback(backend: Backend, launch: Launch) -> LaunchFn:
     return fn
 
 
-def copy_into(backend: Backend, buf: Buffer, value: np.ndarray) -> None:
+def copy_into(backend, buf: Buffer, value: np.ndarray) -> None:
     if isinstance(buf, np.ndarray):
         np.copyto(buf, value, casting="no")
     else:
@@ -84,7 +86,7 @@ class PlanExecutor:
     buffers live in a list indexed by a per-plan slot number instead of a dict keyed by id.
     """
 
-    def __init__(self, backend: Backend, plan: KernelPlan,
+    def __init__(self, backend, plan: KernelPlan,
                  compile_launch: Callable[[Launch, KernelPlan], LaunchFn | None] | None = None,
                  sources: Mapping[str, str] | None = None):
         self.backend = backend
@@ -128,7 +130,7 @@ class PlanExecutor:
         if p.slot not in self.plan.scalar_slots:
             adopt = self.backend.adopt
             return lambda value, dtype: adopt(value)
-        if getattr(self.backend.scalar, "__func__", None) is Backend.scalar and p.dtype in _HOST_SCALAR_DTYPES:
+        if getattr(self.backend.scalar, "host_default", False) and p.dtype in _HOST_SCALAR_DTYPES:
             np_dtype = p.dtype.np
             return lambda value, dtype: np.array(value, np_dtype)
         return self.backend.scalar
