@@ -171,3 +171,22 @@ def test_broadcast_dims_of_views(base, spec, dims):
     b = param(0, base)
     view = Node("view", (b,), {"view": spec}, spec.shape, D.float32)
     assert _broadcast_dims(view) == dims
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "metal-emu"])
+def test_negative_float_to_uint8_wraps_as_torch_cpu(backend_name):
+    """-19.0 -> 237 (through int64), as torch's CPU casts; a direct float -> unsigned conversion is
+    undefined in C and saturates to 0 on ARM and GPUs.  The spelling is checked on every target."""
+    import numpy as np
+    import torch
+
+    from lazytorch.codegen.targets import TARGETS
+    assert all("int64" in t.cast["uint8"] for t in TARGETS.values())
+    v = np.array([-19.0, -1.5, 3.7, 300.0, -256.0, 255.9], np.float32)
+    previous = lt.get_backend()
+    lt.set_backend(backend_name)
+    try:
+        got = (lt.from_numpy(v) * 1).to(lt.uint8).numpy()
+    finally:
+        lt.set_backend(previous)
+    np.testing.assert_array_equal(got, torch.from_numpy(v).to(torch.uint8).numpy())

@@ -27,7 +27,9 @@ DIALECT = Dialect(
           "bool": "({ptr}[{idx}] != 0)", "*": "{ptr}[{idx}]"},
     store={"bfloat16": "lt_f32_to_bf16({0})", "float16": "(_Float16)({0})", "bool": "(uint8_t)({0})",
            "*": "{0}"},
-    cast={"bool": "(({0}) != 0)", "float16": "lt_round_f16((float)({0}))",
+    # a float cast to uint8 goes through int64 and wraps (-19.0 -> 237) as torch's CPU does; C leaves
+    # a direct out-of-range float -> unsigned conversion undefined (ARM saturates it to 0)
+    cast={"bool": "(({0}) != 0)", "uint8": "({T})(int64_t)({0})", "float16": "lt_round_f16((float)({0}))",
           "bfloat16": "lt_round_bf16((float)({0}))", "*": "({T})({0})"},
     templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
     preamble="c_preamble.h.j2",

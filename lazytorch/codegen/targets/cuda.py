@@ -109,7 +109,9 @@ DIALECT = Dialect(
     load={"bfloat16": "__bfloat162float({ptr}[{idx}])", "float16": "__half2float({ptr}[{idx}])",
           "*": "{ptr}[{idx}]"},
     store={"bfloat16": "__float2bfloat16_rn({0})", "float16": "__float2half_rn({0})", "*": "{0}"},
-    cast={"bool": "(({0}) != 0)", "float16": "__half2float(__float2half_rn((float)({0})))",
+    # a float cast to uint8 wraps as on torch's CPU (see targets/c.py)
+    cast={"bool": "(({0}) != 0)", "uint8": "(({T})(int64_t)({0}))",
+          "float16": "__half2float(__float2half_rn((float)({0})))",
           "bfloat16": "__bfloat162float(__float2bfloat16_rn((float)({0})))", "*": "(({T})({0}))"},
     templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
     preamble="cuda_preamble.cuh.j2",

@@ -202,7 +202,9 @@ DIALECT = Dialect(
     math=_METAL_MATH,
     load={"bfloat16": "float({ptr}[{idx}])", "float16": "float({ptr}[{idx}])", "*": "{ptr}[{idx}]"},
     store={"bfloat16": "bfloat16_t({0})", "float16": "float16_t({0})", "*": "{0}"},
-    cast={"bool": "(({0}) != 0)", "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
+    # a float cast to uint8 wraps as on torch's CPU (see targets/c.py)
+    cast={"bool": "(({0}) != 0)", "uint8": "{T}(int64_t({0}))",
+          "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
           "*": "{T}({0})"},
     templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
     preamble="metal_preamble.metal.j2",
