@@ -190,3 +190,21 @@ def test_negative_float_to_uint8_wraps_as_torch_cpu(backend_name):
     finally:
         lt.set_backend(previous)
     np.testing.assert_array_equal(got, torch.from_numpy(v).to(torch.uint8).numpy())
+
+
+@pytest.mark.parametrize("target", ["c", "metal", "cuda"])
+def test_header_holds_only_the_helpers_the_kernel_calls(target):
+    """render reports the helpers it wrote; the header keeps those (and what they call), no others."""
+    from lazytorch.codegen.render import header, helper_library
+    x = param(0, (4, 8))
+    e = call("exp", x)
+    s = call("sigmoid", e)
+    r = render(lower(launch([e, s], [x], [s], "pointwise", (4, 8))), target)
+    head = header(target, r)
+    library = helper_library(target)
+    defined = {n for n in library.names if n in head}
+    assert {n for n in r.helpers if n in library.names} <= defined
+    assert not any("idiv" in n or "shuffle" in n for n in defined)      # integer division, simd trees
+    assert len(head) < len(library.header(library.names)) / 2
+    if target == "c":
+        assert "lt_sigmoid_f32" in r.helpers and "lt_exp_core" in defined   # a helper's own helper
