@@ -47,9 +47,14 @@ def check_dtypes(launch, target: str) -> None:
             type_name(n.dtype, n.op)
 
 
+def scalar_dtype(dtype: DType) -> DType:
+    """The dtype a GPU backend stores a scalar param (a Python number) in: float64 as float32."""
+    return D.float32 if dtype is D.float64 else dtype
+
+
 def narrow_scalars(kernel: Kernel) -> Kernel:
     """Read 1-element float64 inputs (scalar params) as float32: GPU buffers cannot hold doubles.
-    The backends store such scalars as float32 (their Backend.scalar)."""
+    The backends store such scalars as float32 (scalar_dtype, in their Backend.scalar)."""
     wide = {i for i, a in enumerate(kernel.args) if a.dtype is D.float64 and a.role == "in" and a.numel == 1}
     if not wide:
         return kernel

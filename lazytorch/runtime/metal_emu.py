@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, launch_call
+from ..codegen.gpu import ERROR_FLAG, launch_call, scalar_dtype
 from ..codegen.render import shader_dir
 from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
@@ -184,9 +184,8 @@ class MetalEmuBackend(Backend):
     name = "metal-emu"
 
     def scalar(self, value, dtype):
-        """Scalar params: float64 ones are kept as float32 (Metal has no double; see narrow_scalars)."""
-        from ..ir import dtypes as D
-        return super().scalar(value, D.float32 if dtype is D.float64 else dtype)
+        """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
+        return super().scalar(value, scalar_dtype(dtype))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         call = launch_call(launch, "metal")

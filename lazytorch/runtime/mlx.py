@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
@@ -118,7 +118,7 @@ class MlxBackend(Backend):
         return MlxBuffer(_mx().zeros(shape, dtype=mx_dtype(dtype)), dtype)
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
-        dtype = D.float32 if dtype is D.float64 else dtype    # see codegen/gpu.py::narrow_scalars
+        dtype = scalar_dtype(dtype)
         return MlxBuffer(to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
