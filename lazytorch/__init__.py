@@ -23,10 +23,14 @@ from .ir.printer import to_dot as _to_dot
 from .ir.promotion import promote_types
 from .realize import eval_tensors as _eval_tensors
 from .realize import show_kernels
-from .graph_cache import cache_clear, cache_info, set_cache_size
+from .graph_cache import CacheInfo as _CacheInfo
+from .graph_cache import cache_clear, set_cache_size
+from .graph_cache import cache_info as _graph_cache_info
 from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend
+from .runtime import caches as _kernel_caches
 from .runtime import set_backend
+from .runtime import threads as _threads
 from .tensor import Size, Tensor
 
 bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
@@ -83,3 +87,18 @@ def kernel_plan(*tensors: Tensor):
     """The KernelPlan the tensors' pending program compiles to, without running it."""
     from .realize import kernel_plan as _kernel_plan
     return _kernel_plan(tensors)
+
+
+class CacheStats(_CacheInfo):
+    """The graph cache's statistics (hits, misses, entries, evictions, maxsize), plus `kernels`:
+    each bounded compiled-kernel cache's own (name -> runtime.caches.KernelCacheInfo), and
+    `threads`: the cpu backend's thread policy (runtime/threads.py)."""
+    kernels: dict
+    threads: dict
+
+
+def cache_info() -> CacheStats:
+    info = CacheStats(*_graph_cache_info())
+    info.kernels = _kernel_caches.info()
+    info.threads = _threads.info()
+    return info

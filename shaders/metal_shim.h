@@ -27,19 +27,40 @@
 // Device and constant memory are host memory; `threadgroup` variables are shared by the threads of
 // one threadgroup, and threadgroups run one at a time, so a static local is exactly that.
 // (A `threadgroup T*` pointer variable would become static too: kernels only declare arrays.)
+#ifndef LT_STRICT_ADDRESS_SPACES
 #define device
 #define constant
 #define thread
 #define threadgroup static
+#else
+// The strict front-end check (tests/test_metal_strict.py, clang -fsyntax-only): Metal's address
+// spaces as distinct clang address spaces, so a pointer passed across them, or a buffer pointer
+// missing its `device`/`constant` qualifier, is a type error as on Apple's compiler.
+#define device __attribute__((address_space(1)))
+#define constant __attribute__((address_space(2)))
+#define thread
+#define threadgroup static __attribute__((address_space(3)))
+#endif
 #pragma GCC diagnostic ignored "-Wattributes"  // [[kernel]], [[buffer(i)]], [[host_name(..)]]
 
 // ---------------------------------------------------------------- scalar types
+#ifdef LT_STRICT_ADDRESS_SPACES
+// The strict check only type-checks.  C++ cannot assign a struct through an address-space pointer
+// (its operator= takes a generic `this`), so the 16-bit float types are distinct builtin 16-bit
+// types here; kernels compute in float, so only their loads, stores and casts are checked.
+typedef short half;
+#define LT_STRICT_BFLOAT
+#else
 typedef _Float16 half;
+#endif
 typedef unsigned char uchar;
 typedef unsigned short ushort;
 typedef unsigned int uint;
 typedef unsigned long ulong;
 
+#ifdef LT_STRICT_BFLOAT
+typedef unsigned short bfloat;
+#else
 // bfloat: 16 raw bits; computes as float and rounds to nearest even when stored (NaN stays quiet).
 struct bfloat {
   uint16_t bits;
@@ -64,6 +85,7 @@ struct bfloat {
   bfloat& operator*=(float o) { return *this = float(*this) * o; }
   bfloat& operator/=(float o) { return *this = float(*this) / o; }
 };
+#endif
 typedef half float16_t;
 typedef bfloat bfloat16_t;
 
@@ -122,6 +144,7 @@ template <> struct numeric_limits<half> {
   static half min() { return half(6.103515625e-05f); }
   static half epsilon() { return half(0.0009765625f); }
 };
+#ifndef LT_STRICT_BFLOAT
 template <> struct numeric_limits<bfloat> {
   static constexpr bool is_specialized = true;
   static bfloat infinity() { return bfloat(__builtin_inff()); }
@@ -131,6 +154,7 @@ template <> struct numeric_limits<bfloat> {
   static bfloat min() { bfloat b; b.bits = 0x0080; return b; }
   static bfloat epsilon() { bfloat b; b.bits = 0x3C00; return b; }
 };
+#endif
 
 // One definition per function for float, half and bfloat (half types compute in float) and
 // element-wise for vectors.  The same set lives in metal::precise and metal::fast.

@@ -22,3 +22,43 @@ def backend(request):
     lt.set_backend(request.param)
     yield request.param
     lt.set_backend(previous)
+
+
+# ---- the strict Metal front-end check over every Metal kernel the session emitted (tests/metal_strict.py)
+_strict: dict = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collect_metal_kernels():
+    from metal_strict import Collector
+    mp = pytest.MonkeyPatch()
+    collector = Collector()
+    collector.install(mp)
+    _strict["collector"] = collector
+    yield
+    mp.undo()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import metal_strict
+    collector = _strict.get("collector")
+    if collector is None or not collector.sources:
+        return
+    sources = list(collector.sources)
+    if metal_strict.CLANG is None:
+        _strict["line"] = (f"strict Metal check NOT RUN on {len(sources)} kernels: clang++ not found "
+                           "(apt-get install clang)")
+        return
+    failures = metal_strict.check(sources)
+    _strict["line"] = (f"strict Metal check: {len(sources)} kernels compiled by clang with distinct address "
+                       f"spaces, {len(failures)} failed")
+    _strict["failures"] = failures
+    if failures:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if "line" in _strict:
+        terminalreporter.write_line(_strict["line"])
+    for source, errors in _strict.get("failures", [])[:5]:
+        terminalreporter.write_line(f"{errors}\n--- kernel ---\n{source[-4000:]}")

@@ -36,7 +36,7 @@ def test_pointwise_contiguous_with_broadcast_scalar():
     assert [op.op for op in k.stages[0].ops] == ["load"]
     elem = [s for s in k.stages if s.scope == "elem"][0]
     assert [op.op for op in elem.ops] == ["load", "mul", "exp"]
-    src = render(k, "c")
+    src = render(k, "c").source
     assert "lt_exp_f32(" in src and "#pragma omp simd" in src and "a0[i]" in src
 
 
@@ -53,7 +53,7 @@ def test_pointwise_strided_view_flip_and_broadcast():
     assert (1, (1, 0)) in strides           # broadcast along the last dim: stride 0
     off = [a.offset for a in k.accesses if a.arg == 0][0]
     assert off == 4                         # flip starts at the last row of the transpose
-    src = render(k, "c")
+    src = render(k, "c").source
     assert "o0 * -1" in src and "for (int32_t o = 0; o < 5; o++)" in src
 
 
@@ -61,7 +61,7 @@ def test_64bit_index_when_sizes_exceed_int32():
     x = param(0, (3, 2**30))
     y = call("neg", x)
     k = lower(launch([y], [x], [y], domain=(3, 2**30)))
-    assert k.index_type == "i64" and "int64_t i" in render(k, "c")
+    assert k.index_type == "i64" and "int64_t i" in render(k, "c").source
     x = param(0, (3, 2**20))
     k = lower(launch([call("neg", x)], [x], [call("neg", x)], domain=(3, 2**20)))
     assert k.index_type == "i32"
@@ -74,7 +74,7 @@ def test_row_reduction_sum_half_accumulates_in_f32():
     assert k.outer == (4,) and k.inner == (16,)
     red = [r for st in k.stages for r in st.reduces]
     assert len(red) == 1 and red[0].dtype == D.float32 and red[0].op == "sum"
-    src = render(k, "c")
+    src = render(k, "c").source
     assert "reduction(+:" in src and "(_Float16)" in src     # store narrows to half
 
 
@@ -107,7 +107,7 @@ def test_argmax_keeps_index_and_nan_rule():
     x = param(0, (4, 16))
     a = call("argmax", x, 1)
     k = lower(launch([a], [x], [a], "reduce", (4, 16), (1,)))
-    src = render(k, "c")
+    src = render(k, "c").source
     assert "!= " in src and "= i; }" in src and "INFINITY" in src
 
 
@@ -115,7 +115,7 @@ def test_scalars_are_arguments_not_literals():
     x, s = param(0, (8,)), Node("param", (), {"slot": 1, "kind": "scalar"}, (), D.float64)
     y = call("add", x, s)
     k = lower(launch([y], [x, s], [y], domain=(8,)))
-    assert "2.5" not in render(k, "c") and len(k.args) == 3
+    assert "2.5" not in render(k, "c").source and len(k.args) == 3
 
 
 def test_show_kernels_any_backend():
@@ -138,23 +138,23 @@ def test_softmax_keeps_exp_in_a_row_cache_on_c_only():
     assert k.row_cache == [D.float32]
     assert "row_put" in [op.op for op in elems[1].ops]
     assert [op.op for op in elems[2].ops] == ["row_get", "div"]     # no exp recomputed
-    assert "lt_row0[i] = " in render(k, "c")
+    assert "lt_row0[i] = " in render(k, "c").source
     assert not lower(ln).row_cache                 # GPU threads stride rows: they recompute
 
 
 def test_column_reduction_uses_the_columns_template_on_c():
     x = param(0, (64, 300))
     s = call("sum", x, 0)
-    src = render(lower(launch([s], [x], [s], "reduce", (64, 300), (0,))), "c")
+    src = render(lower(launch([s], [x], [s], "reduce", (64, 300), (0,))), "c").source
     assert "over columns" in src and "lt_c_acc" in src
     row = call("sum", x, 1)        # contiguous rows keep the rows template
-    assert "over columns" not in render(lower(launch([row], [x], [row], "reduce", (64, 300), (1,))), "c")
+    assert "over columns" not in render(lower(launch([row], [x], [row], "reduce", (64, 300), (1,))), "c").source
 
 
 def test_full_reduction_splits_the_row_across_threads():
-    x = param(0, (1 << 16,))
+    x = param(0, (1 << 19,))
     t = call("sum", x)
-    src = render(lower(launch([t], [x], [t], "reduce", (1 << 16,), (0,))), "c")
+    src = render(lower(launch([t], [x], [t], "reduce", (1 << 19,), (0,))), "c").source
     assert "omp parallel for simd" in src and "reduction(+:" in src
 
 
@@ -171,3 +171,40 @@ def test_broadcast_dims_of_views(base, spec, dims):
     b = param(0, base)
     view = Node("view", (b,), {"view": spec}, spec.shape, D.float32)
     assert _broadcast_dims(view) == dims
+
+
+@pytest.mark.parametrize("backend_name", ["cpu", "metal-emu"])
+def test_negative_float_to_uint8_wraps_as_torch_cpu(backend_name):
+    """-19.0 -> 237 (through int64), as torch's CPU casts; a direct float -> unsigned conversion is
+    undefined in C and saturates to 0 on ARM and GPUs.  The spelling is checked on every target."""
+    import numpy as np
+    import torch
+
+    from lazytorch.codegen.targets import TARGETS
+    assert all("int64" in t.cast["uint8"] for t in TARGETS.values())
+    v = np.array([-19.0, -1.5, 3.7, 300.0, -256.0, 255.9], np.float32)
+    previous = lt.get_backend()
+    lt.set_backend(backend_name)
+    try:
+        got = (lt.from_numpy(v) * 1).to(lt.uint8).numpy()
+    finally:
+        lt.set_backend(previous)
+    np.testing.assert_array_equal(got, torch.from_numpy(v).to(torch.uint8).numpy())
+
+
+@pytest.mark.parametrize("target", ["c", "metal", "cuda"])
+def test_header_holds_only_the_helpers_the_kernel_calls(target):
+    """render reports the helpers it wrote; the header keeps those (and what they call), no others."""
+    from lazytorch.codegen.render import header, helper_library
+    x = param(0, (4, 8))
+    e = call("exp", x)
+    s = call("sigmoid", e)
+    r = render(lower(launch([e, s], [x], [s], "pointwise", (4, 8))), target)
+    head = header(target, r)
+    library = helper_library(target)
+    defined = {n for n in library.names if n in head}
+    assert {n for n in r.helpers if n in library.names} <= defined
+    assert not any("idiv" in n or "shuffle" in n for n in defined)      # integer division, simd trees
+    assert len(head) < len(library.header(library.names)) / 2
+    if target == "c":
+        assert "lt_sigmoid_f32" in r.helpers and "lt_exp_core" in defined   # a helper's own helper

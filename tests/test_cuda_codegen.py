@@ -1,5 +1,5 @@
 """CUDA code generation checked without a GPU: every canonical kernel of the op suite is assembled as
-MLX assembles it (codegen/cuda_kernel.py::assemble) and compiled with `nvcc -arch=sm_90 -c`; golden
+MLX assembles it (codegen/targets/cuda.py::assemble) and compiled with `nvcc -arch=sm_90 -c`; golden
 sources for a few kernels are checked in under tests/golden/*.cu (`UPDATE_GOLDEN=1` regenerates).
 The kernels' results are checked on a GPU by the op suite (`LAZYTORCH_TEST_BACKENDS=cuda`)."""
 from __future__ import annotations
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import lazytorch as lt
-from lazytorch.codegen.cuda import CUDA, launch_call
-from lazytorch.codegen.cuda_kernel import CudaCall, assemble, function_name
+from lazytorch.codegen.gpu import launch_call
+from lazytorch.codegen.targets.cuda import DIALECT as CUDA
+from lazytorch.codegen.targets.cuda import CudaCall, assemble, function_name
 from lazytorch.ir import dtypes as D
 from lazytorch.realize import kernel_plan
 
@@ -71,7 +72,7 @@ PROGRAMS = {
 def calls(program) -> list[CudaCall]:
     out = program()
     plan = kernel_plan(list(out) if isinstance(out, tuple) else [out])
-    found = [c for c in (launch_call(launch) for launch in plan.launches) if c is not None]
+    found = [c for c in (launch_call(launch, "cuda") for launch in plan.launches) if c is not None]
     assert found, "the program compiled to no CUDA kernel"
     return found
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazytorch.codegen.metal_kernel import MetalCall, assemble
+from lazytorch.codegen.targets.metal import MetalCall, assemble
 from lazytorch.ir import dtypes as D
 from lazytorch.runtime import metal_emu
 

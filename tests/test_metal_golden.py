@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import lazytorch as lt
-from lazytorch.codegen.metal import launch_call
-from lazytorch.codegen.metal_kernel import assemble
+from lazytorch.codegen.gpu import launch_call
+from lazytorch.codegen.targets.metal import assemble
 from lazytorch.realize import kernel_plan
-from lazytorch.runtime import metal, metal_emu
+from lazytorch.runtime import metal_emu
+from lazytorch.runtime import mlx as metal
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -34,7 +35,7 @@ PROGRAMS = {
 
 def calls(program):
     plan = kernel_plan([program()])
-    return [c for c in (launch_call(l) for l in plan.launches) if c is not None]
+    return [c for c in (launch_call(l, "metal") for l in plan.launches) if c is not None]
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
@@ -64,7 +65,7 @@ def test_golden_kernels_run_on_the_emulator(name):
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_metal_backend_arguments_generate_the_emulated_source(name, tmp_path, capfd):
-    """What metal.py hands MLX, traced on Linux, is the source metal_emu compiled."""
+    """What the metal backend hands MLX, traced on Linux, is the source metal_emu compiled."""
     mx = pytest.importorskip("mlx.core")
     (call,) = calls(PROGRAMS[name])
     kernel = mx.fast.metal_kernel(**metal.kernel_arguments(call))

@@ -15,21 +15,12 @@ from ..ir import views as V
 from ..ir.dtypes import DType
 from ..ir.meta import compute_dtype
 from ..ir.node import Node
+from ..ir.promotion import opmath
 from ..ir.registry import get
+from .op_classes import op_classes
 from .kernel_ir import I32_LIMIT, Access, Arg, Kernel, Op, Reduce, Stage, Store
 
-REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
-BOOL_RESULT = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
-                         "logical_not", "logical_and", "logical_or", "logical_xor"})
 PASS_THROUGH = frozenset({"contiguous", "clone"})
-POINTWISE = frozenset({
-    "neg", "abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
-    "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "erf", "sigmoid",
-    "floor", "ceil", "round", "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not",
-    "add", "sub", "mul", "div", "div_trunc", "div_floor", "floor_divide", "remainder", "fmod", "pow",
-    "maximum", "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-    "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where"})
-SUPPORTED = POINTWISE | REDUCTIONS | PASS_THROUGH | {"to", "full", "iota", "view", "scalar"}
 # ops worth keeping in a row cache rather than recomputing in a later pass over the row
 COSTLY = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
                     "acos", "atan", "sinh", "cosh", "tanh", "erf", "sigmoid", "pow", "atan2"})
@@ -40,9 +31,7 @@ class Unsupported(Exception):
     """The group holds something this code generator does not lower (the backend falls back)."""
 
 
-def register(dt: DType) -> DType:
-    """The dtype a value of `dt` is computed in: half types compute in float32."""
-    return D.float32 if dt in (D.float16, D.bfloat16) else dt
+register = opmath     # the dtype a value is computed in (ir/promotion.py decides: half -> float32)
 
 
 def accumulator(op: str, node: Node, value_dtype: DType) -> DType:
@@ -52,7 +41,8 @@ def accumulator(op: str, node: Node, value_dtype: DType) -> DType:
 
 
 def supports(launch) -> bool:
-    return all(n.op in SUPPORTED for n in launch.nodes)
+    supported = op_classes().supported
+    return all(n.op in supported for n in launch.nodes)
 
 
 def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
@@ -63,7 +53,7 @@ def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
     instead of being recomputed (softmax keeps exp(x - max) from its sum pass)."""
     group = {id(n) for n in launch.nodes}
     for n in launch.nodes:
-        if n.op not in SUPPORTED:
+        if n.op not in op_classes().supported:
             raise Unsupported(f"{n.op} has no kernel lowering")
         if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
@@ -121,7 +111,7 @@ class _Lowering:
         nodes = self.launch.nodes
         scope: dict[int, str | None] = {}
         for n in nodes:
-            if n.op in REDUCTIONS:
+            if n.op in op_classes().reductions:
                 scope[id(n)] = "row"
             elif n.op == "view":
                 scope[id(n)] = None
@@ -140,7 +130,7 @@ class _Lowering:
         for n in reversed(nodes):
             if scope[id(n)] is None:
                 users = consumers.get(id(n), [])
-                kinds = {"elem" if u.op in REDUCTIONS else scope[id(u)] for u in users}
+                kinds = {"elem" if u.op in op_classes().reductions else scope[id(u)] for u in users}
                 if "elem" in kinds:
                     scope[id(n)] = "elem"
                 elif self._row_shaped(n.shape) and ("row" in kinds or not users):
@@ -151,7 +141,7 @@ class _Lowering:
         level: dict[int, int] = {}
         for n in nodes:
             ins = [level.get(id(i), 0) for i in n.inputs]
-            level[id(n)] = max(ins, default=0) + (1 if n.op in REDUCTIONS else 0)
+            level[id(n)] = max(ins, default=0) + (1 if n.op in op_classes().reductions else 0)
         self.level = level   # row nodes: passes needed before they exist; elem nodes: passes before
 
     def _row_shaped(self, shape) -> bool:
@@ -302,7 +292,7 @@ class _Lowering:
         else:
             ct = register(compute_dtype(get(n.op), list(n.inputs)))
             args = [self.cast(v, dt, ct, stage) for v, dt in ins]
-            res_dt = D.bool_ if n.op in BOOL_RESULT else ct
+            res_dt = D.bool_ if n.op in op_classes().bool_result else ct
         st = self.stage_of(args) or stage
         r = self.emit(st, n.op, args, res_dt)
         if st is self.kernel_stage:
@@ -316,7 +306,7 @@ class _Lowering:
         full = tuple(range(len(self.I)))
         elem_out = [(n, i) for i, (n, _) in enumerate(writes) if self.scope.get(id(n)) == "elem"]
         row_out = [(n, i) for i, (n, _) in enumerate(writes) if self.scope.get(id(n)) == "row"]
-        reductions = [n for n in self.launch.nodes if n.op in REDUCTIONS]
+        reductions = [n for n in self.launch.nodes if n.op in op_classes().reductions]
         passes = max([self.level[id(r)] for r in reductions] +
                      [self.level[id(n)] + 1 for n, _ in elem_out] + [1])
         self.kernel_stage = Stage("kernel")

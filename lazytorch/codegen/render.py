@@ -17,60 +17,71 @@ import jinja2
 
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
-from .dialects import INT_TYPES, Dialect, get_dialect
+from .dialect import INT_TYPES, Dialect
+from .helpers import HelperLibrary
 from .kernel_ir import Access, Kernel, Reduce, Stage
+from .reductions import REDUCTIONS
+from .targets import get_dialect
 
-SHADERS = Path(__file__).resolve().parents[2] / "shaders"      # beside the package (editable install)
+
+def shader_dir() -> Path:
+    """Where the templates are: inside the installed package (the wheel maps the repository's
+    top-level shaders/ to lazytorch/shaders, see setup.py), else the source tree's shaders/."""
+    here = Path(__file__).resolve().parents[1]
+    installed = here / "shaders"
+    return installed if installed.is_dir() else here.parent / "shaders"
 
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(SHADERS)), trim_blocks=True,
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(shader_dir())), trim_blocks=True,
                               lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
 
 
 @functools.lru_cache(maxsize=None)
 def preamble(dialect_name: str) -> str:
+    """The dialect's whole helper library, rendered."""
     d = get_dialect(dialect_name)
     return environment().get_template(d.preamble).render(int_types=INT_TYPES)
 
 
-_DEFINES = re.compile(r"^static inline [\w ]+?\b(lt_\w+)\(|^typedef .*?\b(lt_\w+);", re.M)
+@functools.lru_cache(maxsize=None)
+def helper_library(dialect_name: str) -> HelperLibrary:
+    return HelperLibrary(preamble(dialect_name))
 
 
-def preamble_for(dialect_name: str, *bodies: str) -> str:
-    """The dialect's preamble cut down to the helpers the kernel bodies use (and what those use).
-
-    The preamble is blank-line separated chunks; the first (includes, declarations) is always
-    kept.  Compile time grows with the source, so unused helpers are left out."""
-    chunks = preamble(dialect_name).split("\n\n")
-    names = [{a or b for a, b in _DEFINES.findall(c)} for c in chunks]
-    keep = [True] + [False] * (len(chunks) - 1)
-    text = "\n".join(bodies)
-    changed = True
-    while changed:
-        changed = False
-        for i, defs in enumerate(names):
-            if not keep[i] and any(re.search(rf"\b{n}\b", text) for n in defs):
-                keep[i] = changed = True
-                text += chunks[i]
-    return "\n\n".join(c for c, k in zip(chunks, keep) if k) + "\n"
+def header(dialect_name: str, *rendered: "Rendered") -> str:
+    """The helper functions the rendered kernels call (and what those call), nothing else."""
+    used = set().union(*(r.helpers for r in rendered)) if rendered else set()
+    return helper_library(dialect_name).header(used)
 
 
-def _identity(op: str, dt: DType) -> str:
-    if op in ("sum", "any"):
-        return "0"
-    if op in ("prod", "all"):
-        return "1"
-    big = op in ("amin", "argmin")
-    if dt.is_floating_point:
-        return "INFINITY" if big else "-INFINITY"
-    if dt.is_bool:
-        return "1" if big else "0"
-    bits = dt.itemsize * 8
-    if not dt.signed:
-        return str(2**bits - 1) if big else "0"
-    return f"{2**(bits - 1) - 1}" if big else f"(-{2**(bits - 1) - 1} - 1)"
+_HELPER = re.compile(r"\blt_\w+")
+
+# GPU launch geometry: threads per threadgroup of the linear template, most threads of the rows one
+LINEAR_THREADGROUP = 256
+MAX_ROWS_THREADGROUP = 256
+
+
+def rows_threadgroup(inner_numel: int) -> int:
+    """Threads per row: a multiple of the simd width, about 4 elements per thread, at most 256."""
+    tg = 32
+    while tg < MAX_ROWS_THREADGROUP and tg * 4 < inner_numel:
+        tg *= 2
+    return tg
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What `render` decided: the source, which template, the launch geometry (GPU: grid in threads
+    and threadgroup; C: whether the loop forks threads) and the helpers the source calls."""
+    source: str
+    template: str                                 # "linear", "rows" or "columns"
+    helpers: frozenset[str]
+    kernel: Kernel                                # as rendered (strided pointwise: split into rows)
+    grid: tuple[int, int, int] = (1, 1, 1)
+    threadgroup: tuple[int, int, int] = (1, 1, 1)
+    parallel: bool = False
 
 
 def _literal(value, dt: DType) -> str:
@@ -84,9 +95,6 @@ def _literal(value, dt: DType) -> str:
     if dt.is_bool:
         return "1" if value else "0"
     return f"{int(value)}LL" if abs(int(value)) < 2**63 else f"{int(value)}ULL"
-
-
-SIMD_CLAUSE = {"sum": "+", "prod": "*", "amax": "max", "amin": "min", "any": "||", "all": "&&"}
 
 
 @dataclass
@@ -105,6 +113,7 @@ class _Renderer:
     def __init__(self, kernel: Kernel, dialect: Dialect):
         self.k, self.d = kernel, dialect
         self.types: dict[str, DType] = {}
+        self.helpers: set[str] = set()
         self.idx = "int32_t" if kernel.index_type == "i32" else "int64_t"
 
     # ---- index expressions
@@ -148,37 +157,39 @@ class _Renderer:
         else:
             lookup = op.dtype if op.op == "where" else self.types[op.args[0]]
             e = d.expr(op.op, lookup, list(op.args))
-        return f"const {T} {op.var} = {e};"
+        return self.note(f"const {T} {op.var} = {e};")
+
+    def note(self, line: str) -> str:
+        """Record the helpers a statement calls (they go into the kernel's header)."""
+        self.helpers.update(_HELPER.findall(line))
+        return line
 
     def store_line(self, st, scope: str) -> str:
         a = self.k.accesses[st.access]
         fmt = self.d.store.get(st.dtype.name, self.d.store["*"])
-        return f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};"
+        return self.note(f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};")
 
     def reduce(self, r: Reduce, out: _Stage) -> None:
+        red = REDUCTIONS[r.op]
         out.reduces.append(r)
         self.types[r.acc] = r.dtype
         if r.index:
             self.types[r.index] = D.int64
         T = self.d.register_type(r.dtype)
-        ident = _identity(r.op, r.value_dtype if r.index else r.dtype)
+        ident = red.identity(r.value_dtype if r.index else r.dtype)
         out.init.append(f"{T} {r.acc} = {ident};")
         out.accs.append((T, r.acc, ident))
         v, a = r.value, r.acc
         is_float = r.dtype.is_floating_point
-        if r.op in ("argmax", "argmin"):
-            cmp = ">" if r.op == "argmax" else "<"
+        if red.compare:
             nan = f" || ({v} != {v} && {a} == {a})" if is_float else ""
             out.init.append(f"int64_t {r.index} = 0;")
-            out.lines.append(f"if ({v} {cmp} {a}{nan}) {{ {a} = {v}; {r.index} = i; }}")
+            out.lines.append(f"if ({v} {red.compare} {a}{nan}) {{ {a} = {v}; {r.index} = i; }}")
             out.simd = False
             return
-        update = {"sum": f"{a} += {v};", "prod": f"{a} *= {v};", "any": f"{a} = {a} || {v};",
-                  "all": f"{a} = {a} && {v};",
-                  "amax": f"{a} = {v} > {a} ? {v} : {a};", "amin": f"{a} = {v} < {a} ? {v} : {a};"}[r.op]
-        out.lines.append(update)
-        out.clauses.append(f"reduction({SIMD_CLAUSE[r.op]}:{a})")
-        if r.op in ("amax", "amin") and is_float:
+        out.lines.append(red.update.format(a=a, v=v))
+        out.clauses.append(f"reduction({red.omp}:{a})")
+        if red.nan and is_float:
             out.init.append(f"int {a}_nan = 0;")
             out.accs.append(("int", f"{a}_nan", "0"))
             out.lines.append(f"{a}_nan |= {v} != {v};")
@@ -195,7 +206,7 @@ class _Renderer:
             out.lines.append(self.store_line(st, s.scope))
         return out
 
-    def render(self) -> str:
+    def render(self) -> Rendered:
         k = self.k
         self.linear = k.pattern == "pointwise" and k.contiguous
         kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
@@ -204,16 +215,22 @@ class _Renderer:
         args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
                  "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
         shape = "linear" if self.linear else "columns" if self._columns(stages) else "rows"
-        template = self.d.templates[shape]
-        parallel = kernel.numel >= int(self.d.extra.get("parallel_min", "0"))
+        parallel = not self.d.gpu and kernel.numel >= int(self.d.extra.get("parallel_min", "0"))
         ctx = dict(name=kernel.name, args=args, idx=self.idx, kernel=kernel, stages=stages,
                    kernel_stage=stages[0], row_stages=stages[1:], outer=kernel.outer, inner=kernel.inner,
                    numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,
-                   parallel=parallel, chunk=16384,
-                   row_cache=[self.d.register_type(dt) for dt in kernel.row_cache], restrict=self.d.restrict, preamble=preamble(self.d.name),
+                   parallel=parallel, chunk=16384, reductions=REDUCTIONS,
+                   row_cache=[self.d.register_type(dt) for dt in kernel.row_cache], restrict=self.d.restrict,
                    extra=self.d.extra)
-        return environment().get_template(template).render(**ctx)
-
+        source = environment().get_template(self.d.templates[shape]).render(**ctx)
+        self.helpers.update(self.d.template_helpers.get(shape, ()))
+        grid, tg = (1, 1, 1), (1, 1, 1)
+        if self.d.gpu and shape == "linear":
+            grid, tg = (kernel.numel, 1, 1), (LINEAR_THREADGROUP, 1, 1)
+        elif self.d.gpu:
+            width = rows_threadgroup(kernel.inner_numel)
+            grid, tg = (kernel.outer_numel * width, 1, 1), (width, 1, 1)
+        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel)
 
     def _columns(self, stages: list[_Stage]) -> bool:
         """A reduction over a non-innermost dim (sum(x, 0)) whose rows are columns in memory: the
@@ -237,7 +254,7 @@ def _split_last(k: Kernel) -> Kernel:
     return replace(k, outer=k.inner[:-1], inner=k.inner[-1:], accesses=accesses)
 
 
-def render(kernel: Kernel, dialect: str | Dialect = "c") -> str:
-    """The source of `kernel` in `dialect` (a name or a Dialect table)."""
+def render(kernel: Kernel, dialect: str | Dialect = "c") -> Rendered:
+    """`kernel` rendered in `dialect` (a name or a Dialect table), with what was decided."""
     d = dialect if isinstance(dialect, Dialect) else get_dialect(dialect)
     return _Renderer(kernel, d).render()

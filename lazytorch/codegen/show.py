@@ -5,26 +5,24 @@ from __future__ import annotations
 from ..ir.graph import toposort
 from ..passes.normalize import normalize
 from ..passes.pipeline import compile_plan
+from .gpu import launch_call
 from .lower import Unsupported, lower
+from .render import render
+from .targets import cuda, metal
 
 
 def _c_source(launch) -> str | None:
-    from .render import render
-    return render(lower(launch, "lt_" + launch.name, row_cache=True), "c")
+    return render(lower(launch, "lt_" + launch.name, row_cache=True), "c").source
 
 
 def _metal_source(launch) -> str | None:
-    from .metal import launch_call
-    from .metal_kernel import assemble
-    call = launch_call(launch)
-    return None if call is None else assemble(call).source
+    call = launch_call(launch, "metal")
+    return None if call is None else metal.assemble(call).source
 
 
 def _cuda_source(launch) -> str | None:
-    from .cuda import launch_call
-    from .cuda_kernel import assemble
-    call = launch_call(launch)
-    return None if call is None else assemble(call)
+    call = launch_call(launch, "cuda")
+    return None if call is None else cuda.assemble(call)
 
 
 SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source, "cuda": _cuda_source}

@@ -17,11 +17,11 @@ import threading
 from typing import Callable
 
 FACTORIES: dict[str, "str | Callable"] = {
-    "reference": ".reference:ReferenceBackend",
+    "reference": ".backend:ReferenceBackend",
     "cpu": ".cpu:CpuBackend",
-    "metal": ".metal:MetalBackend",
+    "metal": ".mlx:MetalBackend",
     "metal-emu": ".metal_emu:MetalEmuBackend",
-    "cuda": ".cuda:CudaBackend",
+    "cuda": ".mlx:CudaBackend",
 }
 BACKENDS = tuple(FACTORIES)
 

@@ -29,14 +29,15 @@ buffers are not numpy arrays), and register it with `runtime.register_backend(na
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir.dtypes import DType
+from .executor import Buffer, LaunchFn, PlanExecutor  # noqa: F401  (Buffer, LaunchFn: part of the interface)
+from .reference import run_launch
 
-Buffer = Any
-LaunchFn = Callable[[Sequence[Buffer], Sequence[Buffer]], None]
 
 
 class Executable(Protocol):
@@ -67,8 +68,8 @@ class Backend:
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
         """A 0-d buffer holding a Python number (a scalar param's runtime value) as `dtype`."""
-        from ..ir import dtypes as D
         return self.from_host(D.from_compute(np.asarray(value), dtype).reshape(()))
+    scalar.host_default = True      # the executor makes such buffers with one np.array call
 
     def adopt(self, buf: Buffer) -> Buffer:
         """A leaf buffer (from the host or another backend) as a buffer of this backend."""
@@ -81,5 +82,19 @@ class Backend:
 
     def prepare(self, plan) -> Executable:
         """The plan ready to run.  Default: the backend-neutral executor over compile_launch."""
-        from .executor import PlanExecutor
         return PlanExecutor(self, plan)
+
+
+class ReferenceBackend(Backend):
+    """Runs every launch on the host executor (runtime/reference.py); buffers are numpy arrays."""
+
+    name = "reference"
+
+    def adopt(self, buf) -> np.ndarray:
+        return buf if isinstance(buf, np.ndarray) else np.asarray(buf)
+
+    def compile_launch(self, launch, plan):
+        def fn(reads, writes):
+            for buf, value in zip(writes, run_launch(launch, reads)):
+                np.copyto(buf, value, casting="no")
+        return fn

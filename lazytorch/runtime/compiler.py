@@ -1,10 +1,12 @@
-"""The system C compiler and the on-disk cache of compiled kernel libraries.
+"""Compiling generated source into loaded libraries, with an on-disk cache.
 
-`load(source)` returns a ctypes library for C source: from memory, else from the disk cache
-(~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.  Cache entries are keyed by a
-hash of source + compiler version + flags, written atomically (temp file + os.replace), and carry
-a sha256 sidecar so that a corrupt or truncated entry is detected, reported with a warning and
-rebuilt instead of loaded.  `stats` counts compiles and hits (tests use it).
+`load(source, toolchain=None)` returns a ctypes library: from memory (a bounded LRU), else from
+the disk cache (~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.  A Toolchain is
+the compiler, its version line and flags, and the source suffix: the cpu backend's is the system
+C compiler probed once (`toolchain()`); metal-emu passes g++ with the shader shim.  Cache entries
+are keyed by a hash of source + compiler version + flags, written atomically (temp file +
+os.replace), and carry a sha256 sidecar so that a corrupt or truncated entry is detected,
+reported with a warning and rebuilt instead of loaded.  `stats` counts compiles and hits.
 """
 from __future__ import annotations
 
@@ -18,12 +20,26 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
+from typing import NamedTuple
+
+from . import threads
+from .caches import LRU
 
 BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
               "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
-_memory: dict[str, ctypes.CDLL] = {}
+# loaded libraries (one per program); dlclose is unsafe with ctypes, so an evicted one stays mapped
+# but is no longer looked up: the bound is on what the process keeps finding, not on mappings
+_memory = LRU("compiled libraries", 512)
 _lock = threading.Lock()
+
+
+class Toolchain(NamedTuple):
+    compiler: str
+    version: str
+    flags: tuple[str, ...]
+    suffix: str = ".c"            # of the source file the compiler reads
+    name: str = "the C compiler"  # for error messages
 
 
 class KernelCompileError(RuntimeError):
@@ -66,8 +82,8 @@ def compiler() -> str:
 _toolchain: list = []
 
 
-def toolchain() -> tuple[str, str, list[str]]:
-    """(compiler, version line, flags), probed once per process (OpenMP where it links)."""
+def toolchain() -> Toolchain:
+    """The cpu backend's C toolchain, probed once per process (OpenMP where it links)."""
     if not _toolchain:
         cc = compiler()
         version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
@@ -75,8 +91,8 @@ def toolchain() -> tuple[str, str, list[str]]:
         # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
         # extra flags are part of the cache key, so such builds never mix with normal ones)
         flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
-        _toolchain.extend([cc, version, flags])
-    return _toolchain[0], _toolchain[1], _toolchain[2]
+        _toolchain.append(Toolchain(cc, version, tuple(flags)))
+    return _toolchain[0]
 
 
 def _has_openmp(cc: str, version: str) -> bool:
@@ -92,28 +108,32 @@ def _has_openmp(cc: str, version: str) -> bool:
     return ok
 
 
-def key_of(source: str) -> str:
-    cc, version, flags = toolchain()
-    return hashlib.sha256("\0".join([source, version, " ".join(flags)]).encode()).hexdigest()[:32]
+def key_of(source: str, tc: Toolchain | None = None) -> str:
+    tc = tc or toolchain()
+    return hashlib.sha256("\0".join([source, tc.version, " ".join(tc.flags)]).encode()).hexdigest()[:32]
 
 
-def load(source: str) -> ctypes.CDLL:
+def load(source: str, tc: Toolchain | None = None) -> ctypes.CDLL:
     """The loaded library for `source`, compiling it only if no valid cache entry exists."""
-    key = key_of(source)
-    lib = _memory.get(key)
-    if lib is not None:
+    tc = tc or toolchain()
+    key = key_of(source, tc)
+    before = _memory.misses
+    lib = _memory.get_or_make(key, lambda: _load(source, key, tc))
+    if _memory.misses == before:
         stats["memory_hits"] += 1
-        return lib
+    return lib
+
+
+def _load(source: str, key: str, tc: Toolchain) -> ctypes.CDLL:
     with _lock:
-        if key in _memory:
-            return _memory[key]
         path = cache_dir() / f"{key}.so"
         if _valid(path):
             stats["disk_hits"] += 1
         else:
-            _compile(source, path)
-        lib = _memory[key] = ctypes.CDLL(str(path))
-        return lib
+            _compile(source, path, tc)
+        if "-fopenmp" in tc.flags:
+            threads.prepare_openmp()        # before libgomp's first load: it reads its policy once
+        return ctypes.CDLL(str(path))
 
 
 def _sidecar(path: Path) -> Path:
@@ -134,16 +154,15 @@ def _valid(path: Path) -> bool:
     return ok
 
 
-def _compile(source: str, path: Path) -> None:
-    cc, _, flags = toolchain()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".c")
+def _compile(source: str, path: Path, tc: Toolchain) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=tc.suffix)
     with os.fdopen(fd, "w") as f:
         f.write(source)
-    out = tmp[:-2] + ".so"
+    out = tmp[:-len(tc.suffix)] + ".so"
     try:
-        proc = subprocess.run([cc, *flags, tmp, "-o", out, "-lm"], capture_output=True, text=True)
+        proc = subprocess.run([tc.compiler, *tc.flags, tmp, "-o", out, "-lm"], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise KernelCompileError(_explain(proc.stderr, source))
+            raise KernelCompileError(_explain(proc.stderr, source, tc.name))
         data = Path(out).read_bytes()
         os.replace(out, path)
         _atomic_write(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
@@ -154,7 +173,7 @@ def _compile(source: str, path: Path) -> None:
                 os.unlink(p)
 
 
-def _explain(stderr: str, source: str) -> str:
+def _explain(stderr: str, source: str, compiler_name: str = "the C compiler") -> str:
     """The compiler's message plus the generated source around the first error line."""
     lines = source.splitlines()
     m = re.search(r":(\d+):\d+: error", stderr)
@@ -163,7 +182,7 @@ def _explain(stderr: str, source: str) -> str:
         at = int(m.group(1))
         lo, hi = max(at - 4, 0), min(at + 3, len(lines))
         context = "\n".join(f"{'>' if i + 1 == at else ' '}{i + 1:5d} | {lines[i]}" for i in range(lo, hi))
-    return f"the C compiler failed on a generated kernel:\n{stderr.strip()}\n\nsource near the error:\n{context}"
+    return f"{compiler_name} failed on a generated kernel:\n{stderr.strip()}\n\nsource near the error:\n{context}"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

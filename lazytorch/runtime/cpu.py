@@ -9,20 +9,17 @@ anything else without a kernel runs on the reference executor (compile_launch re
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
-import time
 from typing import Sequence
 
 import numpy as np
 
 from ..codegen.lower import Unsupported, lower
-from ..codegen.render import preamble_for, render
+from ..codegen.render import helper_library, render
 from ..ir import dtypes as D
+from . import compiler, threads
 from .backend import Backend, LaunchFn
-from .executor import PlanExecutor
 from .buffer_pool import BufferPool
-from . import compiler
+from .executor import PlanExecutor
 
 _ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -30,16 +27,25 @@ _ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
 MAX_KERNEL_NODES = 2000
 
 
-def kernel_sources(plan, dialect: str = "c") -> dict[str, str]:
+class Sources(dict):
+    """launch name -> kernel source, plus the helpers those kernels call (for the header)."""
+    helpers: frozenset[str] = frozenset()
+
+
+def kernel_sources(plan, dialect: str = "c") -> Sources:
     """launch name -> rendered source of every kernel launch this code generator handles."""
-    out = {}
+    out = Sources()
+    helpers: set[str] = set()
     for launch in plan.launches:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
         try:
-            out[launch.name] = render(lower(launch, _symbol(launch.name), row_cache=dialect == "c"), dialect)
+            r = render(lower(launch, _symbol(launch.name), row_cache=dialect == "c"), dialect)
         except Unsupported:
             continue
+        out[launch.name] = r.source
+        helpers |= r.helpers
+    out.helpers = frozenset(helpers)
     return out
 
 
@@ -72,53 +78,38 @@ class CpuBackend(Backend):
         sources = kernel_sources(plan)
         lib = None
         if sources:
-            # one translation unit per program, with only the preamble helpers its kernels use
-            lib = compiler.load(preamble_for("c", *sources.values()) + "\n".join(sources.values()))
-        return PlanExecutor(_Prepared(self, lib, sources), plan)
+            # one translation unit per program, with only the helpers its kernels call
+            helpers = getattr(sources, "helpers", None)
+            library = helper_library("c")
+            head = library.header(helpers if helpers is not None else library.names)
+            lib = compiler.load(head + "\n".join(sources.values()))
+            ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
+
+        def compile_launch(launch, plan) -> LaunchFn | None:
+            if launch.kind == "library":
+                return _blas_matmul(launch)
+            if launch.kind != "kernel" or launch.name not in sources:
+                return None
+            return _kernel_launch(lib[_symbol(launch.name)], launch)
+        return PlanExecutor(self, plan, compile_launch, sources)
 
 
-class _Prepared:
-    """The backend as seen by one plan's executor: its compiled library and kernel sources."""
+def _kernel_launch(fn, launch) -> LaunchFn:
+    """A compiled kernel called with its buffers' addresses and its error word; returns the
+    error word (nonzero: an integer division by zero), which the executor turns into the error."""
+    fn.restype = None
+    fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
+    arr_t = _ptr_array[len(launch.reads) + len(launch.writes) + 1]
+    err = np.zeros(1, np.int32)
+    err_at = _address(err)
 
-    def __init__(self, backend: CpuBackend, lib, sources: dict[str, str]):
-        self.backend, self._lib, self._sources = backend, lib, sources
-
-    def __getattr__(self, name):
-        return getattr(self.backend, name)
-
-    def compile_launch(self, launch, plan) -> LaunchFn | None:
-        if launch.kind == "library":
-            return _blas_matmul(launch)
-        if launch.kind != "kernel" or launch.name not in self._sources:
-            return None
-        fn = self._lib[_symbol(launch.name)]
-        fn.restype = None
-        fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
-        arr_t = _ptr_array[len(launch.reads) + len(launch.writes) + 1]
-        err = np.zeros(1, np.int32)        # the kernel's error word (integer division by zero)
-        err_at = _address(err)
-        debug = int(os.environ.get("LAZYTORCH_DEBUG", "0") or 0)
-
-        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
-            fn(arr_t(*[_address(b) for b in reads], *[_address(b) for b in writes], err_at))
-            if err[0]:
-                err[0] = 0
-                raise ZeroDivisionError(f"{launch.name}: integer division by zero "
-                                        f"(ops: {', '.join(sorted({n.op for n in launch.nodes}))})")
-
-        if not debug:
-            return run
-        source = self._sources[launch.name]
-
-        def traced(reads, writes) -> None:
-            t0 = time.perf_counter()
-            run(reads, writes)
-            dt = (time.perf_counter() - t0) * 1e6
-            print(f"[lazytorch cpu] {launch.name} ({launch.pattern} {list(launch.domain)}) {dt:.1f} us",
-                  file=sys.stderr)
-            if debug >= 2:
-                print(source, file=sys.stderr)
-        return traced
+    def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> int:
+        fn(arr_t(*[_address(b) for b in reads], *[_address(b) for b in writes], err_at))
+        if err[0]:
+            err[0] = 0
+            return 1
+        return 0
+    return run
 
 
 def _blas_matmul(launch) -> LaunchFn | None:
@@ -143,10 +134,11 @@ def _blas_matmul(launch) -> LaunchFn | None:
 
     def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
         a, b, out = _strided(reads[ia], va), _strided(reads[ib], vb), writes[0]
-        if out.ndim and out.size:
-            np.matmul(a, b, out=out)
-        else:
-            out[...] = np.matmul(a, b)
+        with threads.blas_threads():
+            if out.ndim and out.size:
+                np.matmul(a, b, out=out)
+            else:
+                out[...] = np.matmul(a, b)
     return run
 
 

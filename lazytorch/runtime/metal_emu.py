@@ -1,10 +1,11 @@
 """metal-emu: runs the exact Metal source the metal backend launches, on the CPU.
 
-A MetalCall (codegen/metal_kernel.py) is assembled into the full kernel source the Metal runtime
+A MetalCall (codegen/targets/metal.py) is assembled into the full kernel source the Metal runtime
 would compile; that source plus a small C++ launcher is compiled by g++ against
 shaders/metal_shim.h (Metal's types, math, barriers and simd collectives in C++, threads of a
-threadgroup as fibers that really synchronise) into a shared library, cached in memory and on disk,
-and launched through ctypes over the call's grid and threadgroup.
+threadgroup as fibers that really synchronise) into a shared library through runtime/compiler.py
+(cached in memory, bounded, and on disk), and launched through ctypes over the call's grid and
+threadgroup.
 """
 from __future__ import annotations
 
@@ -21,14 +22,15 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.metal import ERROR_FLAG, division_by_zero, launch_call
-from ..codegen.metal_kernel import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
+from ..codegen.gpu import ERROR_FLAG, launch_call, scalar_dtype
+from ..codegen.render import shader_dir
+from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
+from . import compiler
 from .backend import Backend, Buffer, LaunchFn
+from .caches import LRU
 from .compiler import KernelCompileError, cache_dir
 
-SHADERS = Path(__file__).resolve().parents[2] / "shaders"
-SHIM = SHADERS / "metal_shim.h"
 # -O1: kernels are small and many; it compiles markedly faster than -O2 at similar speed here.
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-Wno-attributes")
 # A kernel that synchronises threads needs the fiber scheduler; others run threads back to back.
@@ -56,12 +58,18 @@ def _argument(p: Param, i: int) -> str:
     return "*" + ptr if p.by_ref else ptr
 
 
-@functools.lru_cache(maxsize=None)
+_prepared = LRU("metal-emu kernels", 1024)
+
+
 def prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
     """The assembled kernel, its compiled launcher (the .so is cached on disk) and whether it
-    synchronises threads, once per call."""
+    synchronises threads, once per call (bounded LRU)."""
+    return _prepared.get_or_make(call, lambda: _prepare(call))
+
+
+def _prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
     kernel = assemble(call)
-    fn = ctypes.CDLL(str(_compile(translation_unit(kernel)))).lt_launch
+    fn = compiler.load(translation_unit(kernel), toolchain()).lt_launch
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint),
                    ctypes.POINTER(ctypes.c_uint), ctypes.c_int]
     fn.restype = ctypes.c_int
@@ -83,6 +91,7 @@ def _gxx(args: Sequence[str], what: str) -> None:
 def shim_include() -> Path:
     """The shim, precompiled once per shim version: parsing it (and <cmath>) is most of the cost
     of compiling a small kernel.  g++ falls back to the plain header if the .gch does not fit."""
+    SHIM = shader_dir() / "metal_shim.h"
     text = SHIM.read_text()
     key = hashlib.sha256("\0".join([text, *FLAGS]).encode()).hexdigest()[:16]
     target = _cache_dir() / f"shim-{key}"
@@ -98,23 +107,15 @@ def shim_include() -> Path:
     return target / "metal_shim.h"
 
 
-def _compile(source: str) -> Path:
-    """g++ the launcher into the disk cache.  (runtime/compiler.py compiles C with fixed flags; once
-    it takes a compiler and flags per language this becomes a call to it.)"""
-    include = shim_include()
-    key = hashlib.sha256("\0".join([source, include.read_text(), *FLAGS]).encode()).hexdigest()[:24]
-    so = _cache_dir() / f"{key}.so"
-    if not so.exists():
-        with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
-            src = Path(tmp) / "k.cpp"
-            src.write_text(source)
-            try:
-                _gxx([*FLAGS, "-shared", "-include", str(include), "-o", str(Path(tmp) / "k.so"), str(src)],
-                     "a kernel")
-            except RuntimeError as e:
-                raise type(e)(f"{e}\n--- source ---\n{source}") from None
-            os.replace(Path(tmp) / "k.so", so)
-    return so
+@functools.lru_cache(maxsize=1)
+def _gxx_version() -> str:
+    return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def toolchain() -> compiler.Toolchain:
+    """g++ with the precompiled shim (its path carries the shim's hash, so the flags key the cache)."""
+    return compiler.Toolchain("g++", _gxx_version(), (*FLAGS, "-shared", "-include", str(shim_include())),
+                              ".cpp", "metal-emu's g++")
 
 
 def _check_launch(call: MetalCall) -> None:
@@ -183,12 +184,11 @@ class MetalEmuBackend(Backend):
     name = "metal-emu"
 
     def scalar(self, value, dtype):
-        """Scalar params: float64 ones are kept as float32 (Metal has no double; see narrow_scalars)."""
-        from ..ir import dtypes as D
-        return super().scalar(value, D.float32 if dtype is D.float64 else dtype)
+        """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
+        return super().scalar(value, scalar_dtype(dtype))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
-        call = launch_call(launch)
+        call = launch_call(launch, "metal")
         if call is None:
             return None
         if min(call.grid) == 0:          # nothing to compute (a size-0 domain)
@@ -201,6 +201,5 @@ class MetalEmuBackend(Backend):
             # astype only narrows 0-d float64 params to the float32 the kernel reads (narrow_scalars)
             outs = [w.reshape(-1) for w in writes] + ([np.zeros(1, np.int32)] if flag else [])
             run(call, [np.asarray(r).reshape(-1).astype(d, copy=False) for r, d in zip(reads, dtypes)], outs)
-            if flag and outs[-1][0]:
-                raise division_by_zero(launch)
+            return flag and outs[-1][0]     # the executor raises when the kernel set it
         return fn

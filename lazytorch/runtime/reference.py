@@ -2,7 +2,7 @@
 
 It is the oracle that compiled backends are checked against and the executor for ops that have
 no generated kernel.  Values are host arrays in storage form (bfloat16 as raw uint16 bits).
-`ReferenceBackend` runs whole kernel plans this way, launch by launch.
+`ReferenceBackend` (runtime/backend.py) runs whole kernel plans this way, launch by launch.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Sequence
 import numpy as np
 
 from ..ir.node import Node
-from .backend import Backend
 from .reference_ops import REF
 
 
@@ -39,18 +38,3 @@ def run_launch(launch, reads: Sequence[np.ndarray]) -> list[np.ndarray]:
     env = {id(node): value for (node, _), value in zip(launch.reads, reads)}
     execute(launch.nodes, env)
     return [env[id(node)] for node, _ in launch.writes]
-
-
-class ReferenceBackend(Backend):
-    """Runs every launch on the host executor; buffers are numpy arrays."""
-
-    name = "reference"
-
-    def adopt(self, buf) -> np.ndarray:
-        return buf if isinstance(buf, np.ndarray) else np.asarray(buf)
-
-    def compile_launch(self, launch, plan):
-        def fn(reads, writes):
-            for buf, value in zip(writes, run_launch(launch, reads)):
-                np.copyto(buf, value, casting="no")
-        return fn

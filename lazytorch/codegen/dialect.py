@@ -1,10 +1,10 @@
-"""Dialect tables: everything target-specific about generated source, as data.
+"""The Dialect table type and the C-family expression tables every target starts from.
 
-A Dialect says how to spell types, buffer qualifiers, loops/thread indices, barriers and math
-for one target; the templates in shaders/ and render.py are shared.  Expressions are format
-strings over argument expressions `{0}`, `{1}`, ... and `{t}` (the register dtype's short name:
-f32, i64, ...), looked up most specific first: `op@f32`, then `op@float` / `op@int` / `op@bool`,
-then `op`.
+A Dialect says how one target spells types, buffer qualifiers, loads/stores/casts, math and the
+GPU templates' thread vocabulary; render.py and the templates in shaders/ are shared.
+Expressions are format strings over argument expressions `{0}`, `{1}`, ... and `{t}` (the
+register dtype's short name: f32, i64, ...), looked up most specific first: `op@f32`, then
+`op@float` / `op@int` / `op@bool`, then `op`.  The targets themselves live in codegen/targets/.
 """
 from __future__ import annotations
 
@@ -27,11 +27,13 @@ class Dialect:
     load: dict[str, str]                 # storage dtype name (or "*") -> load format over {ptr}[{idx}]
     store: dict[str, str]                # storage dtype name (or "*") -> stored expression over {0}
     cast: dict[str, str]                 # target dtype name (or "*") -> cast format over {0}, {T}
-    templates: dict[str, str]            # kernel shape ("linear", "rows") -> template file
+    templates: dict[str, str]            # kernel shape ("linear", "rows", "columns") -> template file
     preamble: str                        # template file with the helper functions
     in_qualifier: str = "const"
     restrict: str = "restrict"
-    extra: dict[str, str] = field(default_factory=dict)   # target-specific (barrier, simd_reduce, thread_index)
+    gpu: bool = False                    # one thread per element / threadgroup per row (Metal, CUDA)
+    template_helpers: dict[str, frozenset[str]] = field(default_factory=dict)  # shape -> helpers it calls
+    extra: dict[str, str] = field(default_factory=dict)   # target-specific (barrier, simd_*, thread ids)
 
     def expr(self, op: str, dtype: DType, args: list[str]) -> str:
         cat = "float" if dtype.is_floating_point else "bool" if dtype.is_bool else "int"
@@ -41,6 +43,9 @@ class Dialect:
                 return fmt.format(*args, t=dtype.short)
         raise KeyError(f"dialect {self.name}: no expression for {op} on {dtype.name}")
 
+    def spells(self, op: str) -> bool:
+        return any(k == op or k.startswith(op + "@") for k in self.math)
+
     def storage_type(self, dt: DType) -> str:
         return self.storage[dt.name]
 
@@ -48,9 +53,12 @@ class Dialect:
         return self.register[dt.name]
 
 
-_INT_C = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
+INT_C = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
+# (short name, C type, unsigned C type) of each integer type, for the preamble templates
+INT_TYPES = [(D.BY_NAME[n].short, c, "u" + c.lstrip("u") if not c.startswith("u") else c)
+             for n, c in INT_C.items()]
 
-_C_MATH = {
+C_MATH = {
     # unary
     "neg": "(-{0})", "abs@float": "fabs{F}({0})", "abs@int": "(({0}) < 0 ? -({0}) : ({0}))", "abs@bool": "{0}",
     "abs@u8": "{0}",
@@ -82,14 +90,13 @@ _C_MATH = {
     "where": "({0} ? {1} : {2})",
 }
 
+# integer division reports division by zero through the kernel's error word `lt_err`
+C_CHECKED = {f"{op}@int": f"lt_{fn}_{{t}}({{0}}, {{1}}, lt_err)" for op, fn in
+             [("div_trunc", "idiv"), ("div_floor", "ifloordiv"), ("floor_divide", "ifloordiv"),
+              ("remainder", "irem"), ("fmod", "ifmod")]}
 
-# integer division in C kernels reports division by zero through the kernel's error word
-_C_CHECKED = {f"{op}@int": f"lt_{fn}_{{t}}({{0}}, {{1}}, lt_err)" for op, fn in
-              [("div_trunc", "idiv"), ("div_floor", "ifloordiv"), ("floor_divide", "ifloordiv"),
-               ("remainder", "irem"), ("fmod", "ifmod")]}
 
-
-def _libm_suffix(table: dict[str, str]) -> dict[str, str]:
+def libm_suffix(table: dict[str, str]) -> dict[str, str]:
     """Split `{F}` (libm's float suffix) into per-dtype entries: fabsf for f32, fabs for f64."""
     out = {}
     for k, v in table.items():
@@ -100,39 +107,3 @@ def _libm_suffix(table: dict[str, str]) -> dict[str, str]:
         else:
             out[k] = v
     return out
-
-
-C = Dialect(
-    name="c",
-    storage={"bool": "uint8_t", **_INT_C, "float16": "_Float16", "bfloat16": "uint16_t",
-             "float32": "float", "float64": "double"},
-    register={"bool": "_Bool", **_INT_C, "float16": "float", "bfloat16": "float",
-              "float32": "float", "float64": "double"},
-    math=_libm_suffix({**_C_MATH, **_C_CHECKED}),
-    load={"bfloat16": "lt_bf16_to_f32({ptr}[{idx}])", "float16": "(float){ptr}[{idx}]",
-          "bool": "({ptr}[{idx}] != 0)", "*": "{ptr}[{idx}]"},
-    store={"bfloat16": "lt_f32_to_bf16({0})", "float16": "(_Float16)({0})", "bool": "(uint8_t)({0})",
-           "*": "{0}"},
-    cast={"bool": "(({0}) != 0)", "float16": "lt_round_f16((float)({0}))",
-          "bfloat16": "lt_round_bf16((float)({0}))", "*": "({T})({0})"},
-    templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
-    preamble="c_preamble.h.j2",
-    extra={"parallel_min": "32768"},
-)
-
-DIALECTS: dict[str, Dialect] = {"c": C}
-
-
-def get_dialect(name: str) -> Dialect:
-    try:
-        return DIALECTS[name]
-    except KeyError:
-        raise ValueError(f"unknown dialect '{name}'; valid: {', '.join(DIALECTS)}") from None
-
-
-INT_TYPES = [(D.BY_NAME[n].short, c, "u" + c.lstrip("u") if not c.startswith("u") else c)
-             for n, c in _INT_C.items()]
-
-
-from . import metal as _metal  # noqa: E402,F401  (the Metal table lives in codegen/metal.py and registers itself)
-from . import cuda as _cuda  # noqa: E402,F401  (the CUDA table lives in codegen/cuda.py and registers itself)

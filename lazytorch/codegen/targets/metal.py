@@ -1,25 +1,28 @@
-"""One Metal kernel launch as the metal backend hands it to the Metal runtime, and the full source
-that runtime builds from it.
+"""The Metal target: its Dialect table, its MLX call and the full source the Metal runtime compiles.
 
-The metal backend launches a kernel body through `mx.fast.metal_kernel`: it passes a name, input
-and output names, the body, a header, template arguments, grid and threadgroup sizes
-(`MetalCall`).  The runtime then writes the kernel signature around the body.  `assemble` writes
-that signature exactly as the runtime does, so the metal-emu backend compiles (with the shader shim,
-on the CPU) the same source a Mac would compile: both backends build their MetalCall with the same
-code and only differ in who assembles and runs it.  tests/test_metal_emu.py checks `assemble`
-against the source the runtime itself prints.
+Metal kernels are kernel *bodies*: the runtime (`mx.fast.metal_kernel`) writes the signature
+around them.  `shaders/gpu_linear.j2` runs one thread per element, `shaders/gpu_rows.j2` one
+threadgroup per outer index whose threads stride over the inner domain and then combine their
+partial reductions (simd collectives within a simdgroup of 32, then threadgroup memory across
+simdgroups).  Helpers Metal lacks (erf, expm1, log1p, integer division with torch's semantics ...)
+come from `shaders/metal_preamble.metal.j2`, cut to the ones a kernel calls and passed as its
+header.  Math uses the `metal::precise` forms: no fast math.
+
+`assemble` writes the signature exactly as the runtime does, so metal-emu compiles (with the shader
+shim, on the CPU) the same source a Mac would; tests/test_metal_emu.py checks it against the source
+the runtime itself prints.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
-from ..ir import dtypes as D
-from ..ir.dtypes import DType
-from ..ir.errors import op_error
+from ...ir import dtypes as D
+from ...ir.dtypes import DType
+from ...ir.errors import op_error
+from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect
+from ..mlx_call import MlxCall, TemplateValue
 
-TemplateValue = Union[bool, int, DType]
 
 # Inputs with fewer elements are passed in the `constant` address space.
 MAX_CONSTANT_ARRAY_SIZE = 8
@@ -69,31 +72,12 @@ def type_name(dtype: DType, op: str = "metal") -> str:
                        f"(Metal dtypes: {', '.join(d.name for d in TYPE_NAMES)})") from None
 
 
-@dataclass(frozen=True)
-class MetalCall:
-    """Everything one launch passes to `mx.fast.metal_kernel(...)` and then to the kernel call."""
-    name: str
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    source: str                                 # the kernel body
-    header: str
-    input_shapes: tuple[tuple[int, ...], ...]
-    input_dtypes: tuple[DType, ...]
-    output_shapes: tuple[tuple[int, ...], ...]
-    output_dtypes: tuple[DType, ...]
-    grid: tuple[int, int, int]                  # in threads
-    threadgroup: tuple[int, int, int]
-    template: tuple[tuple[str, TemplateValue], ...] = ()
-    ensure_row_contiguous: bool = True
-    init_value: float | None = None             # fill every output with this before the launch
 
-    def __post_init__(self) -> None:
-        for dt in self.input_dtypes + self.output_dtypes:
-            type_name(dt, self.name)
-        if not self.output_names:
-            raise op_error(ValueError, self.name, "a Metal kernel needs at least one output")
-        if len(self.input_names) != len(self.input_shapes) or len(self.output_names) != len(self.output_shapes):
-            raise op_error(ValueError, self.name, "names and shapes of the buffers differ in number")
+
+class MetalCall(MlxCall):
+    """An MlxCall whose buffers have Metal types (float64 is refused)."""
+    target = "Metal"
+    type_name = staticmethod(type_name)
 
 
 @dataclass(frozen=True)
@@ -193,3 +177,49 @@ def assemble(call: MetalCall) -> AssembledKernel:
         full = func + targs
         text += (f'\ntemplate [[host_name("{func}")]] [[kernel]] decltype({full}) {full};\n')
     return AssembledKernel(func, text, tuple(params), targs)
+
+
+# The float functions Metal has, under their precise names; the rest are preamble helpers.
+_PRECISE = {"exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos",
+            "atan", "sinh", "cosh", "tanh", "floor", "ceil", "trunc"}
+_METAL_MATH = {
+    **{k: v for k, v in C_MATH.items() if "{F}" not in v},   # operators and lt_ helpers (preamble)
+    **{f"{f}@float": (f"metal::precise::{f}({{0}})" if f in _PRECISE else f"lt_{f}_{{t}}({{0}})")
+       for f in FLOAT_FUNCS},
+    "round@float": "metal::rint({0})",             # torch rounds half to even
+    "abs@float": "metal::abs({0})",
+    "div_trunc@float": "metal::trunc({0} / {1})",
+    "fmod@float": "metal::fmod({0}, {1})",
+    "pow@float": "metal::precise::pow({0}, {1})",
+    "atan2@float": "metal::precise::atan2({0}, {1})",
+    **C_CHECKED,   # integer division reports division by zero through the ERROR_FLAG output
+}
+
+DIALECT = Dialect(
+    name="metal",
+    storage={d.name: TYPE_NAMES[d] for d in TYPE_NAMES},
+    register={"bool": "bool", **INT_C, "float16": "float", "bfloat16": "float", "float32": "float"},
+    math=_METAL_MATH,
+    load={"bfloat16": "float({ptr}[{idx}])", "float16": "float({ptr}[{idx}])", "*": "{ptr}[{idx}]"},
+    store={"bfloat16": "bfloat16_t({0})", "float16": "float16_t({0})", "*": "{0}"},
+    # a float cast to uint8 wraps as on torch's CPU (see targets/c.py)
+    cast={"bool": "(({0}) != 0)", "uint8": "{T}(int64_t({0}))",
+          "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
+          "*": "{T}({0})"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    preamble="metal_preamble.metal.j2",
+    in_qualifier="const",
+    restrict="",
+    gpu=True,
+    template_helpers={"rows": frozenset({"lt_shuffle_down"})},
+    extra={   # the GPU templates' thread vocabulary (shared with the CUDA table)
+        "global_id": "thread_position_in_grid.x", "group_id": "threadgroup_position_in_grid.x",
+        "local_id": "thread_position_in_threadgroup.x", "local_size": "threads_per_threadgroup.x",
+        "lane": "thread_index_in_simdgroup", "simd_group": "simdgroup_index_in_threadgroup",
+        "shared": "threadgroup", "barrier": "threadgroup_barrier(mem_flags::mem_threadgroup);",
+        "simd_sum": "simd_sum({0})", "simd_prod": "simd_product({0})", "simd_amax": "simd_max({0})",
+        "simd_amin": "simd_min({0})", "simd_any": "simd_any({0})", "simd_all": "simd_all({0})",
+        "simd_flag": "simd_max({0})",   # OR of a 0/1 int flag across the simdgroup
+    },
+)
+

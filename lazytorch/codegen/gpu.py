@@ -1,0 +1,107 @@
+"""What the GPU targets (Metal, CUDA) share: from a plan launch to the MLX call that runs it.
+
+Both targets render through the same templates (shaders/gpu_*.j2) and launch through MLX, so one
+path serves both: dtype legality (no float64 on either), 0-d float64 scalars read as float32,
+lowering, rendering (whose Rendered carries the grid and threadgroup), the header cut to the
+helpers the kernel calls, and the MlxCall.  A target is one row of GPU_TARGETS.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Callable, NamedTuple
+
+from ..ir import dtypes as D
+from ..ir.dtypes import DType
+from .kernel_ir import Kernel
+from .lower import Unsupported, lower, supports
+from .mlx_call import MlxCall
+from .render import Rendered, header, render
+from .targets import cuda, metal
+
+# The extra int32[1] output of kernels that divide integers: set to 1 on division by zero.
+ERROR_FLAG = "lt_err"
+
+
+class GpuTarget(NamedTuple):
+    name: str                                    # dialect name
+    call_type: type[MlxCall]
+    type_name: Callable[[DType, str], str]       # raises TypeError for dtypes the target lacks
+
+
+GPU_TARGETS: dict[str, GpuTarget] = {
+    "metal": GpuTarget("metal", metal.MetalCall, metal.type_name),
+    "cuda": GpuTarget("cuda", cuda.CudaCall, cuda.type_name),
+}
+
+
+def check_dtypes(launch, target: str) -> None:
+    """No float64 on the GPU: name the op and dtype instead of computing something else.  0-d
+    float64 params (Python scalars) are the exception: they are read as float32 (narrow_scalars)."""
+    type_name = GPU_TARGETS[target].type_name
+    for n in launch.nodes:
+        if n.op not in ("param", "scalar"):
+            type_name(n.dtype, n.op)
+    for n, b in launch.reads:
+        if b.shape != ():
+            type_name(n.dtype, n.op)
+
+
+def scalar_dtype(dtype: DType) -> DType:
+    """The dtype a GPU backend stores a scalar param (a Python number) in: float64 as float32."""
+    return D.float32 if dtype is D.float64 else dtype
+
+
+def narrow_scalars(kernel: Kernel) -> Kernel:
+    """Read 1-element float64 inputs (scalar params) as float32: GPU buffers cannot hold doubles.
+    The backends store such scalars as float32 (scalar_dtype, in their Backend.scalar)."""
+    wide = {i for i, a in enumerate(kernel.args) if a.dtype is D.float64 and a.role == "in" and a.numel == 1}
+    if not wide:
+        return kernel
+    args = [dataclasses.replace(a, dtype=D.float32) if i in wide else a for i, a in enumerate(kernel.args)]
+    for stage in kernel.stages:
+        for op in stage.ops:
+            if op.op == "load" and op.attrs.get("storage") is D.float64:
+                op.attrs["storage"] = D.float32
+                op.dtype = D.float32
+    return dataclasses.replace(kernel, args=args)
+
+
+def mlx_call(target: str, rendered: Rendered, head: str) -> MlxCall:
+    """The MLX launch of a rendered kernel: buffer names and types from the kernel's args, grid
+    and threadgroup as render chose them.  The name carries a hash of the source, so one name
+    never stands for two kernels."""
+    kernel, body = rendered.kernel, rendered.source
+    ins = [a for a in kernel.args if a.role == "in"]
+    outs = [a for a in kernel.args if a.role == "out"]
+    digest = hashlib.sha256((head + body).encode()).hexdigest()[:12]
+    flag = ERROR_FLAG in body
+    return GPU_TARGETS[target].call_type(
+        name=f"lt_{digest}",
+        input_names=tuple(a.name for a in ins),
+        output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
+        source=body, header=head,
+        input_shapes=tuple((a.numel,) for a in ins), input_dtypes=tuple(a.dtype for a in ins),
+        output_shapes=tuple((a.numel,) for a in outs) + (((1,),) if flag else ()),
+        output_dtypes=tuple(a.dtype for a in outs) + ((D.int32,) if flag else ()),
+        grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag else None)
+
+
+def launch_call(launch, target: str) -> MlxCall | None:
+    """The MlxCall of a plan launch on `target` ("metal" or "cuda"); None: not a kernel this
+    generator lowers (the executor runs it on the host)."""
+    check_dtypes(launch, target)
+    if launch.kind != "kernel" or not supports(launch):
+        return None
+    try:
+        kernel = narrow_scalars(lower(launch))
+    except Unsupported:
+        return None
+    rendered = render(kernel, target)
+    return mlx_call(target, rendered, header(target, rendered))
+
+
+def division_by_zero(launch) -> ZeroDivisionError:
+    """The error the GPU backends raise when a kernel set its ERROR_FLAG."""
+    ops = ", ".join(sorted({n.op for n in launch.nodes}))
+    return ZeroDivisionError(f"{launch.name}: integer division by zero (ops: {ops})")

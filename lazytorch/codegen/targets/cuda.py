@@ -1,0 +1,131 @@
+"""The CUDA target: its Dialect table, its MLX call and the full source MLX's CUDA build compiles.
+
+CUDA kernels use the GPU templates Metal uses (`shaders/gpu_linear.j2`: one thread per element;
+`shaders/gpu_rows.j2`: one block per outer index, threads stride over the inner domain, then
+combine through warp shuffles (`__shfl_down_sync`, width 32), `__shared__` memory and
+`__syncthreads()`); the table's `extra` spells CUDA's thread indices and collectives.  Math is
+CUDA's libm-named device functions (expf, log1pf, erff, ...; no fast math); the helpers CUDA lacks
+(torch's division, NaN-propagating max/min, warp shuffles of any type) come from
+`shaders/cuda_preamble.cuh.j2`, cut to the ones a kernel calls and passed as its header.  Being
+C++, the helpers are overloads, so expressions drop the C table's per-type suffix.
+
+MLX writes a `__global__` function around the body inside `namespace mlx::core::cu` and compiles
+it with NVRTC; `assemble` writes that source exactly as MLX does, so tests compile every
+generated kernel with nvcc on hosts without a GPU.
+"""
+from __future__ import annotations
+
+from ...ir import dtypes as D
+from ...ir.dtypes import DType
+from ...ir.errors import op_error
+from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect, libm_suffix
+from ..mlx_call import MlxCall, TemplateValue
+
+# The type names MLX writes for each dtype in the kernel signature.  float64 is left out: MLX's CUDA
+# build refuses float64 arrays in GPU kernels ("float64 is not supported on the GPU", MLX 0.32.4).
+TYPE_NAMES: dict[DType, str] = {
+    D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
+    D.int32: "int32_t", D.int64: "int64_t", D.float16: "__half",
+    D.bfloat16: "__nv_bfloat16", D.float32: "float",
+}
+
+# What MLX puts before the caller's header (its device utilities: Shape, Strides, fp16/bf16 types).
+DEFAULT_HEADER = '\n#include "mlx/backend/cuda/device/utils.cuh"\n\n#include <cooperative_groups.h>\n\n'
+
+
+def type_name(dtype: DType, op: str = "cuda") -> str:
+    try:
+        return TYPE_NAMES[dtype]
+    except KeyError:
+        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported on the cuda backend (MLX "
+                       "runs no float64 on the GPU)", valid="cast to float32 first, or use the cpu backend "
+                       f"(cuda dtypes: {', '.join(d.name for d in TYPE_NAMES)})") from None
+
+
+
+
+class CudaCall(MlxCall):
+    """An MlxCall whose buffers have CUDA types (float64 is refused: MLX runs none on the GPU)."""
+    target = "CUDA"
+    type_name = staticmethod(type_name)
+
+
+def _template_value(v: TemplateValue) -> str:
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    return str(v) if isinstance(v, int) else type_name(v)
+
+
+def function_name(call: CudaCall) -> str:
+    """custom_kernel_<name>[_<template values>] (bools as t/f, dtypes by their MLX names)."""
+    suffix = "".join("_" + (v.name if isinstance(v, DType) else _template_value(v)) for _, v in call.template)
+    return "custom_kernel_" + call.name + suffix
+
+
+def assemble(call: CudaCall) -> str:
+    """The CUDA source MLX compiles for `call`: its default header, the call's header, then the
+    `__global__` function with inputs as `const T*` (plus `_shape`/`_strides`/`_ndim` parameters
+    only when the body names them), outputs as `T*`, template values as constexpr."""
+    text = DEFAULT_HEADER + call.header
+    text += "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
+    text += f"__global__ void {function_name(call)}(\n"
+    for name, shape, dt in zip(call.input_names, call.input_shapes, call.input_dtypes):
+        text += f"    const {type_name(dt)}* {name},\n"
+        if shape:
+            for suffix, decl in (("_shape", "Shape"), ("_strides", "Strides"), ("_ndim", "int")):
+                if name + suffix in call.source:
+                    text += f"    const __grid_constant__ {decl} {name}{suffix},\n"
+    for i, (name, dt) in enumerate(zip(call.output_names, call.output_dtypes)):
+        text += f"    {type_name(dt)}* {name}"
+        text += ",\n" if i < len(call.output_names) - 1 else ") {\n"
+    if call.template:
+        for n, v in call.template:
+            if isinstance(v, bool):
+                text += f"  constexpr bool {n} = {'true' if v else 'false'};\n"
+            elif isinstance(v, int):
+                text += f"  constexpr int {n} = {v};\n"
+            else:
+                text += f"  using {n} = {type_name(v)};\n"
+        text += "\n"
+    return text + call.source + "\n}\n\n} // namespace mlx::core::cu\n"
+
+
+# CUDA's device math has every float function under its libm name except these two.
+_HELPERS = {"sigmoid", "reciprocal"}
+_CUDA_MATH = libm_suffix({
+    **{k: v.replace("_{t}(", "(") for k, v in {**C_MATH, **C_CHECKED}.items()},
+    **{f"{f}@float": (f"lt_{f}({{0}})" if f in _HELPERS else f"{f}{{F}}({{0}})") for f in FLOAT_FUNCS},
+    "round@float": "rint{F}({0})",                 # torch rounds half to even
+})
+
+FULL_MASK = "0xffffffffu"
+
+DIALECT = Dialect(
+    name="cuda",
+    storage={d.name: TYPE_NAMES[d] for d in TYPE_NAMES},
+    register={"bool": "bool", **INT_C, "float16": "float", "bfloat16": "float", "float32": "float",
+              "float64": "double"},   # (float64 kernels compile, but MLX refuses float64 on the GPU)
+    math=_CUDA_MATH,
+    load={"bfloat16": "__bfloat162float({ptr}[{idx}])", "float16": "__half2float({ptr}[{idx}])",
+          "*": "{ptr}[{idx}]"},
+    store={"bfloat16": "__float2bfloat16_rn({0})", "float16": "__float2half_rn({0})", "*": "{0}"},
+    # a float cast to uint8 wraps as on torch's CPU (see targets/c.py)
+    cast={"bool": "(({0}) != 0)", "uint8": "(({T})(int64_t)({0}))",
+          "float16": "__half2float(__float2half_rn((float)({0})))",
+          "bfloat16": "__bfloat162float(__float2bfloat16_rn((float)({0})))", "*": "(({T})({0}))"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    preamble="cuda_preamble.cuh.j2",
+    in_qualifier="const",
+    restrict="",
+    gpu=True,
+    template_helpers={"rows": frozenset({"lt_shuffle_down"})},
+    extra={   # the GPU templates' thread vocabulary (see targets/metal.py for Metal's)
+        "global_id": "blockIdx.x * (size_t)blockDim.x + threadIdx.x", "group_id": "blockIdx.x",
+        "local_id": "threadIdx.x", "local_size": "blockDim.x",
+        "lane": "(threadIdx.x % 32)", "simd_group": "(threadIdx.x / 32)",
+        "shared": "__shared__", "barrier": "__syncthreads();",
+        "simd_any": f"__any_sync({FULL_MASK}, {{0}})", "simd_all": f"__all_sync({FULL_MASK}, {{0}})",
+        "simd_flag": f"__any_sync({FULL_MASK}, {{0}})",   # OR of a 0/1 flag across the warp
+    },
+)
+

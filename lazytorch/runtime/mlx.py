@@ -1,0 +1,175 @@
+"""The metal and cuda backends: one MLX backend, parametrised by its kernel factory.
+
+Both launch generated kernels through MLX's custom-kernel API (`mx.fast.metal_kernel` on Apple
+silicon, `mx.fast.cuda_kernel` with MLX's CUDA build on an NVIDIA GPU) and hold their buffers as
+MLX arrays.  The kernels come from codegen/gpu.py::launch_call (the same MlxCall metal-emu runs);
+a `KernelFactory` row says what differs: the target, how to check MLX can run it, the factory
+function's extra arguments, and whether library launches (matmul) run as `mx.matmul`.
+Float64 is refused on both (no doubles on the GPU); 0-d float64 Python scalars are read as float32.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
+from ..codegen.mlx_call import MlxCall
+from ..ir import dtypes as D
+from ..ir.dtypes import DType
+from .backend import Backend, Buffer, LaunchFn
+from .caches import LRU
+
+
+def _mx():
+    import mlx.core as mx
+    return mx
+
+
+def mx_dtype(dt: DType):
+    return getattr(_mx(), {"bool": "bool_"}.get(dt.name, dt.name))
+
+
+class KernelFactory(NamedTuple):
+    target: str                                  # codegen target ("metal", "cuda")
+    available: Callable[[Any], bool]             # mx -> can this host run it
+    unavailable: str                             # the error when it cannot
+    make: Callable[[Any], Callable]              # mx -> mx.fast.<kind>_kernel
+    extra: Callable[[MlxCall], dict]             # further keyword arguments of make(...)
+    matmul_on_device: bool                       # library launches as mx.matmul
+
+
+def kernel_arguments(call: MlxCall, factory: "KernelFactory | None" = None) -> dict[str, Any]:
+    """Keyword arguments of mx.fast.metal_kernel / cuda_kernel for `call`."""
+    args = dict(name=call.name, input_names=list(call.input_names), output_names=list(call.output_names),
+                source=call.source, header=call.header, ensure_row_contiguous=call.ensure_row_contiguous)
+    return {**args, **(factory.extra(call) if factory else {})}
+
+
+def call_arguments(call: MlxCall, inputs: Sequence[Any]) -> dict[str, Any]:
+    """Keyword arguments of the kernel call (inputs are MLX arrays of the declared shapes)."""
+    return dict(inputs=list(inputs), output_shapes=[tuple(s) for s in call.output_shapes],
+                output_dtypes=[mx_dtype(d) for d in call.output_dtypes], grid=tuple(call.grid),
+                threadgroup=tuple(call.threadgroup), init_value=call.init_value,
+                template=[(n, mx_dtype(v) if isinstance(v, DType) else v) for n, v in call.template] or None)
+
+
+METAL = KernelFactory(
+    "metal", lambda mx: bool(mx.metal.is_available()),
+    "the metal backend needs Apple silicon with Metal; on other hosts use 'metal-emu' (the same kernels "
+    "on the CPU)", lambda mx: mx.fast.metal_kernel, lambda call: {}, matmul_on_device=False)
+CUDA = KernelFactory(
+    "cuda", lambda mx: hasattr(mx, "cuda") and bool(mx.cuda.is_available()),
+    "the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an NVIDIA GPU; on other hosts "
+    "use 'cpu' (or lt.show_kernels(..., backend='cuda') to see the kernels)",
+    lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True)
+
+# mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32)
+MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
+
+
+class MlxBuffer:
+    """A buffer: an MLX array that a launch may replace (MLX kernels return new arrays)."""
+
+    def __init__(self, array, dtype: DType):
+        self.array = array
+        self.dtype = dtype
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.array.view(_mx().uint16) if self.dtype is D.bfloat16 else self.array
+        host = np.array(arr)
+        return host if dtype is None else host.astype(dtype)
+
+    def copy_from_host(self, value: np.ndarray) -> None:
+        self.array = to_mx(value, self.dtype)
+
+
+def to_mx(arr: np.ndarray, dtype: DType):
+    mx = _mx()
+    a = mx.array(np.ascontiguousarray(arr).reshape(np.shape(arr)))   # (ascontiguousarray makes 0-d 1-d)
+    return a.view(mx.bfloat16) if dtype is D.bfloat16 else a
+
+
+class MlxBackend(Backend):
+    def __init__(self, name: str, factory: KernelFactory) -> None:
+        mx = _mx()
+        if not factory.available(mx):
+            raise RuntimeError(factory.unavailable)
+        if factory.matmul_on_device:
+            # MLX multiplies float32 with TF32 unless told not to (relative error ~1e-3 where torch
+            # computes full float32); it reads MLX_ENABLE_TF32 once, at its first matmul
+            os.environ.setdefault("MLX_ENABLE_TF32", "0")
+        self.name, self.factory = name, factory
+        self._make = factory.make(mx)
+        self._kernels = LRU(f"{name} kernels", 1024)
+
+    def from_host(self, arr: np.ndarray) -> Buffer:
+        dtype = D.bfloat16 if arr.dtype == np.uint16 else D.from_numpy(arr.dtype)
+        return MlxBuffer(to_mx(arr, dtype), dtype)
+
+    def adopt(self, buf: Buffer) -> Buffer:
+        return buf if isinstance(buf, MlxBuffer) else self.from_host(np.asarray(buf))
+
+    def to_host(self, buf: Buffer) -> np.ndarray:
+        return np.asarray(buf)
+
+    def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
+        return MlxBuffer(_mx().zeros(shape, dtype=mx_dtype(dtype)), dtype)
+
+    def scalar(self, value: Any, dtype: DType) -> Buffer:
+        dtype = scalar_dtype(dtype)
+        return MlxBuffer(to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
+
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        if launch.kind == "library":
+            check_dtypes(launch, self.factory.target)
+            return _matmul_launch(launch) if self.factory.matmul_on_device else None
+        call = launch_call(launch, self.factory.target)
+        if call is None:
+            return None
+        if min(call.grid) == 0:
+            return lambda reads, writes: None
+        kernel = self._kernels.get_or_make(call.name, lambda: self._make(**kernel_arguments(call, self.factory)))
+        flag = call.output_names[-1] == ERROR_FLAG
+
+        def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]):
+            outs = kernel(**call_arguments(call, [r.array.reshape(-1) for r in reads]))
+            for w, o in zip(writes, outs):
+                w.array = o.reshape(w.array.shape)
+            return flag and outs[-1].item()     # the executor raises when the kernel set it
+        return fn
+
+
+def _matmul_launch(launch) -> LaunchFn | None:
+    """mx.matmul for a library launch of views and one float matmul (None: anything else)."""
+    # Matmuls of non-empty matrices, read directly or through views (a transposed key); 1-d and
+    # size-0 operands run on the host (an early GPU run crashed there, not yet isolated).
+    *views, node = launch.nodes
+    if node.op != "matmul" or any(v.op != "view" for v in views):
+        return None
+    if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape
+           for n in (node, *node.inputs, *views)):
+        return None
+    mx = _mx()
+
+    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+        env = {id(node): buf.array for (node, _), buf in zip(launch.reads, reads)}
+        for node in launch.nodes:
+            x = [env[id(i)] for i in node.inputs]
+            if node.op == "view":
+                spec = node.attrs["view"]
+                env[id(node)] = mx.as_strided(x[0].reshape(-1), spec.shape, spec.strides, spec.offset)
+            else:
+                env[id(node)] = mx.matmul(*x)
+        for (node, _), w in zip(launch.writes, writes):
+            w.array = mx.contiguous(env[id(node)]).reshape(w.array.shape)
+    return fn
+
+
+def MetalBackend() -> MlxBackend:       # noqa: N802  (a backend factory, named as the class was)
+    return MlxBackend("metal", METAL)
+
+
+def CudaBackend() -> MlxBackend:        # noqa: N802
+    return MlxBackend("cuda", CUDA)

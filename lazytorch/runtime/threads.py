@@ -1,0 +1,137 @@
+"""How generated kernels (OpenMP) and library calls (numpy's BLAS) share the CPU cores.
+
+Both libraries keep a pool of worker threads.  libgomp's workers, by default, spin for about 3 ms
+after every parallel region; a BLAS call that follows a kernel then finds its cores busy and its
+own workers (which wait for each other) stall: the README demo took 42 ms instead of 8.  So:
+
+- When the runtime loads the first kernel library and libgomp is not in the process yet, it loads
+  libgomp itself with a short spin count (`SPIN_COUNT`, read by libgomp once, at load; the
+  environment is restored right after, so child processes see the user's own).  A user's
+  OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone.
+- Library calls run BLAS on one thread (`blas_threads`): two pools on two cores stall each
+  other even with short spins (OpenBLAS's workers spin ~0.1 s after a call).  Measured on the
+  demo under a competing process: both pools parallel 85-115 ms, BLAS on one thread 9-12 ms.
+- When libgomp was loaded before us (by torch, say) with its default 3 ms spin, kernels run on
+  one thread (`lt_parallel = 0` in each kernel library): its spinning workers would take the cores
+  from everything between kernels (demo: 54 ms with parallel kernels, 11.5 ms without).
+- Thread counts follow OMP_NUM_THREADS and the process's CPU affinity (libgomp reads both;
+  `num_threads` reports the same number); a kernel goes parallel only above a size the renderer
+  takes from the measured fork cost (codegen/targets/c.py's PARALLEL_MIN).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+# spins before a libgomp worker sleeps (~10 us): long enough to catch the next kernel of a
+# program, short enough to give the cores back to BLAS; GOMP_SPINCOUNT=0 (passive) measured the
+# same on the demo, default (300000, ~3 ms) 5x slower
+SPIN_COUNT = "1000"
+_USER_POLICY = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+
+def num_threads() -> int:
+    """The threads a parallel kernel uses: OMP_NUM_THREADS, else the CPUs this process may run on."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                  # macOS has no affinity API
+        return os.cpu_count() or 1
+
+
+def _gomp_loaded() -> bool:
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def prepare_openmp() -> None:
+    """Before the first kernel library is loaded: make libgomp's workers sleep soon after a kernel
+    (see the module docstring).  Idempotent; records what it did in `info()`."""
+    if _state:
+        return
+    with _lock:
+        if _state:
+            return
+        if any(os.environ.get(k) for k in _USER_POLICY):
+            _state.update(policy="user", kernels_parallel=True)
+        elif _gomp_loaded():
+            _state.update(policy="loaded before lazytorch (spinning)", kernels_parallel=False)
+        else:
+            saved = os.environ.get("GOMP_SPINCOUNT")
+            os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT     # read once by libgomp's constructor
+            try:
+                ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL)
+                _state.update(policy=f"spin {SPIN_COUNT}", kernels_parallel=True)
+            except OSError:                 # no libgomp (clang's libomp, or no OpenMP at all)
+                _state.update(policy="no libgomp", kernels_parallel=True)
+            finally:
+                if saved is None:
+                    del os.environ["GOMP_SPINCOUNT"]
+                else:
+                    os.environ["GOMP_SPINCOUNT"] = saved
+
+
+def kernels_parallel() -> bool:
+    """Whether kernels may fork: not when a spinning libgomp (loaded before us) would keep the
+    cores busy for ~3 ms after every kernel, starving the BLAS calls between them."""
+    return bool(_state.get("kernels_parallel", True)) and num_threads() > 1
+
+
+def info() -> dict:
+    """The thread policy in effect (for lt.cache_info() and LAZYTORCH_DEBUG)."""
+    return {"threads": num_threads(), "openmp": _state.get("policy", "not loaded yet"),
+            "kernels_parallel": kernels_parallel(), "library_calls_threads": 1 if _openblas() else "BLAS default"}
+
+
+_BLAS_SET = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+_BLAS_GET = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+_blas: list = []
+
+
+def _openblas():
+    """(set, get) of the OpenBLAS numpy loaded, or None (another BLAS: left alone)."""
+    if not _blas:
+        found = None
+        try:
+            with open("/proc/self/maps") as f:
+                paths = {line.split()[-1] for line in f if "openblas" in line and line.rstrip().endswith(".so")}
+        except OSError:
+            paths = set()
+        for path in sorted(paths):
+            lib = ctypes.CDLL(path)
+            setter = next((getattr(lib, s) for s in _BLAS_SET if hasattr(lib, s)), None)
+            getter = next((getattr(lib, s) for s in _BLAS_GET if hasattr(lib, s)), None)
+            if setter and getter:
+                setter.argtypes, getter.restype = (ctypes.c_int,), ctypes.c_int
+                found = (setter, getter)
+                break
+        _blas.append(found)
+    return _blas[0]
+
+
+@contextmanager
+def blas_threads() -> Iterator[None]:
+    """Around a library call: BLAS on one thread.  Two pools on the same cores stall each other
+    (OpenBLAS's workers spin ~0.1 s after a call, libgomp's after a kernel): with both parallel
+    the demo took 85-115 ms under a competing process, with BLAS on one thread 9-12 ms."""
+    blas = _openblas()
+    if blas is None:
+        yield
+        return
+    setter, getter = blas
+    before = getter()
+    setter(1)
+    try:
+        yield
+    finally:
+        setter(before)
