@@ -24,6 +24,7 @@ from .ir.promotion import promote_types
 from .realize import eval_tensors as _eval_tensors
 from .realize import show_kernels
 from .graph_cache import cache_clear, cache_info, set_cache_size
+from .compile import compile, compile_info  # noqa: A004  (torch's name)
 from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend
 from .runtime import set_backend
