@@ -26,6 +26,9 @@ import types
 import warnings
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
+from .ir import dtypes as D
 from .ir.graph import program
 from .ir.node import Node
 from .passes.pipeline import compile_plan
@@ -68,6 +71,7 @@ class GraphBreak(RuntimeError):
 class _Placeholder:
     """The buffer of a placeholder leaf: any attempt to read its data is a graph break."""
     __slots__ = ("what",)
+    placeholder = True                                   # (indexing skips its eager bounds check)
 
     def __init__(self, what: str):
         self.what = what
@@ -93,9 +97,14 @@ def _flatten(obj, leaves: list) -> Any:
     return None
 
 
+_CONTAINERS = frozenset({tuple, list, dict})
+
+
 def _unflatten(spec, it) -> Any:
     if spec is None:
         return next(it)
+    if type(spec) is int:                                # n flat positional arguments
+        return tuple([next(it) for _ in range(spec)])
     t = spec[0]
     if t is dict:
         return {k: _unflatten(s, it) for k, s in zip(spec[1], spec[2])}
@@ -238,8 +247,10 @@ class Entry:
         self.capture_slots: list[tuple[int, Tensor]] = []
         for slot, leaf in enumerate(slots):
             bound = trace.bindings.get(id(leaf))
-            if leaf.op == "scalar":
+            if leaf.op == "scalar" and id(leaf) in runtime_scalars:
                 self.scalar_slots.append((slot, runtime_scalars[id(leaf)]))
+            elif leaf.op == "scalar":
+                self.template[slot] = leaf.value          # a number of the body kept as a param
             elif bound is None:
                 self.template[slot] = leaf.buffer         # a tensor made in the body: a constant
             elif bound[0] == "arg":
@@ -251,6 +262,7 @@ class Entry:
         self.out_spec, self.out_leaves = trace.out_spec, trace.out_leaves
         self.out_meta = [(r.shape, r.dtype, hash(("buffer", (), r.shape, r.dtype.name))) for r in trace.roots]
         self.writes = trace.writes
+        self.single = trace.out_spec is None and trace.out_leaves == [("out", 0)] and not trace.writes
 
     def run(self, leaves: list, bound: list) -> Any:
         values = self.template.copy()
@@ -269,10 +281,13 @@ class Entry:
             for slot, t in self.capture_slots:
                 values[slot] = t._node.buffer
         outs = self.executable.run(values) if self.executable is not None else ()
-        meta = self.out_meta
-        nodes = [Node.with_key("buffer", (), {}, *meta[k][:2], meta[k][2]) for k in range(len(outs))]
-        for node, buf in zip(nodes, outs):
+        nodes = []
+        for (shape, dtype, key), buf in zip(self.out_meta, outs):
+            node = Node.with_key("buffer", (), {}, shape, dtype, key)
             node.buffer = buf
+            nodes.append(node)
+        if self.single:
+            return Tensor(nodes[0])
         for target, k in self.writes:                    # replay in-place updates of state
             t = target[1] if target[0] == "capture" else leaves[target[1]]
             t = t._base if t._base is not None else t
@@ -300,22 +315,42 @@ def _output(o, nodes: list, leaves: list):
 def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     """(params, roots, the leaf behind each param) of a copy of the traced program: buffers and
     scalars bound to Python-number arguments become params; other Python numbers of the body
-    become structural constants (literals in the kernels, no per-call conversion)."""
+    become structural constants (literals in the kernels, no per-call conversion).
+
+    A Python float is a float64 scalar; as a literal it would need float64 registers, which
+    Metal lacks, so it becomes a float32 literal where that is exact and no reader is float64
+    (readers compute in float32 or below anyway); the rest stay runtime params."""
+    f64_reader: set[int] = set()
+    for n in order:
+        if n.dtype is D.float64:
+            f64_reader.update(id(i) for i in n.inputs if i.op == "scalar")
     copies: dict[int, Node] = {}
     params: list[Node] = []
     slots: list[Node] = []
     for n in order:
-        if n.op == "buffer" or (n.op == "scalar" and id(n) in runtime):
+        literal = None
+        if n.op == "scalar" and id(n) not in runtime:
+            literal = _literal(n, id(n) in f64_reader)
+        if n.op == "buffer" or (n.op == "scalar" and literal is None):
             kind = "scalar" if n.op == "scalar" else "buffer"
             new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
             params.append(new)
             slots.append(n)
         elif n.op == "scalar":
-            new = Node.scalar(n.value, n.dtype)
+            new = literal
         else:
             new = Node(n.op, tuple(copies[id(i)] for i in n.inputs), n.attrs, n.shape, n.dtype)
         copies[id(n)] = new
     return params, [copies[id(r)] for r in roots], slots
+
+
+def _literal(n: Node, read_as_f64: bool) -> Node | None:
+    if n.dtype is not D.float64 or read_as_f64:
+        return Node.scalar(n.value, n.dtype)
+    value = float(n.value)
+    if value != value or float(np.float32(value)) == value:      # NaN, or exact in float32
+        return Node.scalar(value, D.float32)
+    return None
 
 
 class _Fallback:
@@ -342,9 +377,12 @@ class CompiledFunction:
 
     # ---- the hot path ----
     def __call__(self, *args, **kwargs):
-        leaves: list = []
-        spec = _flatten(args, leaves)
-        kwspec = _flatten(kwargs, leaves) if kwargs else None
+        if kwargs or any([type(a) in _CONTAINERS or isinstance(a, tuple) for a in args]):
+            leaves: list = []
+            spec = _flatten(args, leaves)
+            kwspec = _flatten(kwargs, leaves) if kwargs else None
+        else:                                            # flat positional arguments: the common case
+            leaves, spec, kwspec = list(args), len(args), None
         sigs, bound = [], []
         for v in leaves:
             s, n = _leaf_sig(v)
@@ -353,7 +391,7 @@ class CompiledFunction:
                 s, n = _leaf_sig(v)
             sigs.append(s)
             bound.append(n)
-        key = (backend_name(), spec, kwspec, tuple(sigs))
+        key = (backend_name(), spec, kwspec, tuple(sigs), self._guard())
         try:
             entry = self._entries.get(key)
         except TypeError:                                # an unhashable argument
@@ -373,6 +411,10 @@ class CompiledFunction:
             return self(*args, **kwargs)
         _stats["hits"] += 1
         return out
+
+    def _guard(self):
+        """Python state the trace depends on that a call must match (a module's training flag)."""
+        return None
 
     def _run_fallback(self, args, kwargs, why: str | None):
         _stats["fallbacks"] += 1
@@ -549,7 +591,7 @@ class CompiledFunction:
         except (TypeError, ValueError):
             params = []
         names: list[str] = []
-        for i, s in enumerate(spec[1]):
+        for i, s in enumerate(spec[1] if type(spec) is not int else [None] * spec):
             _leaf_paths(s, params[i] if i < len(params) and not params[i].startswith("*") else f"args[{i}]",
                         names)
         if kwspec is not None:
@@ -564,6 +606,8 @@ class CompiledFunction:
         old_key, old_names, old_leaves = last
         if old_key[0] != key[0]:
             return f"backend changed from {old_key[0]} to {key[0]}"
+        if old_key[4] != key[4]:
+            return f"the module's training flag changed from {old_key[4]} to {key[4]}"
         if old_key[1:3] != key[1:3]:
             return "the arguments' structure changed (containers, keyword names)"
         changes = []
@@ -632,8 +676,17 @@ class CompiledModule(CompiledFunction):
         self._orig_mod = module
         self.__name__ = type(module).__name__
 
+    def _guard(self):
+        return getattr(self._orig_mod, "training", None)
+
     def __getattr__(self, name):
         return getattr(self.__dict__["_orig_mod"], name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:                                            # model.training = False sets the module's
+            setattr(self._orig_mod, name, value)
 
 
 def compile(fn: Callable | None = None, *, dynamic: bool | None = False, fullgraph: bool = False,  # noqa: A001
