@@ -15,7 +15,7 @@ from .ir.build import call, fast_builder
 from .ir.errors import op_error
 from .ir.node import Node
 from .ir.registry import OpDef, ops
-from .tensor import Tensor, alias, wrap
+from .tensor import Tensor, alias
 
 ReturnTypes = {}
 
@@ -76,7 +76,7 @@ def make_function(op: OpDef, name: str):
         if fast is not None and out is None and not kwargs:
             node = fast(*args)
             if node is not None:
-                return wrap(node)
+                return Tensor(node)
         kwargs = _input_alias(kwargs)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
@@ -131,7 +131,7 @@ def make_operator(op: OpDef, dunder: str):
         def operator(self, *args):
             node = fast(self, *args)
             if node is not None:
-                return wrap(node)
+                return Tensor(node)
             return fn(self, *args)
     operator.__name__ = dunder
     return operator

@@ -16,6 +16,7 @@ branches, outputs) and why they were chosen.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -288,13 +289,28 @@ class Entry:
             nodes.append(node)
         if self.single:
             return Tensor(nodes[0])
-        for target, k in self.writes:                    # replay in-place updates of state
-            t = target[1] if target[0] == "capture" else leaves[target[1]]
-            t = t._base if t._base is not None else t
-            t._node = nodes[k]
-            t._version += 1
+        if self.writes:                                  # replay in-place updates of state
+            with _no_grad():                             # (as an optimizer step updates parameters)
+                for target, k in self.writes:
+                    t = target[1] if target[0] == "capture" else leaves[target[1]]
+                    t = t._base if t._base is not None else t
+                    t._rebind(nodes[k], "lt.compile write-back")
         it = iter([_output(o, nodes, leaves) for o in self.out_leaves])
         return _unflatten(self.out_spec, it)
+
+
+def _no_grad():
+    """autograd's no_grad() where the package has autograd, else nothing to switch off."""
+    if not _NO_GRAD:
+        try:
+            from .autograd import no_grad
+        except ImportError:
+            no_grad = contextlib.nullcontext
+        _NO_GRAD.append(no_grad)
+    return _NO_GRAD[0]()
+
+
+_NO_GRAD: list = []
 
 
 class _Stale(Exception):

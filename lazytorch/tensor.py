@@ -225,17 +225,6 @@ class Tensor:
         return strides if dim is None else strides[dim]
 
 
-_new_tensor = Tensor.__new__
-
-
-def wrap(node: Node) -> Tensor:
-    """Tensor(node) for a fresh node that aliases nothing, without the constructor's call (the
-    Tensor API's fast path makes one per op)."""
-    t = _new_tensor(Tensor)
-    t._node, t._base, t._spec, t._base_version, t._version = node, None, None, 0, 0
-    return t
-
-
 class Size(tuple):
     """torch.Size: a tuple of ints that prints as `lazytorch.Size([2, 3])`."""
 
