@@ -334,19 +334,21 @@ def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     become structural constants (literals in the kernels, no per-call conversion).
 
     A Python float is a float64 scalar; as a literal it would need float64 registers, which
-    Metal lacks, so it becomes a float32 literal where that is exact and no reader is float64
-    (readers compute in float32 or below anyway); the rest stay runtime params."""
-    f64_reader: set[int] = set()
+    Metal lacks.  It becomes a float32 literal where that changes nothing: the value is exact in
+    float32 and no reader is float64, or every reader is a float32/16 node (which casts the number
+    to float32 first, as the lazy path's kernels do with the param).  Otherwise it stays a param."""
+    readers: dict[int, list[Node]] = {}
     for n in order:
-        if n.dtype is D.float64:
-            f64_reader.update(id(i) for i in n.inputs if i.op == "scalar")
+        for i in n.inputs:
+            if i.op == "scalar":
+                readers.setdefault(id(i), []).append(n)
     copies: dict[int, Node] = {}
     params: list[Node] = []
     slots: list[Node] = []
     for n in order:
         literal = None
         if n.op == "scalar" and id(n) not in runtime:
-            literal = _literal(n, id(n) in f64_reader)
+            literal = _literal(n, readers.get(id(n), ()))
         if n.op == "buffer" or (n.op == "scalar" and literal is None):
             kind = "scalar" if n.op == "scalar" else "buffer"
             new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
@@ -360,13 +362,22 @@ def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     return params, [copies[id(r)] for r in roots], slots
 
 
-def _literal(n: Node, read_as_f64: bool) -> Node | None:
-    if n.dtype is not D.float64 or read_as_f64:
+def _literal(n: Node, readers: list[Node]) -> Node | None:
+    if n.dtype is not D.float64 or any(r.dtype is D.float64 for r in readers):
         return Node.scalar(n.value, n.dtype)
     value = float(n.value)
-    if value != value or float(np.float32(value)) == value:      # NaN, or exact in float32
-        return Node.scalar(value, D.float32)
+    exact = value != value or float(np.float32(value)) == value          # (NaN, inf included)
+    if exact or all(r.dtype.is_floating_point and r.op not in ("full", "to") for r in readers):
+        return Node.scalar(float(np.float32(value)), D.float32)
     return None
+
+
+class _Specialized:
+    """The entries of a signature whose Python numbers at `positions` shape the program: one per
+    tuple of their values."""
+
+    def __init__(self, positions: tuple[int, ...], table: dict):
+        self.positions, self.table = positions, table
 
 
 class _Fallback:
@@ -386,7 +397,6 @@ class CompiledFunction:
         self._dynamic = dynamic
         self._fullgraph = fullgraph
         self._entries: dict = {}
-        self._specialized: dict = {}                     # key -> scalar leaf indices baked in
         self._warned = False
         self._last_key = None
         functools.update_wrapper(self, fn, updated=())
@@ -401,6 +411,11 @@ class CompiledFunction:
             leaves, spec, kwspec = list(args), len(args), None
         sigs, bound = [], []
         for v in leaves:
+            if isinstance(v, Tensor) and v._base is None and v._node.op == "buffer":
+                n = v._node                              # a realized tensor: the common case
+                sigs.append((n.shape, n.dtype))
+                bound.append(n)
+                continue
             s, n = _leaf_sig(v)
             if s is None:
                 eval_nodes([v.node])
@@ -412,9 +427,8 @@ class CompiledFunction:
             entry = self._entries.get(key)
         except TypeError:                                # an unhashable argument
             return self._run_fallback(args, kwargs, "an argument is neither a tensor, a number nor hashable")
-        special = self._specialized.get(key)
-        if special is not None:
-            entry = self._entries.get((key, tuple([leaves[i] for i in special])))
+        if type(entry) is _Specialized:
+            entry = entry.table.get(tuple([leaves[i] for i in entry.positions]))
         if entry is None:
             entry = self._compile(key, leaves, bound, spec, kwspec, args, kwargs)
         if type(entry) is _Fallback:
@@ -442,10 +456,6 @@ class CompiledFunction:
     def _drop(self, key) -> None:
         with _lock:
             self._entries.pop(key, None)
-            special = self._specialized.pop(key, None)
-            if special is not None:
-                for k in [k for k in self._entries if isinstance(k, tuple) and len(k) == 2 and k[0] == key]:
-                    del self._entries[k]
 
     # ---- the first call of a signature ----
     def _compile(self, key, leaves, bound, spec, kwspec, args, kwargs):
@@ -464,8 +474,10 @@ class CompiledFunction:
             runtime, special = self._scalar_bindings(spec, kwspec, leaves, bound, traced)
             entry = Entry(traced, runtime, key[0])
             if special:
-                self._specialized[key] = special
-                self._entries[(key, tuple([leaves[i] for i in special]))] = entry
+                group = self._entries.get(key)
+                if type(group) is not _Specialized or group.positions != special:
+                    group = self._entries[key] = _Specialized(special, {})
+                group.table[tuple([leaves[i] for i in special])] = entry
             else:
                 self._entries[key] = entry
             return entry
