@@ -154,13 +154,6 @@ def _describe_sig(sig) -> str:
 
 # ---------------------------------------------------------------- captured tensors
 
-def _roots_of(target) -> list:
-    """Where the traced callable can reach tensors from: the object itself (a module or any
-    callable object), a bound method's self, a function's closure cells and the globals its code
-    names (and the code of functions defined inside it)."""
-    return [target]
-
-
 def _code_names(code: types.CodeType, out: set) -> None:
     out.update(code.co_names)
     for c in code.co_consts:
@@ -168,9 +161,10 @@ def _code_names(code: types.CodeType, out: set) -> None:
             _code_names(c, out)
 
 
-def discover_tensors(target, depth: int = 6) -> list[Tensor]:
+def discover_tensors(target, depth: int = 32) -> list[Tensor]:
     """Every root Tensor (not a view; a view contributes its base) reachable from `target`
-    through object attributes, containers, closures and the globals functions name."""
+    through object attributes, containers, closures and the globals functions name (`depth`
+    links deep: a module tree nests three links per level; at most _MAX_VISITED objects)."""
     found: dict[int, Tensor] = {}
     seen: set[int] = set()
     stack = [(target, 0)]
