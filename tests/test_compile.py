@@ -363,3 +363,15 @@ def test_decorator_with_options_and_disable():
     assert lt.compile(g, disable=True) is g
     with pytest.raises(TypeError, match="expected a function or a callable module"):
         lt.compile(3)
+
+
+def test_benchmark_harness_has_compiled_columns(tmp_path):
+    """`python -m benchmarks --compiled reference` adds a checked lazytorch.compile[...] column."""
+    import json
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.cli import main
+    assert main(["--quick", "--out", str(tmp_path), "--workloads", "W7", "--backends", "reference",
+                 "--compiled", "reference", "--peers", "numpy"]) == 0
+    rows = json.loads((tmp_path / "results.json").read_text())["workloads"][0]["results"]
+    assert [r["framework"] for r in rows] == ["lazytorch[reference]", "lazytorch.compile[reference]", "numpy"]
+    assert all(r["status"] == "ok" and r["max_abs_err"] <= 1e-4 * r["ref_max_abs"] for r in rows)
