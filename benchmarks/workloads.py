@@ -152,6 +152,44 @@ def gpt_block_run(module_name: str) -> Callable:
     return forward
 
 
+def _train_gpt():
+    """examples/train_gpt.py (the model, its data and its training step)."""
+    sys.path.insert(0, str(EXAMPLES))
+    import train_gpt
+    return train_gpt
+
+
+def train_inputs(rng, s) -> list[np.ndarray]:
+    """One batch of characters (inputs and next-character targets) from the example's text."""
+    tg = _train_gpt()
+    data, _ = tg.load_text()
+    cfg = tg.Config(block=s["block"])
+    return list(next(tg.batches(data, cfg, s["batch"], seed=1)))
+
+
+def train_run(module_name: str) -> Callable:
+    """One training step (forward, backward, clip, AdamW) of the example's GPT per call on
+    `module_name`; each call continues training the same model, from the same initial weights."""
+    if module_name not in MODEL_MODULES:
+        raise ValueError(f"W10 runs the model's torch code on {' or '.join(MODEL_MODULES)}, not {module_name}")
+    module = importlib.import_module(module_name)
+    tg = _train_gpt()
+    state: dict = {}
+
+    def step(x, y):
+        if "trainer" not in state:
+            _, chars = tg.load_text()
+            state["trainer"] = tg.Trainer(module, tg.Config(vocab=len(chars), block=x.shape[1]), 10 ** 6, 3e-3)
+        t = state["trainer"]
+        _, loss = t.model(x, y)
+        t.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        module.nn.utils.clip_grad_norm_(t.model.parameters(), 1.0)
+        t.opt.step()
+        return loss.detach()
+    return step
+
+
 WORKLOADS: list[Workload] = [
     Workload(
         "W1", "pointwise chain gelu_tanh(a*b+c)*sigmoid(a)-tanh(b)",
@@ -211,6 +249,13 @@ WORKLOADS: list[Workload] = [
         {"sentences": 5}, {"sentences": 2},
         inputs=minilm_inputs, run=minilm_run, mode="model", ratios_to=("torch", "torch.compile"),
         missing=_packages_missing("all_minilm_l6_v2", "tokenizers", "torch")),
+    # Training: examples/train_gpt.py's 2-layer character GPT (n_embd 64), forward + backward +
+    # gradient clipping + AdamW per call; the first call's loss is checked against torch eager's.
+    Workload(
+        "W10", "training step: forward + backward + AdamW of examples/train_gpt.py's GPT",
+        {"batch": 8, "block": 64}, {"batch": 2, "block": 16},
+        inputs=train_inputs, run=train_run, mode="model", ratios_to=("torch", "torch.compile"),
+        missing=_packages_missing("torch")),
     # The README demo (examples/gpt_block.py): one GPT-2 block forward, random weights.
     Workload(
         "W11", "README demo: GPT-2 block forward (examples/gpt_block.py)",

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the sibling helpers, run from anywhere
 import lazytorch as lt  # noqa: E402
 from gpt_block import median_ms  # noqa: E402
-from safetensors_numpy import load as load_safetensors  # noqa: E402
+from safetensors.numpy import load as load_safetensors  # noqa: E402
 
 SENTENCES = [
     "A man is eating food.",

@@ -6,12 +6,12 @@
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from . import api as _api
-from .interop import from_mlx, from_numpy, tensor
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .interop import as_tensor, from_dlpack, from_mlx, from_numpy, tensor
 from .ir import creation as _creation  # registers builders
 from .ir import dtypes as _dtypes
 from .ir.creation import manual_seed
@@ -34,11 +34,15 @@ bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
 half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
 __version__ = "0.1.0"
 
-nn = SimpleNamespace(functional=SimpleNamespace())
 _nn_functional: dict = {}
 _api.install(globals(), _nn_functional)
-for _name, _fn in _nn_functional.items():
-    setattr(nn.functional, _name, _fn)
+from . import nn  # noqa: E402  (after install: nn.functional gets the registry's nn ops)
+vars(nn.functional).update(_nn_functional)
+from .nn import utils as _nn_utils  # noqa: E402,F401  (binds lazytorch.nn.utils: clip_grad_*)
+from . import optim  # noqa: E402
+from . import cuda, backends  # noqa: E402
+from .device import device, get_default_device, set_default_device  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 
 def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in the brief)

@@ -73,6 +73,10 @@ def make_function(op: OpDef, name: str):
     fast = fast_builder(op.name)
 
     def fn(*args, out=None, **kwargs):
+        if "creation" in op.tags and "requires_grad" in kwargs:
+            requires_grad = kwargs.pop("requires_grad")
+            made = fn(*args, out=out, **kwargs)
+            return made.requires_grad_() if requires_grad else made
         if fast is not None and out is None and not kwargs:
             node = fast(*args)
             if node is not None:
@@ -101,6 +105,19 @@ def make_function(op: OpDef, name: str):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = "\n".join(s.text for s in op.schemas)
     return fn
+
+
+def with_device(fn):
+    """Accept torch's creation keywords: device= selects the process's device (lazytorch/device.py);
+    layout= and pin_memory= take their only meaningful values (requires_grad= is fn's own)."""
+    def creation(*args, device=None, layout=None, pin_memory=False, **kwargs):
+        if device is not None:
+            from .device import select
+            select(device)
+        return fn(*args, **kwargs)
+    creation.__name__ = creation.__qualname__ = fn.__name__
+    creation.__doc__ = fn.__doc__
+    return creation
 
 
 def make_inplace(op: OpDef, name: str):
@@ -142,12 +159,14 @@ def install(namespace: dict, nn_namespace: dict) -> None:
     seen = set()
     for name, op in ops().items():
         fn = make_function(op, name)
+        if "creation" in op.tags:
+            fn = with_device(fn)
         if "function" in op.variants:
             namespace.setdefault(name, fn)
         if "method" in op.variants and not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
         if op.nn:
-            nn_namespace[name] = fn
+            nn_namespace[op.nn if isinstance(op.nn, str) else name] = fn
         if op.inplace and "method" in op.variants:
             setattr(Tensor, name + "_", make_inplace(op, name + "_"))
         if id(op) in seen:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .autograd import state as _grad
 from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import contiguous, view_of
@@ -20,7 +21,7 @@ from .ir.node import Node, type_str
 
 
 class Tensor:
-    __slots__ = ("_node", "_base", "_spec", "_base_version", "_version", "__weakref__")
+    __slots__ = ("_node", "_base", "_spec", "_base_version", "_version", "_grad", "__weakref__")
 
     def __init__(self, node: Node, base: "Tensor | None" = None, spec: V.ViewSpec | None = None):
         self._node = node
@@ -28,6 +29,9 @@ class Tensor:
         self._spec = spec                      # how this view indexes the base's contiguous layout
         self._base_version = base._version if base is not None else 0
         self._version = 0                      # bumped by every in-place op on this tensor
+        self._grad = None                      # .grad: a lazy tensor after backward
+        if _grad.MODE.any_leaf:                # autograd: does this value require grad?
+            _grad.track(node)
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property
@@ -41,8 +45,16 @@ class Tensor:
     def _rebind(self, node: Node, op: str = "in-place op") -> None:
         """Give this tensor a new value (in-place `op`): write through into the base for views."""
         if self._base is None:
+            leaf = _grad.MODE.any_leaf and self._is_grad_leaf()
+            if leaf and _grad.MODE.enabled:
+                raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation "
+                                   f"(shape {list(self.shape)}); do it under lazytorch.no_grad() or on a clone()")
             self._node = node
             self._version += 1
+            if leaf:
+                _grad.register_leaf(node, self)
+            elif _grad.MODE.any_leaf:
+                _grad.track(node)
             return
         base = self._base
         if V.has_internal_overlap(self._spec):
@@ -96,9 +108,14 @@ class Tensor:
         return not self.node.realized
 
     @property
-    def device(self) -> str:
-        from .runtime import backend_name
-        return backend_name()
+    def device(self):
+        """The process's device (lazytorch/device.py: one device per process)."""
+        from .device import current
+        return current()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
 
     def __len__(self) -> int:
         if not self.ndim:
@@ -115,6 +132,8 @@ class Tensor:
 
     # ---- values: these evaluate ----
     def numpy(self) -> np.ndarray:
+        """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
+        copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
         from .realize import eval_tensors, host_value
         eval_tensors([self])
         return host_value(self.node)
@@ -211,18 +230,150 @@ class Tensor:
         from .ir.build import call
         return Tensor(call("clone", self.node))
 
-    def detach(self) -> "Tensor":
+    # ---- autograd (lazytorch/autograd/) ----
+    def _is_grad_leaf(self) -> bool:
+        rec = _grad.RECORDS.get(self._node)
+        return rec is not None and rec.leaf is not None and rec.leaf() is self
+
+    @property
+    def requires_grad(self) -> bool:
+        return _grad.MODE.any_leaf and _grad.classify(self.node)
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and not (self.dtype.is_floating_point):
+            raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can require gradients, got "
+                               f"{self.dtype.name}")
+        if self.requires_grad and not self.is_leaf:
+            if requires_grad:
+                return self
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                               "computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        if requires_grad:
+            _grad.register_leaf(self.node, self)
+        elif self._node in _grad.RECORDS:
+            del _grad.RECORDS[self._node]
         return self
 
-    def requires_grad_(self, flag: bool = True) -> "Tensor":
+    @property
+    def is_leaf(self) -> bool:
+        return not self.requires_grad or _grad.RECORDS[self.node].snapshot is None
+
+    @property
+    def grad(self) -> "Tensor | None":
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        if value is not None and tuple(value.shape) != tuple(self.shape):
+            raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs the tensor's "
+                               f"{list(self.shape)}")
+        self._grad = value
+
+    @property
+    def grad_fn(self):
+        if not self.requires_grad:
+            return None
+        rec = _grad.RECORDS[self.node]
+        if rec.snapshot is None:
+            return None
+        from .autograd.engine import GradFn
+        return GradFn(rec.snapshot.op)
+
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs=None) -> None:
+        from .autograd import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+    def retain_grad(self) -> None:
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        rec = _grad.RECORDS[self.node]
+        if rec.snapshot is not None:
+            import weakref
+            rec.retain = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        rec = _grad.RECORDS.get(self.node) if _grad.MODE.any_leaf else None
+        return rec is not None and rec.retain is not None and rec.retain() is self
+
+    def detach(self) -> "Tensor":
+        """The same value, cut from the autograd graph (a new node, so nothing downstream requires grad)."""
+        node = self.node
+        if not (_grad.MODE.any_leaf and node in _grad.RECORDS):
+            return Tensor(node)
+        if node.realized:
+            return Tensor(Node.from_buffer(node.buffer, node.shape, node.dtype))
+        from .ir.build import call
+        with _no_grad():
+            return Tensor(call("clone", node))
+
+    def detach_(self) -> "Tensor":
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._node = self.detach()._node
         return self
+
+    # ---- devices and dtype moves (lazytorch/device.py) ----
+    def to(self, *args, **kwargs) -> "Tensor":
+        """to(dtype) | to(device[, dtype]) | to(other), keywords dtype=, device=, copy=, non_blocking=.
+
+        Naming a device selects it for the process (see lazytorch/device.py); the result is self
+        when neither dtype nor copy asks for a new tensor, as in torch."""
+        from .device import parse_to, select
+        dev, dtype, copy = parse_to("to", args, kwargs, self)
+        if dev is not None:
+            select(dev)
+        out = self
+        if dtype is not None and D.as_dtype(dtype) is not self.dtype:
+            from .ir.build import call
+            out = Tensor(call("to", self.node, D.as_dtype(dtype)))
+        return self.clone() if copy and out is self else out
 
     def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.numpy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.numpy().__dlpack_device__()
+
+    # ---- whole-tensor writes (functionalised like every in-place op) ----
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        """Write src's values (broadcast, cast to self's dtype) into self."""
+        from .ir.build import as_node, call
+        if not isinstance(src, (Tensor, int, float, bool)):
+            from .interop import tensor
+            src = tensor(src)
+        value = call("to", call("broadcast_to", as_node(src), tuple(self.shape)), self.dtype)
+        self._rebind(value, "copy_")
         return self
+
+    def fill_(self, value) -> "Tensor":
+        from .ir.creation import fill
+        self._rebind(fill(tuple(self.shape), value, self.dtype), "fill_")
+        return self
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
 
     def stride(self, dim: int | None = None):
         strides = self._spec.strides if self._base is not None else V.contiguous_strides(self._node.shape)
         return strides if dim is None else strides[dim]
+
+
+def _no_grad():
+    from .autograd.grad_mode import no_grad
+    return no_grad()
 
 
 class Size(tuple):

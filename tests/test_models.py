@@ -23,7 +23,6 @@ sys.path.insert(0, str(EXAMPLES))
 
 import gpt_block  # noqa: E402
 import minilm as minilm_example  # noqa: E402  (needs only lazytorch; the weights load on demand)
-import safetensors_numpy  # noqa: E402
 
 # float32 on both sides, different summation orders through 5 matmuls and 2 layer norms
 GPT_RTOL, GPT_ATOL = 1e-4, 1e-4
@@ -64,45 +63,6 @@ def test_gpt_demo_runs(capsys):
     gpt_block.main(dict(batch=1, seq=8, width=32, n_head=2), repeat=1)
     out = capsys.readouterr().out
     assert "kernel plan:" in out and "(ok)" in out and "ms per forward" in out, out
-
-
-# ---------------------------------------------------------------- safetensors reader
-
-def _safetensors_bytes(tensors: dict[str, np.ndarray], names: dict[str, str]) -> bytes:
-    import json
-    import struct
-    header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, arr in tensors.items():
-        raw = arr.tobytes()
-        header[name] = {"dtype": names[name], "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
-
-
-def test_safetensors_reader_roundtrip():
-    rng = np.random.default_rng(0)
-    tensors = {"a": rng.standard_normal((3, 4)).astype(np.float32), "b": np.arange(5, dtype=np.int64),
-               "c": np.float16(2.5).reshape(()), "d": np.zeros((0, 3), np.float64),
-               "bf": np.array([0x3F80, 0xC040], np.uint16)}             # bf16 bits of 1.0, -3.0
-    names = {"a": "F32", "b": "I64", "c": "F16", "d": "F64", "bf": "BF16"}
-    got = safetensors_numpy.load(_safetensors_bytes(tensors, names))
-    assert set(got) == set(tensors)
-    for k in ("a", "b", "c", "d"):
-        assert got[k].dtype == tensors[k].dtype and got[k].shape == tensors[k].shape
-        np.testing.assert_array_equal(got[k], tensors[k])
-    np.testing.assert_array_equal(got["bf"], np.array([1.0, -3.0], np.float32))
-
-
-def test_safetensors_reader_rejects_bad_files():
-    with pytest.raises(ValueError, match="too short"):
-        safetensors_numpy.load(b"\x01")
-    with pytest.raises(ValueError, match="runs past the end"):
-        safetensors_numpy.load((1000).to_bytes(8, "little") + b"{}")
-    bad = _safetensors_bytes({"x": np.zeros(2, np.float32)}, {"x": "C64"})
-    with pytest.raises(ValueError, match="dtype C64"):
-        safetensors_numpy.load(bad)
 
 
 # ---------------------------------------------------------------- MiniLM

@@ -2,4 +2,7 @@ from . import build_reduction  # noqa: F401  (registers the max/min, var/std and
 from . import build_linalg  # noqa: F401  (registers the matmul, addmm and einsum builders)
 from . import build_shape_ops  # noqa: F401  (registers the cat, stack, pad, roll, repeat, tril/triu builders)
 from . import build_nn  # noqa: F401  (registers the dropout builder)
+from . import build_conv  # noqa: F401  (registers the convolution, pooling and resampling builders)
+from . import build_norm  # noqa: F401  (registers the normalization builders)
+from . import build_loss  # noqa: F401  (registers the loss, distance and one_hot builders)
 from . import build_extras  # noqa: F401  (registers the builders of registry/extras.yaml)

@@ -36,7 +36,8 @@ class OpDef:
     out: bool                  # accept `out=`
     operators: tuple[str, ...]  # Python operators bound to this op (reflected ones swap operands)
     aliases: tuple[str, ...]   # further names for the same op (torch's `clip` for `clamp`)
-    nn: bool                   # also exported by lt.nn.functional
+    nn: bool | str             # also exported by lt.nn.functional (a string: under that name, where
+                               # torch's nn.functional name is another op's: F.unfold vs Tensor.unfold)
     allow: frozenset[str]      # dtype categories accepted ("bool", "integer", "floating")
     meta_args: tuple[tuple[str, object], ...]  # parameters of the meta rule, e.g. (("result", "long"),)
 
@@ -75,7 +76,7 @@ def _load_entry(entry: dict, source: str) -> OpDef:
         out="out" in autogen,
         operators=tuple(entry.get("operators", [])),
         aliases=tuple(entry.get("aliases", [])),
-        nn=bool(entry.get("nn", False)),
+        nn=entry["nn"] if isinstance(entry.get("nn"), str) else bool(entry.get("nn", False)),
         allow=frozenset(entry.get("allow", ["bool", "integer", "floating"])),
         meta_args=tuple(sorted((entry.get("meta_args") or {}).items())),
     )

@@ -114,5 +114,6 @@ def promoted(nodes: list[Node]) -> DType:
 
 
 from . import linalg, misc, nn, pointwise, reduction, shape_ops  # noqa: E402,F401  (register the rules)
+from . import conv  # noqa: E402,F401
 from . import shape  # noqa: E402,F401  (indexing rules)
 from .pointwise import compute_dtype  # noqa: E402,F401

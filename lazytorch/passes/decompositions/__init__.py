@@ -40,3 +40,4 @@ from . import activations  # noqa: E402,F401  (register the decompositions)
 from . import pointwise  # noqa: E402,F401
 from . import reductions  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
+from . import conv  # noqa: E402,F401

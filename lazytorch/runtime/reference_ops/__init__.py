@@ -47,3 +47,4 @@ from . import pointwise, reduction, views  # noqa: E402,F401  (register the impl
 from . import linalg  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 from . import shape_ops  # noqa: E402,F401
+from . import conv  # noqa: E402,F401

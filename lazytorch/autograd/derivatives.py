@@ -1,0 +1,766 @@
+"""Derivative rules, one per differentiable op of the IR, in the spirit of torch's derivatives.yaml.
+
+A rule maps (args, out, grad) to the gradient of each differentiable argument, by schema name:
+`args` are the node's arguments by name (inputs as nodes, attributes as values, as
+ir.build.named_inputs gives them), `out` is the node itself (its value: pending or realized) and
+`grad` the cotangent, a node of out's shape.  Rules build ordinary IR nodes through the same
+builder the Tensor API uses (ir.build.call), so backward is more lazy graph: the passes fuse it
+with the forward program.  The engine sums each result to its argument's shape (broadcasting)
+and casts it to the argument's dtype, so pointwise rules may return broadcast shapes.
+
+What a rule reads decides what backward keeps alive: cheap pointwise values (masks, x*x, the
+normalised rows of layer_norm) are recomputed from the saved inputs inside the fused backward
+kernels; outputs that cost a reduction (softmax, exp, tanh, sigmoid) are read from `out`.
+
+Composites kept whole in the forward graph (softmax, log_softmax, layer_norm, rms_norm, linear,
+cross_entropy, mse_loss, scaled_dot_product_attention, embedding) have dedicated rules written as
+one row reduction plus pointwise work, which fusion turns into one row kernel, as torch's
+_softmax_backward_data and MLX's LayerNormVJP are.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import views as V
+from ..ir.build import call, contiguous, view_of
+from ..ir.creation import fill, iota
+from ..ir.errors import op_error
+from ..ir.node import Node
+
+Rule = Callable[[dict[str, Any], Node, Node], dict[str, Any]]
+RULES: dict[str, Rule] = {}
+
+# Ops whose rule reads no saved value (only the cotangent): a second backward through them
+# without retain_graph is still allowed, as in torch.
+SAVES_NOTHING = frozenset({"add", "sub", "neg", "sum", "view", "contiguous", "clone", "to", "cat",
+                           "mean", "view_assign"})
+
+
+def rule(*names: str):
+    def register(fn: Rule) -> Rule:
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------- small builders
+
+def C(name: str, *args, **kwargs) -> Node:
+    return call(name, *args, **kwargs)
+
+
+def zeros(shape, dtype: D.DType) -> Node:
+    return fill(tuple(shape), 0.0 if dtype.is_floating_point else 0, dtype)
+
+
+def sum_to(g: Node, shape: tuple[int, ...]) -> Node:
+    """g summed over the dims it gained by broadcasting to reach `shape`."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
+    if dims:
+        g = C("sum", g, dims, True)
+    return g if g.shape == shape else C("reshape", g, shape)
+
+
+def reduced_dims(x: Node, dim) -> list[int]:
+    """The dims a reduction with argument `dim` reduced (None or [] mean all)."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return list(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return sorted(d % max(x.ndim, 1) for d in dims)
+
+
+def unreduce(g: Node, x: Node, dim, keepdim: bool) -> Node:
+    """A reduction's cotangent expanded back to the input's shape."""
+    if x.ndim == 0:
+        return C("reshape", g, ()) if g.shape != () else g
+    if not keepdim:
+        shape = list(x.shape)
+        for d in reduced_dims(x, dim):
+            shape[d] = 1
+        g = C("reshape", g, tuple(shape))
+    return C("expand", g, x.shape)
+
+
+def where0(mask: Node, g: Node) -> Node:
+    return C("where", mask, g, 0.0)
+
+
+def count(x: Node, dim) -> int:
+    return math.prod(x.shape[d] for d in reduced_dims(x, dim)) if x.ndim else 1
+
+
+# ---------------------------------------------------------------- unary pointwise
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+ONE_SIXTH = float(np.float32(1.0) / np.float32(6.0))    # torch's hardsigmoid backward uses 1.0f / 6.0f
+
+UNARY: dict[str, Callable[[Node, Node, Node], Node]] = {
+    "exp": lambda x, y, g: C("mul", g, y),
+    "exp2": lambda x, y, g: C("mul", g, C("mul", y, LN2)),
+    "expm1": lambda x, y, g: C("mul", g, C("add", y, 1.0)),
+    "log": lambda x, y, g: C("div", g, x),
+    "log2": lambda x, y, g: C("div", g, C("mul", x, LN2)),
+    "log10": lambda x, y, g: C("div", g, C("mul", x, LN10)),
+    "log1p": lambda x, y, g: C("div", g, C("add", x, 1.0)),
+    "sqrt": lambda x, y, g: C("div", g, C("mul", y, 2.0)),
+    "rsqrt": lambda x, y, g: C("mul", g, C("mul", C("mul", y, C("mul", y, y)), -0.5)),
+    "reciprocal": lambda x, y, g: C("mul", g, C("neg", C("mul", y, y))),
+    "sin": lambda x, y, g: C("mul", g, C("cos", x)),
+    "cos": lambda x, y, g: C("mul", g, C("neg", C("sin", x))),
+    "tan": lambda x, y, g: C("mul", g, C("add", C("mul", y, y), 1.0)),
+    "asin": lambda x, y, g: C("mul", g, C("rsqrt", C("sub", 1.0, C("mul", x, x)))),
+    "acos": lambda x, y, g: C("mul", g, C("neg", C("rsqrt", C("sub", 1.0, C("mul", x, x))))),
+    "atan": lambda x, y, g: C("div", g, C("add", C("mul", x, x), 1.0)),
+    "sinh": lambda x, y, g: C("mul", g, C("cosh", x)),
+    "cosh": lambda x, y, g: C("mul", g, C("sinh", x)),
+    "tanh": lambda x, y, g: C("mul", g, C("sub", 1.0, C("mul", y, y))),
+    "erf": lambda x, y, g: C("mul", g, C("mul", C("exp", C("neg", C("mul", x, x))), 2.0 / math.sqrt(math.pi))),
+    "sigmoid": lambda x, y, g: C("mul", g, C("mul", y, C("sub", 1.0, y))),
+    "neg": lambda x, y, g: C("neg", g),
+    "abs": lambda x, y, g: C("mul", g, C("sign", x)),
+    "square": lambda x, y, g: C("mul", g, C("mul", x, 2.0)),
+    "relu": lambda x, y, g: where0(C("gt", x, 0.0), g),
+    "clone": lambda x, y, g: g,
+    "contiguous": lambda x, y, g: g,
+    "silu": lambda x, y, g: _silu(x, g),
+    "mish": lambda x, y, g: _mish(x, g),
+    "hardsigmoid": lambda x, y, g: where0(C("logical_and", C("gt", x, -3.0), C("lt", x, 3.0)), C("mul", g, ONE_SIXTH)),
+    "hardswish": lambda x, y, g: C("where", C("lt", x, -3.0), 0.0,
+                                   C("where", C("le", x, 3.0), C("mul", g, C("add", C("div", x, 3.0), 0.5)), g)),
+}
+STEP_FUNCTIONS = ("sign", "floor", "ceil", "round", "trunc")   # zero gradient almost everywhere
+
+
+def _silu(x: Node, g: Node) -> Node:
+    s = C("sigmoid", x)
+    return C("mul", g, C("mul", s, C("add", C("mul", x, C("sub", 1.0, s)), 1.0)))
+
+
+def _mish(x: Node, g: Node) -> Node:
+    tsp = C("tanh", C("softplus", x))
+    return C("mul", g, C("add", tsp, C("mul", C("mul", x, C("sigmoid", x)), C("sub", 1.0, C("mul", tsp, tsp)))))
+
+
+def _unary(name: str) -> None:
+    fn = UNARY[name]
+    RULES[name] = lambda a, out, g: {"self": fn(a["self"], out, g)}
+
+
+for _name in UNARY:
+    _unary(_name)
+
+
+@rule(*STEP_FUNCTIONS)
+def _step(a, out, g):
+    return {"self": zeros(a["self"].shape, a["self"].dtype)}
+
+
+@rule("to")
+def _to(a, out, g):
+    return {"self": g}
+
+
+@rule("gelu")
+def _gelu(a, out, g):
+    x = a["self"]
+    if a.get("approximate", "none") == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        inner = C("mul", C("add", x, C("mul", C("mul", C("mul", x, x), x), 0.044715)), k)
+        t = C("tanh", inner)
+        dinner = C("mul", C("add", C("mul", C("mul", x, x), 3 * 0.044715), 1.0), k)
+        d = C("add", C("mul", C("add", t, 1.0), 0.5),
+              C("mul", C("mul", C("mul", x, 0.5), C("sub", 1.0, C("mul", t, t))), dinner))
+        return {"self": C("mul", g, d)}
+    cdf = C("mul", C("add", C("erf", C("mul", x, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+    pdf = C("mul", C("exp", C("mul", C("mul", x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+    return {"self": C("mul", g, C("add", cdf, C("mul", x, pdf)))}
+
+
+@rule("softplus")
+def _softplus(a, out, g):
+    x, beta, threshold = a["self"], a.get("beta", 1), a.get("threshold", 20)
+    bx = C("mul", x, beta)
+    return {"self": C("where", C("gt", bx, threshold), g, C("mul", g, C("sigmoid", bx)))}
+
+
+@rule("elu")
+def _elu(a, out, g):
+    x, alpha, scale, iscale = (a.get(k, 1) for k in ("self", "alpha", "scale", "input_scale"))
+    neg = C("mul", C("mul", C("exp", C("mul", x, iscale)), alpha), C("mul", iscale, scale))
+    return {"self": C("mul", g, C("where", C("gt", x, 0.0), C("full_like", x, scale), neg))}
+
+
+@rule("leaky_relu")
+def _leaky_relu(a, out, g):
+    x = a["self"]
+    return {"self": C("where", C("gt", x, 0.0), g, C("mul", g, a.get("negative_slope", 0.01)))}
+
+
+@rule("hardtanh")
+def _hardtanh(a, out, g):
+    x = a["self"]
+    inside = C("logical_and", C("gt", x, a.get("min_val", -1)), C("lt", x, a.get("max_val", 1)))
+    return {"self": where0(inside, g)}
+
+
+# ---------------------------------------------------------------- binary and ternary pointwise
+
+@rule("add")
+def _add(a, out, g):
+    alpha = a.get("alpha", 1)
+    return {"self": g, "other": g if _is_one(alpha) else C("mul", g, alpha)}
+
+
+@rule("sub")
+def _sub(a, out, g):
+    alpha = a.get("alpha", 1)
+    return {"self": g, "other": C("neg", g) if _is_one(alpha) else C("mul", g, C("neg", alpha) if isinstance(alpha, Node) else -alpha)}
+
+
+def _is_one(v) -> bool:
+    return not isinstance(v, Node) and v == 1
+
+
+@rule("mul")
+def _mul(a, out, g):
+    return {"self": C("mul", g, a["other"]), "other": C("mul", g, a["self"])}
+
+
+@rule("div")
+def _div(a, out, g):
+    if a.get("rounding_mode") is not None:
+        return {"self": C("mul", g, 0.0), "other": C("mul", g, 0.0)}
+    x, y = a["self"], a["other"]
+    gx = C("div", g, y)
+    return {"self": gx, "other": C("neg", C("mul", gx, C("div", x, y)))}
+
+
+@rule("div_trunc", "div_floor", "floor_divide")
+def _int_div(a, out, g):
+    return {"self": C("mul", g, 0.0), "other": C("mul", g, 0.0)}
+
+
+@rule("remainder", "fmod")
+def _remainder(a, out, g):
+    x, y = a["self"], a["other"]
+    q = C("floor" if a["__op"] == "remainder" else "trunc", C("div", x, y))
+    return {"self": g, "other": C("neg", C("mul", g, q))}
+
+
+@rule("pow")
+def _pow(a, out, g):
+    x, e = a["self"], a["exponent"]
+    log_x = math.log(x.value) if x.op == "scalar" and x.value > 0 else C("log", x)
+    e_minus_1 = e.value - 1 if e.op == "scalar" else C("sub", e, 1)
+    gx = C("mul", g, C("mul", e, C("pow", x, e_minus_1)))
+    ge = C("mul", g, C("mul", out, log_x))
+    # torch: d/dx x**0 = 0 and d/de at x == 0 is 0 where e >= 0
+    return {"self": C("where", C("eq", e, 0), 0.0, gx) if isinstance(e, Node) and e.op != "scalar" else gx,
+            "exponent": C("where", C("logical_and", C("eq", x, 0), C("ge", e, 0)), 0.0, ge)}
+
+
+@rule("maximum", "minimum")
+def _maximum(a, out, g):
+    x, y = a["self"], a["other"]
+    better = C("gt" if a["__op"] == "maximum" else "lt", x, y)
+    tie = C("eq", x, y)
+    half = C("mul", g, 0.5)
+    gx = C("where", better, g, C("where", tie, half, 0.0))
+    gy = C("where", better, 0.0, C("where", tie, half, g))
+    return {"self": gx, "other": gy}
+
+
+@rule("atan2")
+def _atan2(a, out, g):
+    y, x = a["self"], a["other"]
+    d = C("add", C("mul", x, x), C("mul", y, y))
+    return {"self": C("mul", g, C("div", x, d)), "other": C("mul", g, C("div", C("neg", y), d))}
+
+
+@rule("where")
+def _where(a, out, g):
+    cond = a["condition"]
+    return {"self": where0(cond, g), "other": C("where", cond, 0.0, g)}
+
+
+@rule("clamp", "clamp_min", "clamp_max")
+def _clamp(a, out, g):
+    x, lo, hi = a["self"], a.get("min"), a.get("max")
+    keep, glo, ghi = None, None, None
+    if lo is not None:
+        keep = C("ge", x, lo)
+        glo = where0(C("lt", x, lo), g)
+    if hi is not None:
+        below = C("le", x, hi)
+        keep = below if keep is None else C("logical_and", keep, below)
+        ghi = where0(C("gt", x, hi), g)
+    return {"self": where0(keep, g), "min": glo, "max": ghi}
+
+
+@rule("lerp")
+def _lerp(a, out, g):
+    x, end, w = a["self"], a["end"], a["weight"]
+    return {"self": C("mul", g, C("sub", 1.0, w)), "end": C("mul", g, w),
+            "weight": C("mul", g, C("sub", end, x))}
+
+
+@rule("addcmul")
+def _addcmul(a, out, g):
+    v = a.get("value", 1)
+    gv = g if _is_one(v) else C("mul", g, v)
+    return {"self": g, "tensor1": C("mul", gv, a["tensor2"]), "tensor2": C("mul", gv, a["tensor1"])}
+
+
+@rule("addcdiv")
+def _addcdiv(a, out, g):
+    v = a.get("value", 1)
+    gv = g if _is_one(v) else C("mul", g, v)
+    t1, t2 = a["tensor1"], a["tensor2"]
+    g1 = C("div", gv, t2)
+    return {"self": g, "tensor1": g1, "tensor2": C("neg", C("mul", g1, C("div", t1, t2)))}
+
+
+@rule("masked_fill")
+def _masked_fill(a, out, g):
+    return {"self": C("where", a["mask"], 0.0, g)}
+
+
+# ---------------------------------------------------------------- reductions and scans
+
+@rule("sum")
+def _sum(a, out, g):
+    return {"self": unreduce(g, a["self"], a.get("dim"), a.get("keepdim", False))}
+
+
+@rule("mean")
+def _mean(a, out, g):
+    x = a["self"]
+    return {"self": C("div", unreduce(g, x, a.get("dim"), a.get("keepdim", False)), float(max(count(x, a.get("dim")), 1)))}
+
+
+@rule("prod")
+def _prod(a, out, g):
+    x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)
+    y = unreduce(out, x, dim, keep)
+    return {"self": C("mul", unreduce(g, x, dim, keep), C("div", y, x))}
+
+
+@rule("amax", "amin")
+def _amax(a, out, g):
+    x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)
+    hit = C("to", C("eq", x, unreduce(out, x, dim, keep)), x.dtype)
+    n = C("sum", hit, reduced_dims(x, dim), True) if x.ndim else hit
+    share = C("div", unreduce(g, x, dim, keep), C("expand", n, x.shape) if x.ndim else n)
+    return {"self": C("mul", share, hit)}
+
+
+@rule("var", "std")
+def _var(a, out, g):
+    x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)
+    correction = a.get("correction")
+    corr = 1 if correction is None else correction.value if correction.op == "scalar" else correction
+    dims = reduced_dims(x, dim)
+    n = count(x, dim)
+    centred = C("sub", x, C("mean", x, dims, True))
+    denom = float(n) - corr if not isinstance(corr, Node) else C("sub", float(n), corr)
+    gv = C("mul", unreduce(g, x, dim, keep), C("div", C("mul", centred, 2.0), denom))
+    if a["__op"] == "std":
+        gv = C("div", gv, C("mul", unreduce(out, x, dim, keep), 2.0))
+    return {"self": gv}
+
+
+@rule("logsumexp")
+def _logsumexp(a, out, g):
+    x, dim, keep = a["self"], a["dim"], a.get("keepdim", False)
+    return {"self": C("mul", unreduce(g, x, dim, keep), C("exp", C("sub", x, unreduce(out, x, dim, keep))))}
+
+
+@rule("norm")
+def _norm(a, out, g):
+    x, p, dim, keep = a["self"], a.get("p", 2), a.get("dim"), a.get("keepdim", False)
+    p = 2.0 if p is None else float(p.value if isinstance(p, Node) else p)
+    gx, y = unreduce(g, x, dim, keep), unreduce(out, x, dim, keep)
+    if p == 2.0:
+        d = C("div", x, y)
+    elif p == 1.0:
+        d = C("sign", x)
+    elif math.isinf(p):
+        hit = C("to", C("eq", C("abs", x), y), x.dtype)
+        n = C("expand", C("sum", hit, reduced_dims(x, dim), True), x.shape)
+        d = C("div", C("mul", C("sign", x), hit), n)
+    else:
+        d = C("div", C("mul", x, C("pow", C("abs", x), p - 2.0)), C("pow", y, p - 1.0))
+    return {"self": where0(C("ne", y, 0.0), C("mul", gx, d)) if p >= 1.0 else C("mul", gx, d)}
+
+
+@rule("cumsum")
+def _cumsum(a, out, g):
+    d = a["dim"] % max(g.ndim, 1)
+    if g.ndim == 0:
+        return {"self": g}
+    return {"self": C("flip", C("cumsum", C("flip", g, [d]), d), [d])}
+
+
+# ---------------------------------------------------------------- views and data movement
+
+def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node:
+    """The gradient of a view's base: g sent back through the view, summed where the view read one
+    base element more than once (broadcast dims, overlapping windows) and zero where it did not read."""
+    bcast = [d for d, (s, st) in enumerate(zip(spec.shape, spec.strides)) if st == 0 and s > 1]
+    if bcast:
+        g = C("sum", g, bcast, True)
+        spec = V.ViewSpec(g.shape, spec.strides, spec.offset)
+    bijective = _bijective_inverse(g, base_shape, spec)
+    if bijective is not None:
+        return bijective
+    peel = _peel_for_injective(spec)
+    total = None
+    for index in np.ndindex(*[spec.shape[d] for d in peel]):
+        part, part_spec = g, spec
+        for d, i in sorted(zip(peel, index), reverse=True):      # select from the last dim first
+            part = C("select", part, d, i)
+            part_spec = V.select(part_spec, d, i)
+        placed = Node("view_assign", (zeros(base_shape, g.dtype), contiguous(part)), {"view": part_spec},
+                      tuple(base_shape), g.dtype)
+        total = placed if total is None else C("add", total, placed)
+    return total
+
+
+MAX_OVERLAP_TERMS = 64
+
+
+def _injective(spec: V.ViewSpec, dims: list[int]) -> bool:
+    """Whether the view restricted to `dims` reads distinct base elements (strides nested)."""
+    extent = 0
+    for d in sorted((d for d in dims if spec.shape[d] > 1), key=lambda d: abs(spec.strides[d])):
+        if abs(spec.strides[d]) <= extent:
+            return False
+        extent += (spec.shape[d] - 1) * abs(spec.strides[d])
+    return True
+
+
+def _peel_for_injective(spec: V.ViewSpec) -> list[int]:
+    """The fewest-terms set of dims to iterate over so that each slice of the view is injective
+    (overlapping windows: the window dims); the adjoint then sums one write per slice."""
+    dims = [d for d in range(len(spec.shape)) if spec.shape[d] > 1]
+    best = None
+    for mask in range(1 << len(dims)):
+        peel = [d for i, d in enumerate(dims) if mask >> i & 1]
+        terms = math.prod(spec.shape[d] for d in peel)
+        if (best is None or terms < best[0]) and _injective(spec, [d for d in dims if d not in peel]):
+            best = (terms, peel)
+    if best is None or best[0] > MAX_OVERLAP_TERMS:
+        raise NotImplementedError(f"backward of a view that reads base elements repeatedly ({spec}) would take "
+                                  f"more than {MAX_OVERLAP_TERMS} scatter terms")
+    return best[1]
+
+
+def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
+    """When the view reads every base element exactly once, its inverse is again a view of g:
+    flip the reversed dims, order the dims by stride, reshape to the base."""
+    if spec.numel != math.prod(base_shape) or spec.numel == 0:
+        return None
+    dims = [d for d in range(len(spec.shape)) if spec.shape[d] != 1]
+    neg = [d for d in dims if spec.strides[d] < 0]
+    order = sorted(dims, key=lambda d: -abs(spec.strides[d]))
+    sizes = tuple(spec.shape[d] for d in order)
+    if tuple(abs(spec.strides[d]) for d in order) != V.contiguous_strides(sizes):
+        return None
+    start = spec.offset + sum((spec.shape[d] - 1) * spec.strides[d] for d in neg)
+    if start != 0:
+        return None
+    if neg:
+        g = C("flip", g, neg)
+    g = C("reshape", g, tuple(spec.shape[d] for d in dims))
+    perm = [dims.index(d) for d in order]
+    if perm != sorted(perm):
+        g = C("permute", g, perm)
+    return C("reshape", g, tuple(base_shape))
+
+
+@rule("view")
+def _view(a, out, g):
+    return {"self": view_adjoint(g, a["self"].shape, a["view"])}
+
+
+@rule("view_assign")
+def _view_assign(a, out, g):
+    spec, value = a["view"], a["src"]
+    cleared = Node("view_assign", (g, zeros(spec.shape, g.dtype)), {"view": spec}, g.shape, g.dtype)
+    return {"self": cleared, "src": view_of(contiguous(g), spec)}
+
+
+@rule("cat")
+def _cat(a, out, g):
+    d, grads, start = a["dim"] % g.ndim, [], 0
+    for t in a["tensors"]:
+        n = t.shape[d] if t.ndim == g.ndim else 0
+        grads.append(C("narrow", g, d, start, n) if t.ndim == g.ndim else None)
+        start += n
+    return {"tensors": tuple(grads)}
+
+
+@rule("matmul")
+def _matmul(a, out, g):
+    x, y = a["self"], a["other"]
+    return {"self": C("matmul", g, C("transpose", y, -1, -2)), "other": C("matmul", C("transpose", x, -1, -2), g)}
+
+
+def one_hot(index: Node, n: int, dtype: D.DType) -> Node:
+    """(index.unsqueeze(-1) == arange(n)) as `dtype`: scatter-add as a matmul or sum."""
+    return C("to", C("eq", C("unsqueeze", index, -1), iota((n,), 0)), dtype)
+
+
+@rule("embedding")
+def _embedding(a, out, g):
+    idx, w = a["self"], a["weight"]
+    flat = C("reshape", idx, (-1,))
+    g2 = C("reshape", g, (-1, w.shape[1]))
+    oh = one_hot(flat, w.shape[0], g.dtype)
+    if a.get("padding_idx") is not None:
+        oh = C("mul", oh, C("to", C("ne", iota((w.shape[0],), 0), a["padding_idx"] % w.shape[0]), g.dtype))
+    return {"weight": C("matmul", C("transpose", oh, 0, 1), g2)}
+
+
+@rule("gather")
+def _gather(a, out, g):
+    x, d, idx = a["self"], a["dim"] % max(a["self"].ndim, 1), a["index"]
+    if x.ndim == 0:
+        return {"self": C("reshape", g, ())}
+    # g[..., k, ...] goes to x[..., idx[..., k, ...], ...]: compare over a new last axis of x's size
+    moved_g, moved_i = C("transpose", g, d, -1), C("transpose", idx, d, -1)
+    oh = one_hot(moved_i, x.shape[d], g.dtype)              # [..., K, n]
+    summed = C("sum", C("mul", oh, C("unsqueeze", moved_g, -1)), -2)   # [..., n]
+    back = C("transpose", summed, d, -1)
+    return {"self": _pad_to(back, x.shape)}
+
+
+def _pad_to(g: Node, shape) -> Node:
+    """g (smaller than `shape` in non-gathered dims, as gather allows) padded with zeros."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    pads = []
+    for have, want in zip(reversed(g.shape), reversed(shape)):
+        pads += [0, want - have]
+    return C("pad", g, pads)
+
+
+@rule("index")
+def _index(a, out, g):
+    x, indices, dims = a["self"], a["indices"], tuple(a["dims"])
+    if len(indices) != 1 or len(dims) != 1:
+        raise op_error(NotImplementedError, "index", "backward of advanced indexing with more than one index "
+                       "tensor is not supported", {"self": x}, "index one dim at a time")
+    idx, d = indices[0], dims[0]
+    if a.get("wrap_negative", True):
+        idx = C("remainder", idx, x.shape[d])
+    k = idx.ndim
+    # result dims: x[:d] + idx.shape + x[d+1:]; move the index dims last, flatten them
+    perm = [i for i in range(g.ndim) if not d <= i < d + k] + list(range(d, d + k))
+    gm = C("reshape", C("permute", g, perm), tuple(g.shape[i] for i in perm[:g.ndim - k]) + (-1,))
+    oh = one_hot(C("reshape", idx, (-1,)), x.shape[d], g.dtype)                 # [N, n]
+    moved = C("matmul", gm, oh) if gm.ndim >= 2 else C("matmul", C("unsqueeze", gm, 0), oh)   # [..., n]
+    moved = C("reshape", moved, tuple(x.shape[i] for i in range(x.ndim) if i != d) + (x.shape[d],))
+    return {"self": _last_to(moved, d)}
+
+
+def _last_to(x: Node, d: int) -> Node:
+    perm = list(range(x.ndim - 1))
+    perm.insert(d, x.ndim - 1)
+    return C("permute", x, perm)
+
+
+@rule("index_put")
+def _index_put(a, out, g):
+    indices, dims, values = a["indices"], tuple(a["dims"]), a["values"]
+    cleared = C("index_put", g, indices, dims, zeros(values.shape, g.dtype))
+    return {"self": cleared, "values": C("index", g, indices, dims)}
+
+
+# ---------------------------------------------------------------- convolution
+
+@rule("convolution")
+def _convolution(a, out, g):
+    """Non-transposed, grouped, N-d: the input's windows are one strided view of the padded input
+    (N, C, *out, *kernel); both gradients are batched matmuls against it, and the input's is sent
+    back through that view (summing where windows overlap) and cropped."""
+    x, w = a["self"], a["weight"]
+    if a["transposed"]:
+        raise op_error(NotImplementedError, "convolution", "backward of transposed convolution is not supported",
+                       {"input": x, "weight": w})
+    from ..ir.build_conv import windows
+    nd, G = x.ndim - 2, a["groups"]
+    pad, stride, dil = tuple(a["padding"]), tuple(a["stride"]), tuple(a["dilation"])
+    N, Cin, O = x.shape[0], x.shape[1], w.shape[0]
+    kernel = tuple(w.shape[2:])
+    xp = C("pad", x, [p for q in reversed(pad) for p in (q, q)]) if any(pad) else x
+    win = windows(contiguous(xp), kernel, stride, dil)                      # (N, C, *out, *kernel)
+    P, KK, Cg, Og = math.prod(g.shape[2:]), math.prod(kernel), Cin // G, O // G
+    gg = C("reshape", g, (N, G, Og, P))
+    cols = C("reshape", C("permute", C("reshape", win, (N, G, Cg, P, KK)), (1, 0, 3, 2, 4)), (G, N * P, Cg * KK))
+    g_rows = C("reshape", C("permute", gg, (1, 2, 0, 3)), (G, Og, N * P))
+    gw = C("reshape", C("matmul", g_rows, cols), w.shape)
+    g_cols = C("reshape", C("permute", gg, (1, 0, 3, 2)), (G, N * P, Og))
+    gwin = C("matmul", g_cols, C("reshape", w, (G, Og, Cg * KK)))                 # (G, N*P, Cg*KK)
+    gwin = C("reshape", gwin, (G, N) + tuple(g.shape[2:]) + (Cg,) + kernel)
+    perm = [1, 0, 2 + nd] + list(range(2, 2 + nd)) + list(range(3 + nd, 3 + 2 * nd))
+    gwin = C("reshape", C("permute", gwin, perm), win.shape)
+    gxp = view_adjoint(gwin, xp.shape, win.attrs["view"] if win.op == "view" else V.contiguous(win.shape))
+    gx = gxp
+    for d, p in enumerate(pad):
+        if p:
+            gx = C("narrow", gx, 2 + d, p, x.shape[2 + d])
+    return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
+
+
+# ---------------------------------------------------------------- nn composites (row kernels)
+
+@rule("softmax")
+def _softmax(a, out, g):
+    d = a.get("dim")
+    d = -1 if d is None else d
+    y = out if out.dtype is g.dtype else C("to", out, g.dtype)
+    if out.ndim == 0:
+        return {"self": C("mul", g, 0.0)}
+    dot = C("sum", C("mul", g, y), [d], True)
+    return {"self": C("mul", y, C("sub", g, dot))}
+
+
+@rule("log_softmax")
+def _log_softmax(a, out, g):
+    d = a.get("dim")
+    d = -1 if d is None else d
+    if out.ndim == 0:
+        return {"self": C("mul", g, 0.0)}
+    return {"self": C("sub", g, C("mul", C("exp", out), C("sum", g, [d], True)))}
+
+
+def _norm_dims(x: Node, normalized_shape) -> list[int]:
+    k = len(tuple(normalized_shape))
+    return list(range(x.ndim - k, x.ndim))
+
+
+@rule("layer_norm")
+def _layer_norm(a, out, g):
+    x, w, b, eps = a["self"], a.get("weight"), a.get("bias"), a.get("eps", 1e-5)
+    dims = _norm_dims(x, a["normalized_shape"])
+    mu = C("mean", x, dims, True)
+    xc = C("sub", x, mu)
+    rstd = C("rsqrt", C("add", C("mean", C("mul", xc, xc), dims, True), eps))
+    xhat = C("mul", xc, rstd)
+    gw = g if w is None else C("mul", g, w)
+    gx = C("mul", rstd, C("sub", C("sub", gw, C("mean", gw, dims, True)),
+                               C("mul", xhat, C("mean", C("mul", gw, xhat), dims, True))))
+    return {"self": gx, "weight": C("mul", g, xhat), "bias": g}
+
+
+@rule("rms_norm")
+def _rms_norm(a, out, g):
+    x, w, eps = a["self"], a.get("weight"), a.get("eps")
+    if eps is None:
+        eps = float(np.finfo(x.dtype.np).eps)
+    dims = _norm_dims(x, a["normalized_shape"])
+    r = C("rsqrt", C("add", C("mean", C("mul", x, x), dims, True), eps))
+    xhat = C("mul", x, r)
+    gw = g if w is None else C("mul", g, w)
+    gx = C("mul", r, C("sub", gw, C("mul", xhat, C("mean", C("mul", gw, xhat), dims, True))))
+    return {"self": gx, "weight": C("mul", g, xhat)}
+
+
+@rule("linear")
+def _linear(a, out, g):
+    """Rows flattened to 2-D matrices (one GEMM each, whatever the batch dims)."""
+    x, w = a["self"], a["weight"]
+    x2 = C("reshape", x, (-1, w.shape[-1]))
+    if w.ndim == 1:
+        g1 = C("reshape", g, (-1,))
+        return {"self": C("mul", C("unsqueeze", g, -1), w), "weight": C("reshape", C("matmul", g1, x2), w.shape),
+                "bias": g}
+    g2 = C("reshape", g, (-1, w.shape[0]))
+    gx = C("reshape", C("matmul", g2, w), x.shape)
+    return {"self": gx, "weight": C("matmul", C("transpose", g2, 0, 1), x2), "bias": g}
+
+
+@rule("mse_loss")
+def _mse_loss(a, out, g):
+    x, t = a["self"], a["target"]
+    diff = C("sub", x, t)
+    n = x.numel if a.get("reduction", "mean") == "mean" else 1
+    gd = C("mul", C("mul", diff, 2.0 / max(n, 1)), g)
+    return {"self": gd, "target": C("neg", gd)}
+
+
+@rule("cross_entropy")
+def _cross_entropy(a, out, g):
+    x, t = a["self"], a["target"]
+    if a.get("weight") is not None:
+        raise op_error(NotImplementedError, "cross_entropy", "backward with class weights is not supported",
+                       {"self": x}, "omit weight=")
+    reduction, ls = a.get("reduction", "mean"), float(a.get("label_smoothing", 0.0))
+    cdim = 1 if x.ndim >= 2 else 0
+    n_class = x.shape[cdim]
+    p = C("softmax", x, cdim)
+    if t.dtype.is_floating_point:                          # class probabilities
+        tt = t if ls == 0 else C("add", C("mul", t, 1.0 - ls), ls / n_class)
+        grad = C("sub", C("mul", p, C("sum", tt, [cdim], True)), tt)
+        n = x.numel // n_class if x.ndim >= 2 else 1
+        scale = g if reduction == "none" else C("div", g, float(n)) if reduction == "mean" else g
+        scale = _class_bcast(scale, x, cdim, reduction)
+        gt = C("mul", C("neg", C("log_softmax", x, cdim)), scale)
+        return {"self": C("mul", grad, scale), "target": C("mul", gt, 1.0 - ls) if ls else gt}
+    ii = a.get("ignore_index", -100)
+    keep = C("ne", t, ii)
+    safe = C("where", keep, t, 0)
+    oh = one_hot(safe, n_class, x.dtype)                     # [..., C] with classes last
+    if cdim == 1 and x.ndim >= 2:
+        oh = _last_to(oh, 1)
+    target_dist = C("add", C("mul", oh, 1.0 - ls), ls / n_class) if ls else oh
+    grad = C("sub", p, target_dist)
+    mask = C("to", keep, x.dtype)
+    if reduction == "mean":
+        scale = C("div", C("mul", mask, g), C("sum", mask))
+    elif reduction == "sum":
+        scale = C("mul", mask, g)
+    else:
+        scale = C("mul", mask, g)
+    return {"self": C("mul", grad, C("unsqueeze", scale, cdim) if x.ndim >= 2 else scale), "target": None}
+
+
+def _class_bcast(scale: Node, x: Node, cdim: int, reduction: str) -> Node:
+    return C("unsqueeze", scale, cdim) if reduction == "none" and x.ndim >= 2 else scale
+
+
+@rule("scaled_dot_product_attention")
+def _sdpa(a, out, g):
+    q, k, v, mask = a["query"], a["key"], a["value"], a.get("attn_mask")
+    if a.get("dropout_p", 0.0):
+        raise op_error(NotImplementedError, "scaled_dot_product_attention", "backward with dropout_p > 0 is not "
+                       "supported", {"query": q}, "use dropout_p=0.0 when training")
+    if q.shape[-3:-2] != k.shape[-3:-2] and q.ndim >= 3:
+        raise op_error(NotImplementedError, "scaled_dot_product_attention", "backward of grouped-query attention "
+                       "is not supported", {"query": q, "key": k})
+    scale = a.get("scale")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = C("mul", C("matmul", q, C("transpose", k, -2, -1)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if a.get("is_causal"):
+        causal = C("ge", C("sub", iota((L, 1), 0), iota((1, S), 1)), 0)
+        s = C("masked_fill", s, C("logical_not", causal), -math.inf)
+    if mask is not None:
+        s = C("masked_fill", s, C("logical_not", mask), -math.inf) if mask.dtype is D.bool_ else C("add", s, mask)
+    p = C("softmax", s, -1)
+    gv = C("matmul", C("transpose", p, -2, -1), g)
+    gp = C("matmul", g, C("transpose", v, -2, -1))
+    gmask = C("mul", p, C("sub", gp, C("sum", C("mul", gp, p), [-1], True)))
+    gs = C("mul", gmask, scale)
+    return {"query": C("matmul", gs, k), "key": C("matmul", C("transpose", gs, -2, -1), q), "value": gv,
+            "attn_mask": gmask if mask is not None and mask.dtype.is_floating_point else None}

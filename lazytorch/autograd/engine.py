@@ -1,0 +1,197 @@
+"""Reverse mode over the recorded forward graph, building the gradient as more lazy IR.
+
+`run_backward` orders the records reachable from the roots, walks them outputs-first, applies
+each op's derivative rule (derivatives.py) to the summed cotangent of its node and hands the
+results to the inputs that need grad.  Nothing is evaluated: leaf tensors' .grad become lazy
+tensors whose nodes read the forward graph, so the next eval compiles forward and backward (and,
+in opt.step, the update) as one program.
+"""
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Any, Iterable, Sequence
+
+from ..ir import dtypes as D
+from ..ir.build import TENSORISH, call, contiguous
+from ..ir.node import Node
+from ..ir.registry import get
+from . import derivatives as R
+from .grad_mode import no_grad
+from .state import RECORDS, Record
+
+# Node ops that are not registry ops (or whose node does not follow the op's schema).
+POSITIONAL = {"view": ("self",), "contiguous": ("self",), "view_assign": ("self", "src"), "to": ("self",),
+              "matmul": ("self", "other")}
+
+# The roots of recent backward calls (the losses): opt.step() evaluates those still alive together
+# with the parameters, so the loss a loop prints next costs no second forward pass.
+RECENT_ROOTS: list[weakref.ref] = []
+
+
+def arguments(snap: Node) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The snapshot's arguments by schema name, and each tensor argument's input position(s)."""
+    if snap.op in POSITIONAL:
+        names = POSITIONAL[snap.op]
+        args = dict(zip(names, snap.inputs))
+        args.update(snap.attrs)
+        return args, {n: i for i, n in enumerate(names)}
+    op = get(snap.op)
+    schema = next((s for s in op.schemas if all(p.name in snap.attrs or p.base in TENSORISH + ("Tensor[]",)
+                                               for p in s.params)), op.schemas[0])
+    args, where, pos = {}, {}, 0
+    for p in schema.params:
+        if p.base == "Tensor[]":
+            k = snap.attrs[p.name]
+            args[p.name] = snap.inputs[pos:pos + k]
+            where[p.name] = list(range(pos, pos + k))
+            pos += k
+        elif p.name in snap.attrs:
+            args[p.name] = snap.attrs[p.name]
+        else:
+            args[p.name], where[p.name] = snap.inputs[pos], pos
+            pos += 1
+    return args, where
+
+
+def _fit(g: Node, like: Node) -> Node:
+    """A rule's gradient summed to its input's shape and cast to its dtype."""
+    g = R.sum_to(g, like.shape)
+    return g if g.dtype is like.dtype else call("to", g, like.dtype)
+
+
+def input_grads(rec: Record, node: Node, g: Node) -> list[Node | None]:
+    snap = rec.snapshot
+    rule = R.RULES.get(snap.op)
+    if rule is None:
+        raise NotImplementedError(f"the derivative for '{snap.op}' is not implemented "
+                                  f"(input shapes {[list(i.shape) for i in snap.inputs]})")
+    args, where = arguments(snap)
+    args["__op"] = snap.op
+    out = [None] * len(snap.inputs)
+    for name, grad in rule(args, node, g).items():
+        if grad is None or name not in where:
+            continue
+        positions = where[name]
+        if isinstance(positions, int):
+            positions, grad = [positions], [grad]
+        for i, gi in zip(positions, grad):
+            if gi is not None and rec.needs[i]:
+                out[i] = _fit(gi, snap.inputs[i])
+    return out
+
+
+def _order(roots: Iterable[Node]) -> list[Node]:
+    """The grad-requiring nodes below the roots, each after the inputs it differentiates into."""
+    order, done = [], set()
+    for root in roots:
+        if id(root) in done or root not in RECORDS:
+            continue
+        done.add(id(root))
+        stack = [(root, iter(_grad_inputs(root)))]
+        while stack:
+            node, rest = stack[-1]
+            for child in rest:
+                if id(child) not in done:
+                    done.add(id(child))
+                    stack.append((child, iter(_grad_inputs(child))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def _grad_inputs(node: Node) -> list[Node]:
+    rec = RECORDS[node]
+    if rec.snapshot is None:
+        return []
+    return [i for i, need in zip(rec.snapshot.inputs, rec.needs) if need]
+
+
+FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they have "
+         "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+         "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+         "if you need to access saved tensors after calling backward.")
+
+
+def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bool,
+                 accumulate: bool = True, capture: Sequence[Node] = ()) -> dict[int, Node]:
+    """Build the gradient graph; accumulate into leaves' .grad (if `accumulate`) and return the
+    gradients reaching the nodes in `capture` (by id)."""
+    from ..tensor import Tensor
+    grads: dict[int, Node] = {}
+    for r, g in zip(roots, root_grads):
+        _add(grads, r, g)
+    wanted = {id(n) for n in capture}
+    captured: dict[int, Node] = {}
+    with no_grad():
+        for node in reversed(_order(roots)):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            rec = RECORDS[node]
+            if id(node) in wanted:
+                captured[id(node)] = g
+            if rec.retain is not None and accumulate:
+                kept = rec.retain()
+                if kept is not None:
+                    kept._grad = Tensor(contiguous(g)) if kept._grad is None else kept._grad + Tensor(g)
+            if rec.snapshot is None:
+                if accumulate:
+                    accumulate_leaf(rec.leaf(), g)
+                continue
+            if rec.freed:
+                raise RuntimeError(FREED)
+            for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g)):
+                if gi is not None:
+                    _add(grads, inp, gi)
+            if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
+                rec.freed = True
+    return captured
+
+
+def _add(grads: dict[int, Node], node: Node, g: Node) -> None:
+    prev = grads.get(id(node))
+    grads[id(node)] = g if prev is None else call("add", prev, g)
+
+
+def accumulate_leaf(tensor, g: Node) -> None:
+    """.grad = g the first time, .grad += g after (the same Tensor object, as torch's is)."""
+    from ..tensor import Tensor
+    if tensor is None:
+        return
+    if g.dtype is not tensor.dtype:
+        g = call("to", g, tensor.dtype)
+    if tensor._grad is None:
+        tensor._grad = Tensor(contiguous(g))
+    else:
+        tensor._grad._rebind(call("add", tensor._grad.node, g), "grad accumulation")
+
+
+def remember_roots(tensors) -> None:
+    RECENT_ROOTS[:] = [r for r in RECENT_ROOTS if r() is not None][-7:] + [weakref.ref(t) for t in tensors]
+
+
+def recent_roots() -> list:
+    return [t for t in (r() for r in RECENT_ROOTS) if t is not None]
+
+
+def grad_fn_name(op: str) -> str:
+    """torch's naming: mul -> MulBackward0, log_softmax -> LogSoftmaxBackward0."""
+    return "".join(p.capitalize() for p in re.split(r"_+", op)) + "Backward0"
+
+
+class GradFn:
+    """What `tensor.grad_fn` shows: the backward of the op that made the tensor."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def name(self) -> str:
+        return grad_fn_name(self.op)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object>"

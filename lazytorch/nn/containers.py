@@ -1,0 +1,245 @@
+"""Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict with torch's behaviour."""
+from __future__ import annotations
+
+import collections
+import operator
+from typing import Iterable, Iterator
+
+from .module import Module
+from .parameter import Parameter
+
+
+def _index(op: str, idx: int, n: int) -> int:
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    return idx % n
+
+
+class Sequential(Module):
+    """Modules called in order; built from modules or one OrderedDict of them."""
+
+    def __init__(self, *args) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
+            for key, module in args[0].items():
+                self.add_module(key, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index("Sequential", idx, len(self))]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        key = list(self._modules)[_index("Sequential", idx, len(self))]
+        setattr(self, key, module)
+
+    def __delitem__(self, idx) -> None:
+        keys = list(self._modules)
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index("Sequential", idx, len(self))]]):
+            del self._modules[key]
+        items = list(self._modules.values())       # torch renumbers the rest
+        self._modules.clear()
+        for i, module in enumerate(items):
+            self._modules[str(i)] = module
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> "Sequential":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> "Sequential":
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+        return self
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules, registered as children "0", "1", ..."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index("ModuleList", idx, len(self)))]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        setattr(self, str(_index("ModuleList", idx, len(self))), module)
+
+    def __delitem__(self, idx) -> None:
+        items = list(self._modules.values())
+        del items[idx if isinstance(idx, slice) else _index("ModuleList", idx, len(self))]
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        return ModuleList(list(self) + list(other))
+
+    def append(self, module: Module) -> "ModuleList":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+        if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
+            raise TypeError(f"ModuleList.extend should be called with an iterable, but got {type(modules).__name__}")
+        for m in list(modules):
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __repr__(self) -> str:
+        """torch's form: runs of children that print the same are shown once as "(i-j): n x ..."."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return "ModuleList()"
+        lines, start = [], 0
+        for i in range(1, len(reprs) + 1):
+            if i < len(reprs) and reprs[i] == reprs[start]:
+                continue
+            body = reprs[start].replace("\n", "\n  ")
+            label = f"({start}): " if i - start == 1 else f"({start}-{i - 1}): {i - start} x "
+            lines.append(label + body)
+            start = i
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules, registered under their keys."""
+
+    def __init__(self, modules=None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def pop(self, key: str) -> Module:
+        value = self[key]
+        del self[key]
+        return value
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules) -> None:
+        items = modules.items() if hasattr(modules, "items") else modules
+        for key, module in items:
+            self[key] = module
+
+
+class ParameterList(Module):
+    """A list of parameters, registered as "0", "1", ..."""
+
+    def __init__(self, values=None) -> None:
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def __getitem__(self, idx: int) -> Parameter:
+        return self._parameters[str(_index("ParameterList", idx, len(self)))]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def append(self, value) -> "ParameterList":
+        self.register_parameter(str(len(self)), value if isinstance(value, Parameter) else Parameter(value))
+        return self
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters, registered under their keys."""
+
+    def __init__(self, parameters=None) -> None:
+        super().__init__()
+        for k, v in (parameters.items() if hasattr(parameters, "items") else parameters or ()):
+            self[k] = v
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value) -> None:
+        self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()

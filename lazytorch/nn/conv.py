@@ -1,0 +1,260 @@
+"""Convolution, pooling, batch normalisation and resampling modules, over nn.functional's ops with
+torch's signatures (conv1d/conv2d/conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
+batch_norm, interpolate)."""
+from __future__ import annotations
+
+import math
+
+from ..ir import dtypes as D
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from .layers import _empty, _factory
+from .module import Module
+from .parameter import Parameter, set_value
+
+
+def _ntuple(value, n: int) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
+class _ConvNd(Module):
+    """Weight (out, in/groups, *kernel) [transposed: (in, out/groups, *kernel)], initialised as torch's
+    (kaiming-uniform with a=sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)))."""
+
+    _dims = 2
+    _transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None,
+                 output_padding=0) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        n = self._dims
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"lazytorch: padding_mode='{padding_mode}' is not supported; use 'zeros'")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _ntuple(stride, n)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
+        self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
+        self.dilation, self.groups = _ntuple(dilation, n), groups
+        self.output_padding, self.transposed = _ntuple(output_padding, n), self._transposed
+        self.padding_mode = padding_mode
+        shape = (in_channels, out_channels // groups) if self._transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(_empty(*shape, *self.kernel_size, dtype=dtype))
+        self.register_parameter("bias", Parameter(_empty(out_channels, dtype=dtype)) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
+        n = self._dims
+        if self.padding != (0,) * n:
+            s += ", padding={padding}"
+        if self.dilation != (1,) * n:
+            s += ", dilation={dilation}"
+        if self.output_padding != (0,) * n:
+            s += ", output_padding={output_padding}"
+        if self.groups != 1:
+            s += ", groups={groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s.format(**self.__dict__)
+
+
+class Conv1d(_ConvNd):
+    _dims = 1
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv2d(_ConvNd):
+    _dims = 2
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(_ConvNd):
+    _dims = 2
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros",
+                 device=None, dtype=None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        if output_size is not None:
+            raise NotImplementedError("lazytorch: ConvTranspose2d.forward(output_size=...) is not supported; "
+                                      "set output_padding in the constructor")
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
+# ---------------------------------------------------------------- pooling
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input: Tensor):
+        if self.return_indices:
+            return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                                ceil_mode=self.ceil_mode, return_indices=True)
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None) -> None:
+        super().__init__()
+        self.size = size
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) else scale_factor
+        self.mode, self.align_corners, self.recompute_scale_factor = mode, align_corners, recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        info = f"size={self.size!r}" if self.size is not None else f"scale_factor={self.scale_factor!r}"
+        return info + f", mode={self.mode!r}"
+
+
+# ---------------------------------------------------------------- batch norm
+class _BatchNorm(Module):
+    """Normalises over every dim but the channel dim (1).  Training mode uses the batch's statistics
+    and updates running_mean / running_var (unbiased variance) with `momentum` (None: a cumulative
+    average) and counts num_batches_tracked; eval mode uses the running statistics, as torch."""
+
+    _input_dims: tuple[int, ...] = (2, 3)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        from .. import ones, tensor, zeros
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(ones(num_features, dtype=dtype))
+            self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype)) if bias else None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim not in self._input_dims:
+            raise ValueError(f"expected {' or '.join(f'{d}D' for d in self._input_dims)} input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        use_batch_stats = self.training or self.running_mean is None
+        if self.training and self.track_running_stats:
+            self._update_running_stats(input)
+        if use_batch_stats:                      # F.batch_norm updates nothing when given no buffers
+            return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
+
+    def _update_running_stats(self, input: Tensor) -> None:
+        dims = tuple(d for d in range(input.ndim) if d != 1)
+        n = input.numel() // input.shape[1]
+        mean = input.mean(dim=dims)
+        var = input.var(dim=dims, correction=1) if n > 1 else input.var(dim=dims, correction=0)
+        set_value(self.num_batches_tracked, (self.num_batches_tracked + 1).node, "batch_norm")
+        m = self.momentum
+        if m is None:                              # cumulative moving average
+            m = 1.0 / float(self.num_batches_tracked.item())
+        dt = self.running_mean.dtype
+        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, "batch_norm")
+        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, "batch_norm")
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    _input_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    _input_dims = (4,)

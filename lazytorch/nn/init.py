@@ -1,0 +1,165 @@
+"""nn.init: torch's initialisers, drawing from lazytorch's seeded generator (`lazytorch.manual_seed`).
+
+The distributions, gains and fan computations are torch's; the numbers differ from torch's because
+no backend reproduces torch's generator.  Each fills the tensor in place (it keeps its identity)
+and returns it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.creation import generator as _rng
+from ..tensor import Tensor
+from .parameter import host_node, set_value
+
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+
+
+def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
+    set_value(tensor, host_node(np.asarray(values).reshape(tuple(tensor.shape)), tensor.dtype), "nn.init")
+    return tensor
+
+
+def _shape(tensor: Tensor) -> tuple[int, ...]:
+    return tuple(tensor.shape)
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        if isinstance(slope, bool) or not isinstance(slope, (int, float)):
+            raise ValueError(f"negative_slope {slope} not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    shape = _shape(tensor)
+    if len(shape) < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
+    return _fill(tensor, _rng().uniform(a, b, _shape(tensor)))
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
+    return _fill(tensor, _rng().normal(mean, std, _shape(tensor)))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator=None) -> Tensor:
+    """Normal(mean, std) truncated to [a, b], by torch's inverse-CDF method."""
+    from math import erf, sqrt
+    cdf = lambda x: (1.0 + erf(x / sqrt(2.0))) / 2.0  # noqa: E731
+    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    u = _rng().uniform(2 * lo - 1, 2 * hi - 1, _shape(tensor))
+    return _fill(tensor, np.clip(_erfinv(u) * std * math.sqrt(2.0) + mean, a, b))
+
+
+def _erfinv(y: np.ndarray) -> np.ndarray:
+    """erf^-1 by Giles' approximation refined with two Newton steps (float64, ample for init)."""
+    y = np.clip(np.asarray(y, np.float64), -1 + 1e-15, 1 - 1e-15)
+    w = -np.log((1.0 - y) * (1.0 + y))
+    x = np.where(w < 5.0, _poly(w - 2.5, _SMALL), _poly(np.sqrt(w) - 3.0, _LARGE)) * y
+    erf = np.vectorize(math.erf)
+    for _ in range(2):
+        x = x - (erf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
+def _poly(w, coeffs):
+    p = np.full_like(w, coeffs[0])
+    for c in coeffs[1:]:
+        p = c + p * w
+    return p
+
+
+_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+          -0.00417768164, 0.246640727, 1.50140941)
+_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+          0.00943887047, 1.00167406, 2.83297682)
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    return _fill(tensor, np.full(_shape(tensor), val))
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, np.eye(*_shape(tensor)))
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(2.0 / float(fan_in + fan_out)) * math.sqrt(3.0)
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     generator=None) -> Tensor:
+    if 0 in _shape(tensor):
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    generator=None) -> Tensor:
+    if 0 in _shape(tensor):
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    return normal_(tensor, 0.0, std)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    rows = _shape(tensor)[0]
+    cols = tensor.numel() // rows if rows else 0
+    flat = _rng().standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, gain * q)

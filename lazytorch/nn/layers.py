@@ -1,0 +1,432 @@
+"""Layers with torch's constructors, default initialisation and semantics: linear maps, embeddings,
+normalisation, dropout, activations, reshaping and multi-head attention.  Convolution, pooling,
+batch norm and resampling are in conv.py; losses in loss.py."""
+from __future__ import annotations
+
+import math
+
+from ..ir import dtypes as D
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+
+def _empty(*shape: int, dtype=None) -> Tensor:
+    from .. import empty
+    return empty(*shape, dtype=D.as_dtype(dtype) if dtype is not None else None)
+
+
+def _factory(device, dtype) -> None:
+    """torch's factory keywords of a layer: device= selects the process's device (lazytorch/device.py);
+    dtype= is passed to each parameter's creation."""
+    if device is not None:
+        from ..device import select
+        select(device)
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class Linear(Module):
+    """y = x W^T + b; W, b ~ U(-1/sqrt(in_features), 1/sqrt(in_features)) as torch (kaiming-uniform, a=sqrt(5))."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
+        self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b, A of shape (out, in1, in2); A, b ~ U(-1/sqrt(in1), 1/sqrt(in1)) as torch."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
+        if bias:
+            self.bias = Parameter(_empty(out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        from .. import einsum
+        y = einsum("...i,oij,...j->...o", input1, self.weight, input2)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class Embedding(Module):
+    """A lookup table; weight ~ N(0, 1) with the padding_idx row zeroed, as torch."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        if max_norm is not None:
+            raise NotImplementedError("lazytorch: Embedding(max_norm=...) renormalises its weight in place "
+                                      "during forward, which lazytorch does not support; leave max_norm=None")
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype), requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            from ..autograd import no_grad
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx=None, **kwargs) -> "Embedding":
+        if embeddings.ndim != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, **kwargs)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+def _shape_tuple(shape) -> tuple[int, ...]:
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
+            self.register_parameter("bias", Parameter(_empty(*self.normalized_shape, dtype=dtype)) if bias else None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
+            init.ones_(self.weight)
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(_empty(num_channels, dtype=dtype))
+            self.register_parameter("bias", Parameter(_empty(num_channels, dtype=dtype)) if bias else None)
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class Dropout(Module):
+    """Zeroes each element with probability p in training mode (a seeded mask, scaled by 1/(1-p));
+    the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Flatten(Module):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim: int, unflattened_size) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+# ---------------------------------------------------------------- activations
+def _activation(name: str, fn, params: dict[str, object] | None = None, doc: str = ""):
+    """An activation module class: constructor keywords `params` (with torch's defaults), forward
+    calling fn(input, **those keywords), and torch's repr."""
+    params = dict(params or {})
+
+    def __init__(self, *args, **kwargs) -> None:
+        Module.__init__(self)
+        if len(args) > len(params):
+            raise TypeError(f"{name}() takes at most {len(params)} positional arguments")
+        values = dict(params)
+        values.update(zip(params, args))
+        for k, v in kwargs.items():
+            if k not in params:
+                raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{k}'")
+            values[k] = v
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return fn(self, input)
+
+    def extra_repr(self) -> str:
+        shown = [k for k in params if k != "inplace" or getattr(self, "inplace")]
+        if name in ("GELU",):
+            return f"approximate={self.approximate!r}"
+        if name in ("Softmax", "LogSoftmax"):
+            return f"dim={self.dim}"
+        return ", ".join(f"{k}={getattr(self, k)}" for k in shown)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+                                  "__doc__": doc or f"torch.nn.{name}", "__module__": __name__})
+
+
+ReLU = _activation("ReLU", lambda m, x: F.relu(x), {"inplace": False})
+ReLU6 = _activation("ReLU6", lambda m, x: F.hardtanh(x, 0.0, 6.0), {"inplace": False})
+GELU = _activation("GELU", lambda m, x: F.gelu(x, approximate=m.approximate), {"approximate": "none"})
+SiLU = _activation("SiLU", lambda m, x: F.silu(x), {"inplace": False})
+Tanh = _activation("Tanh", lambda m, x: F.tanh(x))
+Sigmoid = _activation("Sigmoid", lambda m, x: F.sigmoid(x))
+Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), {"dim": None})
+LogSoftmax = _activation("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), {"dim": None})
+Mish = _activation("Mish", lambda m, x: F.mish(x), {"inplace": False})
+ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha), {"alpha": 1.0, "inplace": False})
+LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope),
+                        {"negative_slope": 0.01, "inplace": False})
+Hardswish = _activation("Hardswish", lambda m, x: F.hardswish(x), {"inplace": False})
+Hardsigmoid = _activation("Hardsigmoid", lambda m, x: F.hardsigmoid(x), {"inplace": False})
+Hardtanh = _activation("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_val),
+                       {"min_val": -1.0, "max_val": 1.0, "inplace": False})
+Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold), {"beta": 1.0, "threshold": 20.0})
+
+
+# ---------------------------------------------------------------- attention
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention (packed in-projection when kdim == vdim == embed_dim, as torch).
+
+    forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False) -> (output, weights or None)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
+                 vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("lazytorch: MultiheadAttention(add_bias_kv=True / add_zero_attn=True) is "
+                                      "not supported; leave both False")
+        if embed_dim % num_heads != 0:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self.head_dim = embed_dim // num_heads
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim, dtype=dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = Parameter(_empty(embed_dim, embed_dim, dtype=dtype))
+            self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(_empty(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def _projections(self, query: Tensor, key: Tensor, value: Tensor):
+        e = self.embed_dim
+        b = self.in_proj_bias
+        bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            wq, wk, wv = w[:e], w[e:2 * e], w[2 * e:]
+        else:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
+                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False):
+        from .. import full, ones, tril, where
+        batched = query.ndim == 3
+        if not batched:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+        tgt, bsz, _ = query.shape
+        src = key.shape[0]
+        q, k, v = self._projections(query, key, value)
+        heads = lambda t, n: t.reshape(n, bsz * self.num_heads, self.head_dim).transpose(0, 1)  # noqa: E731
+        q, k, v = heads(q, tgt), heads(k, src), heads(v, src)
+        scores = (q * (1.0 / math.sqrt(self.head_dim))) @ k.transpose(1, 2)        # (B*H, T, S)
+        if is_causal and attn_mask is None:
+            attn_mask = tril(ones(tgt, src, dtype=D.bool_)).logical_not()
+        mask = _additive_mask(attn_mask, scores.dtype)
+        if mask is not None:
+            scores = scores + (mask if mask.ndim == 2 else mask.reshape(bsz * self.num_heads, tgt, src))
+        if key_padding_mask is not None:
+            pad = _additive_mask(key_padding_mask, scores.dtype).reshape(bsz, 1, 1, src)
+            scores = (scores.reshape(bsz, self.num_heads, tgt, src) + pad).reshape(bsz * self.num_heads, tgt, src)
+        weights = F.softmax(scores, dim=-1)
+        if self.dropout > 0.0 and self.training:
+            weights = F.dropout(weights, self.dropout, True)
+        out = (weights @ v).transpose(0, 1).reshape(tgt * bsz, self.embed_dim)
+        out = self.out_proj(out).reshape(tgt, bsz, self.embed_dim)
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        if not batched:
+            out = out.squeeze(1)
+        if not need_weights:
+            return out, None
+        weights = weights.reshape(bsz, self.num_heads, tgt, src)
+        if average_attn_weights:
+            weights = weights.mean(dim=1)
+        return out, (weights if batched else weights.squeeze(0))
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+def _additive_mask(mask: Tensor | None, dtype: D.DType) -> Tensor | None:
+    """torch's masks: bool True means "not allowed" (-inf); float masks are added as they are."""
+    if mask is None:
+        return None
+    if mask.dtype is D.bool_:
+        from .. import where, zeros_like
+        return where(mask, float("-inf"), zeros_like(mask, dtype=dtype))
+    return mask.to(dtype)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's out_proj class in torch (a Linear)."""

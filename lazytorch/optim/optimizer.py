@@ -1,0 +1,169 @@
+"""The Optimizer base: param groups, state, zero_grad, state_dict, and a step that evaluates.
+
+Subclasses write `update(group, params, grads, states)`: the update of every parameter of a group
+as lazy tensor arithmetic (torch's single-tensor formulas, in torch's order, so the numbers match
+torch step by step).  `step()` builds all groups' updates under no_grad, then materialises the
+parameters, the optimizer state, the gradients and the loss of the last backward in ONE
+`lazytorch.eval`: forward, backward and update compile and run as one program, the graph is cut
+at every value the next step reads, and from the second step on the program comes from the
+graph cache.  Hyperparameters enter the program as runtime scalars, so a learning-rate schedule
+does not recompile anything.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Iterable
+
+from ..autograd import enable_grad, no_grad, recent_roots
+from ..ir.creation import fill
+from ..tensor import Tensor
+
+_REQUIRED = object()
+
+
+class Optimizer:
+    defaults: dict[str, Any]
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]):
+        self.defaults = dict(defaults)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        group = dict(param_group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for k, v in self.defaults.items():
+            if v is _REQUIRED and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {k}")
+            group.setdefault(k, v)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad._rebind(fill(tuple(p.grad.shape), 0, p.grad.dtype), "zero_grad")
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self.lazy_step()
+        self.materialize()
+        return loss
+
+    def lazy_step(self) -> None:
+        """Build every group's update as lazy tensors without evaluating (step() = lazy_step() +
+        materialize(); apart, they let `lt.kernel_plan(*opt.step_tensors())` show the step's plan)."""
+        with no_grad():
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                if params:
+                    grads = [p.grad for p in params]
+                    states = [self.state.setdefault(p, {}) for p in params]
+                    self.update(group, params, grads, states)
+
+    def update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor],
+               states: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def materialize(self) -> None:
+        """Evaluate parameters, state, gradients and the last backward's roots together."""
+        from .. import eval as lt_eval
+        lt_eval(*self.step_tensors())
+
+    def step_tensors(self) -> list[Tensor]:
+        """What step() evaluates: every parameter, its grad and state, the last backward's roots."""
+        tensors = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                tensors.append(p)
+                if p.grad is not None:
+                    tensors.append(p.grad)
+                tensors += [v for v in self.state.get(p, {}).values() if isinstance(v, Tensor)]
+        return tensors + recent_roots()
+
+    # ---- serialisation (torch's format: params by position across groups) ----
+    def state_dict(self) -> dict[str, Any]:
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed = {k: v for k, v in g.items() if k != "params"}
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index and s}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+        by_index = {}
+        for mine, theirs in zip(self.param_groups, groups):
+            by_index.update(zip(theirs["params"], mine["params"]))
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+        self.state = {}
+        for i, s in state_dict["state"].items():
+            p = by_index[int(i)]
+            self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+
+
+def _state_value(key: str, value, param: Tensor):
+    """A loaded state entry as this optimizer keeps it: tensors cloned (in the param's dtype), the
+    step count a Python number (torch stores it as a 0-d tensor)."""
+    from ..interop import tensor as make_tensor
+    if key == "step":
+        return float(value.item() if hasattr(value, "item") else value)
+    if isinstance(value, Tensor):
+        return value.clone()
+    if hasattr(value, "detach") and hasattr(value, "numpy"):       # a torch tensor
+        return make_tensor(value.detach().numpy(), dtype=param.dtype)
+    return copy.deepcopy(value)
+
+
+def assign(target: Tensor, value: Tensor) -> None:
+    """target = value, keeping the Tensor object (the optimizer's in-place update, functionalised)."""
+    target._rebind(value.node, "optimizer step")
+
+
+def required() -> object:
+    return _REQUIRED

@@ -1,0 +1,212 @@
+"""Convolution, pooling and resampling (lt.nn.functional) against torch, on every backend.
+
+The cases cover the options (stride, padding forms, dilation, groups, ceil_mode, ...), batch 1 and
+unbatched inputs, size-1 spatial dims, non-contiguous views and the float dtypes torch's CPU kernels
+accept.  Each family's cases are evaluated as one program per backend (tests/oracle_batch.py), so
+the C backend compiles once per family; on metal-emu, where every kernel is its own g++ compile,
+cases marked emu=False (variants of a kernel shape another case already covers) are left out.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import lazytorch as lt
+from oracle import check, check_error, sample
+from oracle_batch import Case, check_batch
+
+
+def fn(m):
+    return m.nn.functional
+
+
+# ---------------------------------------------------------------- convolution
+
+def _conv_case(i, name, xs, ws, kw, layout="contiguous", dtype="float32", emu=True):
+    channels_out = ws[1] * kw.get("groups", 1) if "transpose" in name else ws[0]
+    x, w = sample(xs, dtype, layout=layout, seed=i), sample(ws, dtype, seed=i + 100)
+    b = sample((channels_out,), dtype, seed=i + 200)
+    tol = dict(atol=2e-2, rtol=1e-2) if dtype == "float16" else dict(atol=1e-4, rtol=1e-4) if dtype == "float32" else {}
+    return Case(f"{i}:{name}{kw}", lambda m, x, w, b: m.relu(getattr(fn(m), name)(x, w, b, **kw)), (x, w, b), tol, emu)
+
+
+CONV = [
+    ("conv2d", (2, 3, 7, 6), (4, 3, 3, 3), dict(stride=2, padding=1)),
+    ("conv2d", (1, 4, 6, 5), (6, 2, 2, 3), dict(padding=(1, 0), dilation=(2, 1), groups=2), "transposed", "float32",
+     False),
+    ("conv2d", (3, 5, 5), (2, 3, 2, 2), dict(padding="same"), "contiguous", "float32", False),   # unbatched, asymmetric
+    ("conv2d", (2, 2, 1, 4), (3, 2, 1, 3), dict(padding="valid", stride=(1, 2)), "contiguous", "float64"),
+    ("conv2d", (1, 2, 5, 5), (2, 2, 3, 3), dict(padding="same", dilation=2), "contiguous", "float16"),
+    ("conv1d", (2, 4, 9), (6, 2, 3), dict(stride=2, padding=2, groups=2), "strided", "float32", False),
+    ("conv_transpose2d", (2, 4, 3, 4), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1)),
+    ("conv_transpose2d", (1, 4, 3, 3), (4, 1, 2, 2), dict(groups=2, dilation=2), "transposed", "float64"),
+    ("conv_transpose1d", (3, 5), (3, 2, 3), dict(stride=3, padding=1), "contiguous", "float32", False),   # unbatched
+]
+
+
+def test_conv(backend):
+    cases = [_conv_case(i, *c) for i, c in enumerate(CONV)]
+    cases.append(Case("int64 conv2d", lambda m, x, w: fn(m).conv2d(x, w, stride=2),
+                      (sample((1, 2, 4, 4), "int64", low=-4, high=4), sample((3, 2, 2, 2), "int64", low=-3, high=3)),
+                      emu=False))
+    cases.append(Case("conv3d", lambda m, x, w: fn(m).conv3d(x, w, padding=1),
+                      (sample((1, 2, 3, 4, 3)), sample((2, 2, 2, 2, 2), seed=1)), dict(atol=1e-4), emu=False))
+    cases.append(Case("conv_transpose3d", lambda m, x, w: fn(m).conv_transpose3d(x, w, stride=(1, 2, 1), padding=1),
+                      (sample((1, 2, 3, 3, 2)), sample((2, 3, 2, 3, 2), seed=1)), dict(atol=1e-4), emu=False))
+    cases.append(Case("empty batch", lambda m, x, w: fn(m).conv2d(x, w), (sample((0, 2, 4, 4)), sample((3, 2, 2, 2))),
+                      emu=False))
+    assert check_batch(cases) >= 3
+
+
+def test_conv_bias_relu_is_one_library_call_and_one_kernel():
+    x, w, b = lt.randn(2, 3, 16, 16), lt.randn(8, 3, 3, 3), lt.randn(8)
+    plan = lt.kernel_plan(lt.relu(lt.nn.functional.conv2d(x, w, b, padding=1)))
+    assert [launch.kind for launch in plan.launches] == ["reference", "kernel"], plan
+    assert plan.launches[0].nodes[-1].op == "convolution"
+    assert plan.launches[1].pattern == "pointwise"
+
+
+CONV_ERRORS = [
+    (lambda m, x: fn(m).conv2d(x.flatten(0, 2), x[:1]), RuntimeError, ("conv2d", "Expected 3D (unbatched) or 4D")),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 2, 3, 3)), RuntimeError, ("expected input[2, 3, 5, 5] to have 2 channels",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 6, 6)), RuntimeError, ("Kernel size can't be greater",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(3, 1, 3, 3), groups=2), RuntimeError, ("groups=2",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 3, 3), padding="same", stride=2), RuntimeError, ("padding='same'",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 3, 3), padding="full"), RuntimeError, ("Invalid padding string",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 3, 3), m.ones(3)), RuntimeError, ("bias", "[3]")),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 3, 3), stride=0), RuntimeError, ("non-positive stride",)),
+    (lambda m, x: fn(m).conv2d(x, m.ones(4, 3, 3, 3, dtype=m.float64)), RuntimeError, ("float64",)),
+    (lambda m, x: fn(m).conv_transpose2d(x, m.ones(3, 2, 3, 3), output_padding=1), RuntimeError,
+     ("output padding must be smaller",)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_ERRORS)))
+def test_conv_errors(case):
+    call, exc, match = CONV_ERRORS[case]
+    x = sample((2, 3, 5, 5))
+    with pytest.raises(exc):
+        call(torch, x.torch)
+    check_error(call, x, exc=exc, match=match)
+
+
+# ---------------------------------------------------------------- pooling
+
+def _nan_plane() -> np.ndarray:
+    t = np.arange(32.0, dtype=np.float32).reshape(1, 2, 4, 4) % 7
+    t[0, 0, 1, 1] = np.nan
+    return t
+
+
+POOL = [
+    ("max_pool2d", (2, 3, 7, 6), dict(kernel_size=3, stride=2), "contiguous", "float32"),
+    ("max_pool2d", (1, 2, 6, 7), dict(kernel_size=(3, 2), stride=(2, 1), padding=1, dilation=(1, 2), ceil_mode=True),
+     "transposed", "float32"),
+    ("max_pool2d", (3, 1, 5), dict(kernel_size=(1, 2)), "contiguous", "float64"),               # unbatched, H = 1
+    ("max_pool1d", (2, 3, 9), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), "strided", "float16"),
+    ("max_pool2d", (1, 2, 4, 4), dict(kernel_size=2), "contiguous", "int32"),
+    ("max_pool2d", (2, 2, 6, 5), dict(kernel_size=3, stride=2, padding=1, return_indices=True), "transposed", "float32"),
+    ("max_pool1d", (2, 3, 7), dict(kernel_size=2, return_indices=True), "contiguous", "float32"),
+    ("avg_pool2d", (2, 3, 7, 6), dict(kernel_size=3, stride=2, padding=1), "contiguous", "float32"),
+    ("avg_pool2d", (1, 2, 5, 6), dict(kernel_size=(2, 3), padding=1, ceil_mode=True, count_include_pad=False),
+     "transposed", "float32"),
+    ("avg_pool2d", (2, 2, 4, 4), dict(kernel_size=2, divisor_override=3), "contiguous", "float16"),
+    ("avg_pool1d", (2, 3, 8), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), "contiguous", "float64"),
+    ("adaptive_avg_pool2d", (2, 3, 8, 6), dict(output_size=(4, 3)), "transposed", "float32"),    # even: a plain pool
+    ("adaptive_avg_pool2d", (1, 2, 7, 5), dict(output_size=(3, None)), "transposed", "float32"),  # uneven: masked
+    ("adaptive_avg_pool1d", (2, 3, 7), dict(output_size=3), "contiguous", "float32"),
+    ("adaptive_max_pool2d", (2, 2, 7, 5), dict(output_size=(3, 2), return_indices=True), "transposed", "float32"),
+    ("adaptive_max_pool2d", (3, 6, 6), dict(output_size=1, return_indices=True), "contiguous", "float32"),
+    ("max_pool3d", (1, 2, 4, 5, 3), dict(kernel_size=2, padding=1, return_indices=True), "transposed", "float32"),
+    ("avg_pool3d", (2, 1, 3, 4, 4), dict(kernel_size=(1, 2, 3), count_include_pad=False, padding=(0, 1, 1)),
+     "contiguous", "float32"),
+    ("adaptive_avg_pool3d", (1, 2, 5, 4, 3), dict(output_size=(2, 2, 2)), "contiguous", "float32"),
+    ("interpolate", (2, 3, 7, 5), dict(size=(3, 4), mode="area"), "transposed", "float32"),
+    ("lp_pool2d", (2, 3, 7, 6), dict(norm_type=2.0, kernel_size=(2, 3), stride=2, ceil_mode=True), "contiguous",
+     "float32"),
+    ("lp_pool1d", (2, 3, 9), dict(norm_type=float("inf"), kernel_size=3), "contiguous", "float32"),
+]
+POOL_EMU = {0, 5, 7, 11, 14}               # one of each kernel shape on metal-emu
+
+
+def test_pool(backend):
+    cases = [Case(f"{i}:{name}{kw}", lambda m, x, name=name, kw=kw: getattr(fn(m), name)(x, **kw),
+                  (sample(xs, dtype, layout=layout, seed=i, low=-50 if dtype == "int32" else -3,
+                          high=50 if dtype == "int32" else 3),), emu=i in POOL_EMU)
+             for i, (name, xs, kw, layout, dtype) in enumerate(POOL)]
+    cases.append(Case("max_pool2d NaN", lambda m, x: fn(m).max_pool2d(x, 2, return_indices=True),
+                      (sample((1, 2, 4, 4), values=_nan_plane()),), emu=False))
+    assert check_batch(cases) >= 5
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+def test_pool_is_one_kernel(name):
+    x = lt.randn(2, 8, 16, 16)
+    plan = lt.kernel_plan(getattr(lt.nn.functional, name)(x, 3, 2))
+    assert [launch.kind for launch in plan.launches] == ["kernel"], plan
+    assert plan.launches[0].pattern == "reduce"
+    # a non-contiguous input is read through its strides: still one kernel
+    plan = lt.kernel_plan(getattr(lt.nn.functional, name)(x.transpose(2, 3), 2))
+    assert [launch.kind for launch in plan.launches] == ["kernel"], plan
+
+
+POOL_ERRORS = [
+    (lambda m, x: fn(m).max_pool2d(x, 3, padding=2), RuntimeError, ("max_pool2d", "pad should be at most half")),
+    (lambda m, x: fn(m).max_pool2d(x[:, :, :2, :2], 3), RuntimeError, ("Output size is too small",)),
+    (lambda m, x: fn(m).max_pool2d(x[0, 0], 3), RuntimeError, ("3D or 4D",)),
+    (lambda m, x: fn(m).avg_pool2d(x, 2, stride=0), RuntimeError, ("stride must be greater than zero",)),
+    (lambda m, x: fn(m).avg_pool2d(x, 2, divisor_override=0), RuntimeError, ("divisor must be not zero",)),
+    (lambda m, x: fn(m).pixel_shuffle(x, 2), RuntimeError, ("pixel_shuffle", "divisible by 4")),
+    (lambda m, x: fn(m).fold(x.flatten(2), (5, 5), 2), RuntimeError, ("fold", "divisible by the product")),
+    (lambda m, x: fn(m).interpolate(x), ValueError, ("size or scale_factor",)),
+    (lambda m, x: fn(m).interpolate(x, size=2, scale_factor=2.0), ValueError, ("only one",)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOL_ERRORS)))
+def test_pool_errors(case):
+    call, exc, match = POOL_ERRORS[case]
+    x = sample((2, 3, 5, 5))
+    with pytest.raises(exc):
+        call(torch, x.torch)
+    check_error(call, x, exc=exc, match=match)
+
+
+def test_unsupported_interpolation_is_named():
+    check_error(lambda m, x: fn(m).interpolate(x, size=2, mode="bilinear", antialias=True), sample((1, 2, 4, 4)),
+                exc=NotImplementedError, match=("interpolate", "antialias"))
+
+
+# ---------------------------------------------------------------- unfold, fold, pixel shuffle, pad, interpolate
+
+INTERP = [
+    ((2, 3, 5, 4), dict(size=(7, 3), mode="nearest")),
+    ((1, 2, 4, 5), dict(scale_factor=2.0, mode="nearest")),
+    ((1, 2, 6, 5), dict(scale_factor=(0.5, 1.7), mode="nearest-exact")),
+    ((2, 2, 5, 4), dict(size=(8, 3), mode="bilinear", align_corners=False)),
+    ((1, 3, 4, 1), dict(scale_factor=2.5, mode="bilinear", align_corners=True)),
+    ((2, 3, 7), dict(size=4, mode="linear")),
+    ((2, 2, 5, 4), dict(scale_factor=1.7, mode="bicubic")),
+    ((1, 2, 4, 3), dict(size=(3, 7), mode="bicubic", align_corners=True)),
+]
+
+
+def test_resampling(backend):
+    cases = [
+        Case("unfold", lambda m, x: fn(m).unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+             (sample((2, 3, 5, 6), layout="transposed"),)),
+        Case("fold", lambda m, c: fn(m).fold(c, (5, 6), 2, padding=1, stride=2), (sample((2, 12, 12), seed=1),),
+             dict(atol=1e-5)),
+        Case("fold unbatched", lambda m, c: fn(m).fold(c, (4, 5), (2, 2), dilation=(1, 2)), (sample((12, 9), seed=2),),
+             dict(atol=1e-5)),
+        Case("pixel_shuffle", lambda m, x: fn(m).pixel_shuffle(x, 2), (sample((2, 8, 3, 2), layout="transposed"),)),
+        Case("pixel_unshuffle", lambda m, x: fn(m).pixel_unshuffle(x, 3), (sample((5, 2, 6, 3)),), emu=False),
+    ]
+    for mode in ("reflect", "replicate", "circular", "constant"):
+        cases.append(Case(f"pad {mode}", lambda m, x, mode=mode: fn(m).pad(x, (2, 1, 1, 2), mode=mode),
+                          (sample((2, 3, 4, 5), layout="transposed"),), emu=mode == "reflect"))
+    for i, (xs, kw) in enumerate(INTERP):
+        cases.append(Case(f"interpolate{kw}", lambda m, x, kw=kw: fn(m).interpolate(x, **kw),
+                          (sample(xs, layout="transposed", seed=i),), dict(atol=1e-5), emu=i in (0, 3)))
+    assert check_batch(cases) >= 5
