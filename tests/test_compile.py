@@ -375,3 +375,28 @@ def test_benchmark_harness_has_compiled_columns(tmp_path):
     rows = json.loads((tmp_path / "results.json").read_text())["workloads"][0]["results"]
     assert [r["framework"] for r in rows] == ["lazytorch[reference]", "lazytorch.compile[reference]", "numpy"]
     assert all(r["status"] == "ok" and r["max_abs_err"] <= 1e-4 * r["ref_max_abs"] for r in rows)
+
+
+def test_nn_module_with_batchnorm_train_then_eval(backend):
+    """A real lt.nn.Module: parameters and BatchNorm's running statistics (updated in place in
+    training mode) against torch, step by step; eval() is a new trace (the training flag)."""
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    lm = lt.nn.Sequential(lt.nn.Linear(6, 8), lt.nn.BatchNorm1d(8), lt.nn.ReLU(), lt.nn.Linear(8, 3))
+    lm.load_state_dict(tm.state_dict())
+    model = lt.compile(lm)
+    rng = np.random.default_rng(0)
+    before = lt.compile_info()
+    with torch.no_grad():
+        for _ in range(3):
+            x = rng.standard_normal((5, 6)).astype(np.float32)
+            close(model(lt_t(x)).numpy(), tm(torch.from_numpy(x)).numpy(), 1e-5)
+        for name in ("running_mean", "running_var"):
+            close(getattr(lm[1], name).numpy(), getattr(tm[1], name).numpy(), 1e-5)
+        assert lm[1].num_batches_tracked.item() == 3
+        model.eval()
+        tm.eval()
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        close(model(lt_t(x)).numpy(), tm(torch.from_numpy(x)).numpy(), 1e-5)
+    assert delta(before, lt.compile_info())[:3] == (2, 4, 0)
+    assert lm[1].num_batches_tracked.item() == 3
