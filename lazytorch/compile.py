@@ -52,6 +52,13 @@ class CompileInfo(NamedTuple):
 
 _stats = {"traces": 0, "hits": 0, "fallbacks": 0}
 _lock = threading.RLock()
+_tracing = threading.local()
+
+
+def tracing() -> bool:
+    """Whether this thread is running a body on placeholders (lt.eval is then a no-op: the
+    compiled program evaluates everything it computes)."""
+    return getattr(_tracing, "active", False)
 
 
 def compile_info() -> CompileInfo:
@@ -224,6 +231,7 @@ class _Trace(NamedTuple):
     out_leaves: list
     writes: list             # (target, root index): ("arg", leaf i) or ("capture", tensor)
     bindings: dict           # id(placeholder node) -> ("arg", leaf i) | ("capture", tensor)
+    grad_writes: list        # (captured tensor, root index or None): its .grad after the body
 
 
 class Entry:
@@ -257,7 +265,9 @@ class Entry:
         self.out_spec, self.out_leaves = trace.out_spec, trace.out_leaves
         self.out_meta = [(r.shape, r.dtype, hash(("buffer", (), r.shape, r.dtype.name))) for r in trace.roots]
         self.writes = trace.writes
-        self.single = trace.out_spec is None and trace.out_leaves == [("out", 0)] and not trace.writes
+        self.grad_writes = trace.grad_writes
+        self.single = trace.out_spec is None and trace.out_leaves == [("out", 0)] and not trace.writes \
+            and not trace.grad_writes
 
     def run(self, leaves: list, bound: list) -> Any:
         values = self.template.copy()
@@ -289,6 +299,8 @@ class Entry:
                     t = target[1] if target[0] == "capture" else leaves[target[1]]
                     t = t._base if t._base is not None else t
                     t._rebind(nodes[k], "lt.compile write-back")
+        for t, k in self.grad_writes:
+            t._grad = None if k is None else Tensor(nodes[k])
         it = iter([_output(o, nodes, leaves) for o in self.out_leaves])
         return _unflatten(self.out_spec, it)
 
@@ -305,6 +317,15 @@ def _no_grad():
 
 
 _NO_GRAD: list = []
+
+
+def _grad_leaf_registrar():
+    """autograd's register_leaf while some tensor requires grad (the package may have no autograd)."""
+    try:
+        from .autograd import state
+    except ImportError:
+        return None
+    return state.register_leaf if state.MODE.any_leaf else None
 
 
 class _Stale(Exception):
@@ -512,21 +533,29 @@ class CompiledFunction:
                 call_leaves.append(ph)
             else:
                 call_leaves.append(v)
-        saved = [(t, t._node, t._version) for t in captures]
+        saved = [(t, t._node, t._version, getattr(t, "_grad", None)) for t in captures]
         rng_state = generator().bit_generator.state
+        register_leaf = _grad_leaf_registrar()
         ph_nodes = {}
         for t in captures:
             node = Node.from_buffer(_Placeholder(f"a captured tensor {_meta(t._node)}"), t._node.shape,
                                     t._node.dtype)
             ph_nodes[id(t)] = node
             bindings[id(node)] = ("capture", t)
+            grad_leaf = register_leaf is not None and t._is_grad_leaf()
             t._node = node
             t._version += 1                              # views of it re-derive over the placeholder
+            if grad_leaf:                                # autograd: the placeholder is the parameter
+                register_leaf(node, t)
         try:
             it = iter(call_leaves)
             a = _unflatten(spec, it)
             kw = _unflatten(kwspec, it) if kwspec is not None else {}
-            result = self._fn(*a, **kw)
+            _tracing.active = True
+            try:
+                result = self._fn(*a, **kw)
+            finally:
+                _tracing.active = False
             out_leaves_raw: list = []
             out_spec = _flatten(result, out_leaves_raw)
             roots: list[Node] = []
@@ -556,16 +585,23 @@ class CompiledFunction:
             for t in captures:
                 if t._node is not ph_nodes[id(t)]:
                     writes.append((("capture", t), root(t._node)))
+            grad_writes = []                             # .grad set by a backward in the body
+            for t, _, _, grad in saved:
+                new = getattr(t, "_grad", None)
+                if new is not grad:
+                    grad_writes.append((t, root(new.node) if isinstance(new, Tensor) else None))
             _check_state(self._fn, captures, out_leaves_raw)
             if rng_state != generator().bit_generator.state:
                 raise GraphBreak("random numbers were drawn (lt.rand/randn/dropout): they would be frozen "
                                  "into the compiled program")
             order, key, leaf_nodes = program(roots)
         finally:
-            for t, node, version in saved:
+            for t, node, version, grad in saved:
                 t._node, t._version = node, version
+                if grad is not None or getattr(t, "_grad", None) is not None:
+                    t._grad = grad
             generator().bit_generator.state = rng_state
-        return _Trace(roots, order, key, leaf_nodes, out_spec, out_leaves, writes, bindings)
+        return _Trace(roots, order, key, leaf_nodes, out_spec, out_leaves, writes, bindings, grad_writes)
 
     def _scalar_bindings(self, spec, kwspec, leaves, bound, traced: _Trace):
         """Which scalar leaves of the program are the Python-number arguments (bound at run time)

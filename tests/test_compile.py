@@ -400,3 +400,35 @@ def test_nn_module_with_batchnorm_train_then_eval(backend):
         close(model(lt_t(x)).numpy(), tm(torch.from_numpy(x)).numpy(), 1e-5)
     assert delta(before, lt.compile_info())[:3] == (2, 4, 0)
     assert lm[1].num_batches_tracked.item() == 3
+
+
+def test_compiled_training_step_matches_torch():
+    """forward + backward + SGD in one compiled call: the parameters' updates and .grad are replayed;
+    the optimizer's lt.eval inside the body is a no-op while tracing."""
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    lm = lt.nn.Sequential(lt.nn.Linear(4, 8), lt.nn.Tanh(), lt.nn.Linear(8, 1))
+    lm.load_state_dict(tm.state_dict())
+    topt, lopt = torch.optim.SGD(tm.parameters(), lr=0.1), lt.optim.SGD(lm.parameters(), lr=0.1)
+
+    @lt.compile
+    def step(x, y):
+        lopt.zero_grad(set_to_none=True)
+        loss = ((lm(x) - y) ** 2).mean()
+        loss.backward()
+        lopt.step()
+        return loss.detach()
+
+    rng = np.random.default_rng(0)
+    before = lt.compile_info()
+    for _ in range(3):
+        x, y = rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal((6, 1)).astype(np.float32)
+        loss = step(lt_t(x), lt_t(y)).item()
+        topt.zero_grad()
+        ref = ((tm(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).mean()
+        ref.backward()
+        topt.step()
+        assert abs(loss - ref.item()) < 1e-5
+    assert delta(before, lt.compile_info())[:3] == (1, 3, 0)
+    close(lm[0].weight.numpy(), tm[0].weight.detach().numpy(), 1e-5)
+    close(lm[2].weight.grad.numpy(), tm[2].weight.grad.numpy(), 1e-5)
