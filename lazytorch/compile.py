@@ -499,11 +499,12 @@ class CompiledFunction:
 
     def _graph_break(self, key, e: GraphBreak):
         where = _user_line(e)
-        message = (f"lt.compile({self.__name__}): {e} at {where}; data-dependent Python code can't be "
-                   "compiled")
+        message = f"lt.compile({self.__name__}): {e}" + (f" at {where}" if where else "") + \
+            "; this can't be compiled"
         if self._fullgraph:
             raise GraphBreak(message + " (fullgraph=True)") from e
-        _debug(f"{self.__name__}: graph break at {where}: falling back to the lazy path")
+        _debug(f"{self.__name__}: graph break ({e}{' at ' + where if where else ''}): falling back to the "
+               "lazy path")
         if not self._warned:
             self._warned = True
             warnings.warn(message + "; this function runs on the lazy path (pass fullgraph=True to "
@@ -716,11 +717,12 @@ def _placeholder_arg(t: Tensor, buffer_node: Node, what: str) -> tuple[Tensor, T
 
 
 def _user_line(e: BaseException) -> str:
-    """file:line (and source) of the innermost frame outside lazytorch that led to `e`."""
+    """file:line (and source) of the innermost frame outside lazytorch that led to `e` ("" when
+    the condition was found after the body returned)."""
     frames = [f for f in traceback.extract_tb(e.__traceback__)
               if not f.filename.startswith(_PACKAGE_DIR) and "/numpy/" not in f.filename]
     if not frames:
-        return "an unknown line"
+        return ""
     f = frames[-1]
     return f"{f.filename}:{f.lineno} ({(f.line or '').strip()})"
 
