@@ -168,10 +168,12 @@ def _code_names(code: types.CodeType, out: set) -> None:
             _code_names(c, out)
 
 
-def discover_tensors(target, depth: int = 32) -> list[Tensor]:
+def discover_tensors(target, depth: int = 32, numbers: list | None = None) -> list[Tensor]:
     """Every root Tensor (not a view; a view contributes its base) reachable from `target`
     through object attributes, containers, closures and the globals functions name (`depth`
-    links deep: a module tree nests three links per level; at most _MAX_VISITED objects)."""
+    links deep: a module tree nests three links per level; at most _MAX_VISITED objects).
+    `numbers`, if given, receives (container, key, value) for every Python number held in a
+    reachable dict entry or object attribute (state a trace must not change)."""
     found: dict[int, Tensor] = {}
     seen: set[int] = set()
     stack = [(target, 0)]
@@ -192,6 +194,8 @@ def discover_tensors(target, depth: int = 32) -> list[Tensor]:
             children = list(obj)
         elif isinstance(obj, dict):
             children = list(obj.values())
+            if numbers is not None:
+                numbers.extend((obj, k, v) for k, v in obj.items() if type(v) in _NUMBERS)
         elif isinstance(obj, types.MethodType):
             children = [obj.__self__, obj.__func__]
         elif isinstance(obj, functools.partial):
@@ -205,6 +209,8 @@ def discover_tensors(target, depth: int = 32) -> list[Tensor]:
             children += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
         elif hasattr(obj, "__dict__") and not isinstance(obj, (types.BuiltinFunctionType,)):
             children = list(vars(obj).values())
+            if numbers is not None:
+                numbers.extend((obj, k, v) for k, v in vars(obj).items() if type(v) in _NUMBERS)
             call = getattr(type(obj), "forward", None) or getattr(type(obj), "__call__", None)
             if isinstance(call, types.FunctionType):
                 children.append(call)
@@ -517,7 +523,8 @@ class CompiledFunction:
         """Run the body once on placeholders for the argument tensors and the captured tensors
         (whose nodes are swapped for the trace and restored after); `values` gives the Python
         numbers to trace with."""
-        captures = discover_tensors(self._fn)
+        numbers: list = []
+        captures = discover_tensors(self._fn, numbers=numbers)
         pending = [t._node for t in captures if t._node.op != "buffer"]
         if pending:
             eval_nodes(pending)
@@ -601,6 +608,10 @@ class CompiledFunction:
                 t._node, t._version = node, version
                 if grad is not None or getattr(t, "_grad", None) is not None:
                     t._grad = grad
+            changed = _restore_numbers(numbers)
+        if changed:
+            raise GraphBreak(f"the body changed Python number state ({changed}): a replay would not update it "
+                             "(keep such counters in tensors, e.g. an optimizer's step count)")
             generator().bit_generator.state = rng_state
         return _Trace(roots, order, key, leaf_nodes, out_spec, out_leaves, writes, bindings, grad_writes)
 
@@ -680,6 +691,20 @@ class CompiledFunction:
 
 def _meta(n: Node) -> str:
     return f"{n.dtype.name}{list(n.shape)}"
+
+
+def _restore_numbers(numbers: list) -> str:
+    """Put back every Python number of the callable's state the trace changed; describe them."""
+    changed = []
+    for container, key, value in numbers:
+        now = container.get(key) if isinstance(container, dict) else getattr(container, key, value)
+        if now is not value and now != value:
+            changed.append(f"{type(container).__name__}[{key!r}]: {value!r} -> {now!r}")
+            if isinstance(container, dict):
+                container[key] = value
+            else:
+                object.__setattr__(container, key, value)
+    return ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
 
 
 def _graph_break_in(e: BaseException) -> GraphBreak | None:

@@ -432,3 +432,24 @@ def test_compiled_training_step_matches_torch():
     assert delta(before, lt.compile_info())[:3] == (1, 3, 0)
     close(lm[0].weight.numpy(), tm[0].weight.detach().numpy(), 1e-5)
     close(lm[2].weight.grad.numpy(), tm[2].weight.grad.numpy(), 1e-5)
+
+
+def test_python_number_state_changed_by_the_body_falls_back():
+    """A Python counter in the callable's state (as Adam's step count) can't be replayed: the trace
+    restores it, warns once and every call runs lazily with the right values."""
+    class Scaled:
+        def __init__(self):
+            self.calls = 0
+            self.w = lt_t(np.array([1.0, 2.0], np.float32))
+
+        def __call__(self, x):
+            self.calls += 1
+            return x * self.w * float(self.calls)
+
+    s = Scaled()
+    f = lt.compile(s)
+    x = lt_t(np.ones(2, np.float32))
+    with pytest.warns(UserWarning, match=r"changed Python number state \(Scaled\['calls'\]: 0 -> 1\)"):
+        close(f(x).numpy(), [1, 2])
+    close(f(x).numpy(), [2, 4])
+    assert s.calls == 2
