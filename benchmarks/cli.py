@@ -2,6 +2,7 @@
 
     python -m benchmarks                          # everything (minutes)
     python -m benchmarks --quick --workloads W1,W7 --backends reference --peers numpy
+    python -m benchmarks --workloads W7,W11 --backends cpu --compiled cpu --peers numpy,torch,torch.compile
     python -m benchmarks --device gpu                  # NVIDIA GPU: cuda backend vs torch/mlx on the GPU
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="gpu: lazytorch's cuda backend and the peers on an NVIDIA GPU (benchmarks/gpu.py)")
     p.add_argument("--backends", type=names, default=None,
                    help="lazytorch backends, comma-separated (default: cpu,reference; gpu: cuda)")
+    p.add_argument("--compiled", type=names, default=[],
+                   help="lazytorch backends to also run under lt.compile, comma-separated (default: none)")
     p.add_argument("--peers", type=names, default=None,
                    help=f"comma-separated, from {','.join(PEERS)} (default: all; gpu: all GPU peers)")
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repeats")
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         frameworks = gpu.select(args.backends, args.peers)
         bandwidth = gpu.copy_bandwidth(GPU_COPY_BYTES[args.quick], plan)
     else:
-        frameworks = select(args.backends, args.peers)
+        frameworks = select(args.backends, args.peers, args.compiled)
         bandwidth = copy_bandwidth(COPY_BYTES[args.quick], plan)
     print(f"copy bandwidth: {bandwidth['gb_per_s']:.1f} GB/s", file=sys.stderr)
     run = {"command": "python -m benchmarks " + " ".join(argv), "quick": args.quick, "device": args.device,

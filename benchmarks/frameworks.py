@@ -147,6 +147,18 @@ def lazytorch(backend: str) -> Framework:
         sync=_lt_sync, setup=_set_lt_backend(backend))
 
 
+def _lt_compile(fn):
+    import lazytorch as lt
+    return lt.compile(fn)
+
+
+def lazytorch_compiled(backend: str) -> Framework:
+    """lazytorch with the workload function wrapped in lt.compile: traced once, then replayed."""
+    plain = lazytorch(backend)
+    plain.name, plain.prepare = f"lazytorch.compile[{backend}]", _lt_compile
+    return plain
+
+
 PEERS: dict[str, Framework] = {f.name: f for f in [
     Framework("numpy", lambda: NUMPY_OPS),
     Framework("torch", _torch_ops, _torch_in, lambda t: t.numpy()),
@@ -156,18 +168,21 @@ PEERS: dict[str, Framework] = {f.name: f for f in [
 ]}
 
 
-def select(backends: list[str], peers: list[str]) -> list[Framework]:
-    """lazytorch on each backend, then the peers; unknown peer names raise with the valid ones."""
+def select(backends: list[str], peers: list[str], compiled: list[str] = ()) -> list[Framework]:
+    """lazytorch on each backend, lt.compile on each of `compiled`, then the peers; unknown peer
+    names raise with the valid ones."""
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         raise SystemExit(f"unknown peer(s) {', '.join(unknown)}; valid: {', '.join(PEERS)}")
-    return [lazytorch(b) for b in backends] + [PEERS[p] for p in peers]
+    return [lazytorch(b) for b in backends] + [lazytorch_compiled(b) for b in compiled] + [PEERS[p] for p in peers]
 
 
 def by_name(name: str) -> Framework:
     """A framework from its column name (W8's subprocess gets names on its command line)."""
     if name.startswith("lazytorch[") and name.endswith("]"):
         return lazytorch(name[len("lazytorch["):-1])
+    if name.startswith("lazytorch.compile[") and name.endswith("]"):
+        return lazytorch_compiled(name[len("lazytorch.compile["):-1])
     if name not in PEERS:
         from .gpu import GPU_PEERS   # the GPU columns (benchmarks/gpu.py)
         return GPU_PEERS[name]

@@ -35,7 +35,7 @@ def reference(w: Workload, inputs: list[np.ndarray]) -> np.ndarray:
 
 def module_of(fw: Framework) -> str:
     """The Python module a column runs: lazytorch[cpu] -> lazytorch, torch.compile[cuda] -> torch."""
-    return "lazytorch" if fw.name.startswith("lazytorch[") else fw.name.split("[")[0].split(".")[0]
+    return "lazytorch" if fw.name.startswith("lazytorch") else fw.name.split("[")[0].split(".")[0]
 
 
 def body_of(w: Workload, fw: Framework) -> Callable:

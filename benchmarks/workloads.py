@@ -125,6 +125,33 @@ def minilm_run(module_name: str) -> Callable:
     return forward
 
 
+def _gpt_block():
+    sys.path.insert(0, str(EXAMPLES))
+    import gpt_block
+    return gpt_block
+
+
+def gpt_block_inputs(rng, s) -> list[np.ndarray]:
+    """x, then the block's weights in random_weights' order (the README demo's data)."""
+    example = _gpt_block()
+    x = example.random_input(s["batch"], s["seq"], s["width"])
+    return [x, *example.random_weights(s["width"]).values()]
+
+
+def gpt_block_run(module_name: str) -> Callable:
+    """examples/gpt_block.py's `block(torch, x, w, n_head)` on `module_name`."""
+    if module_name not in MODEL_MODULES:
+        raise ValueError(f"W11 runs the block's torch code on {' or '.join(MODEL_MODULES)}, not {module_name}")
+    module = importlib.import_module(module_name)
+    example = _gpt_block()
+    names = list(example.random_weights(8))
+    n_head = example.DEMO_SIZE["n_head"]
+
+    def forward(x, *weights):
+        return example.block(module, x, dict(zip(names, weights)), n_head)
+    return forward
+
+
 def _train_gpt():
     """examples/train_gpt.py (the model, its data and its training step)."""
     sys.path.insert(0, str(EXAMPLES))
@@ -229,6 +256,12 @@ WORKLOADS: list[Workload] = [
         {"batch": 8, "block": 64}, {"batch": 2, "block": 16},
         inputs=train_inputs, run=train_run, mode="model", ratios_to=("torch", "torch.compile"),
         missing=_packages_missing("torch")),
+    # The README demo (examples/gpt_block.py): one GPT-2 block forward, random weights.
+    Workload(
+        "W11", "README demo: GPT-2 block forward (examples/gpt_block.py)",
+        {"batch": 4, "seq": 64, "width": 256}, {"batch": 1, "seq": 8, "width": 32},
+        inputs=gpt_block_inputs, run=gpt_block_run, mode="model", ratios_to=("torch", "torch.compile"),
+        tol=1e-3, missing=_packages_missing("torch")),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}

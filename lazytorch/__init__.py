@@ -26,6 +26,8 @@ from .realize import show_kernels
 from .graph_cache import CacheInfo as _CacheInfo
 from .graph_cache import cache_clear, set_cache_size
 from .graph_cache import cache_info as _graph_cache_info
+from .compile import compile, compile_info  # noqa: A004  (torch's name)
+from .compile import tracing as _compile_tracing
 from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend
 from .runtime import caches as _kernel_caches
@@ -50,6 +52,8 @@ from .serialization import load, save  # noqa: E402
 
 def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in the brief)
     """Materialise the given tensors together: shared work runs once, then each holds a buffer."""
+    if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
+        return
     _eval_tensors([t for t in tensors if isinstance(t, Tensor)])
 
 

@@ -160,13 +160,15 @@ def make_operator(op: OpDef, dunder: str):
         return reflected
 
     fast = fast_builder(op.name)
-
-    def operator(self, *args):
-        if fast is not None:
+    if fast is None:
+        def operator(self, *args):
+            return fn(self, *args)
+    else:
+        def operator(self, *args):
             node = fast(self, *args)
             if node is not None:
                 return Tensor(node)
-        return fn(self, *args)
+            return fn(self, *args)
     operator.__name__ = dunder
     return operator
 

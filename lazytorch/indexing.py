@@ -134,8 +134,8 @@ def apply_basic(x: Node, items: list[Item]) -> tuple[Node, list[tuple[int, Node]
 
 def _check_bounds(index: Node, x: Node, d: int) -> None:
     """Indices whose values are known (lists, evaluated tensors) are checked at the call."""
-    if index.op != "buffer" or not index.numel:
-        return
+    if index.op != "buffer" or not index.numel or getattr(index.buffer, "placeholder", False):
+        return                                           # (lt.compile's traces: checked when run)
     n = x.shape[d]
     arr = np.asarray(index.buffer)
     if arr.min() < -n or arr.max() >= n:

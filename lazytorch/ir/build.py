@@ -410,28 +410,57 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
     if any(p.base == "Scalar" and p.has_default for s in op.schemas for p in s.positional[:2]):
         return None                              # a number equal to the default is an attribute
     memo: dict[tuple, tuple] = {}
+    name = op.name
+    new = Node.__new__
+    scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
 
-    def operand(value) -> Node | None:
-        dtype = NUMBER_DTYPES.get(type(value))
-        if dtype is not None:
-            return Node.scalar(value, dtype)
-        node = getattr(value, "node", None)      # a Tensor (views re-derive their node here)
-        return node if type(node) is Node and node.op != "param" else None
-
-    def build(*args) -> Node | None:
-        nodes = tuple([operand(v) for v in args])
-        if None in nodes or len(nodes) > 2:
+    def build(a, b=_NONE, *more) -> Node | None:
+        # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
+        da = NUMBER_DTYPES.get(type(a))
+        if da is None:
+            na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
+            if type(na) is not Node or na.op == "param" or na.op == "scalar":
+                return None
+            sa = (na.shape, na.dtype)
+        else:
+            na = new(Node)
+            na.op, na.inputs, na.attrs, na.shape, na.dtype = "scalar", (), _NO_ATTRS, (), da
+            na.buffer, na.value, na.key = None, a, scalar_keys[da]
+            sa = da
+        if b is _NONE:
+            sig, inputs = sa, (na,)
+        elif more:
             return None
-        sig = tuple([(n.shape, n.dtype, n.op == "scalar") for n in nodes])
+        else:
+            db = NUMBER_DTYPES.get(type(b))
+            if db is None:
+                nb = getattr(b, "node", None)
+                if type(nb) is not Node or nb.op == "param" or nb.op == "scalar":
+                    return None
+                sig = (sa, nb.shape, nb.dtype)
+            else:
+                nb = new(Node)
+                nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
+                nb.buffer, nb.value, nb.key = None, b, scalar_keys[db]
+                sig = (sa, db)
+            inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
-            return Node.with_key(op.name, nodes, *known)
-        node = call(op.name, *args)
-        if _built_from(node, op.name, args, nodes):
+            node = new(Node)
+            node.op, node.inputs, node.attrs, node.shape, node.dtype, node.key = name, inputs, *known
+            node.buffer = node.value = None
+            return node
+        args = (a,) if b is _NONE else (a, b)
+        node = call(name, *args)
+        if _built_from(node, name, args, inputs):
             memo[sig] = (node.attrs, node.shape, node.dtype, node.key)
         return node
 
     return build
+
+
+_NONE = object()           # "no second operand"
+_NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 
 
 def _built_from(node, name: str, args: tuple, nodes: tuple[Node, ...]) -> bool:

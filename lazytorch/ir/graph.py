@@ -53,30 +53,45 @@ def program(roots: Iterable[Node]) -> Program:
     from: two programs with equal keys compute the same function of their leaves, whichever
     buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
     """
-    index: dict[int, int] = {}                       # id(node) -> its position in order
+    index: dict[Node, int] = {}                      # node (hashed by identity) -> its position
     order: list[Node] = []
     leaves: list[Node] = []
     sig: list = []                                   # per node: key, then input positions if any
+
+    def place_leaf(node: Node) -> None:              # (full and iota have no inputs either)
+        index[node] = len(order)
+        order.append(node)
+        sig.append(node.key)
+        if node.op in LEAF_OPS:
+            leaves.append(node)
+
     for root in roots:
-        if id(root) in index:
+        if root in index:
+            continue
+        if not root.inputs:
+            place_leaf(root)
             continue
         stack = [(root, iter(root.inputs))]
         while stack:
             node, rest = stack[-1]
             for child in rest:
-                if id(child) not in index:
+                if child not in index:
+                    if not child.inputs:             # leaves are placed at once, in the same order
+                        index[child] = len(order)
+                        order.append(child)
+                        sig.append(child.key)
+                        if child.op in LEAF_OPS:
+                            leaves.append(child)
+                        continue
                     stack.append((child, iter(child.inputs)))
                     break
             else:
                 stack.pop()
-                if id(node) not in index:
-                    index[id(node)] = len(order)
+                if node not in index:
+                    index[node] = len(order)
                     order.append(node)
                     sig.append(node.key)
-                    if node.inputs:
-                        sig.append(tuple([index[id(i)] for i in node.inputs]))
-                    elif node.op in LEAF_OPS:       # (full and iota have no inputs either)
-                        leaves.append(node)
+                    sig.append(tuple([index[i] for i in node.inputs]))
     return Program(order, hash(tuple(sig)), leaves)
 
 
