@@ -11,6 +11,7 @@ import re
 import types
 from typing import Any
 
+from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import call, fast_builder
@@ -190,8 +191,10 @@ def _install_host_value() -> None:
 
 
 def install(namespace: dict, nn_namespace: dict) -> None:
-    """Put every registry op into the module namespace, on Tensor, and into nn.functional."""
+    """Put every registry op into the module namespace, on Tensor, and into nn.functional; and
+    indexing (x[key], x[key] = value) on Tensor."""
     _install_host_value()
+    Tensor.__getitem__, Tensor.__setitem__ = getitem, setitem
     seen = set()
     for sub in SUBMODULES:
         namespace.setdefault(sub, types.SimpleNamespace())

@@ -189,14 +189,8 @@ class Tensor:
     def type_str(self) -> str:
         return type_str(self._node)
 
-    # ---- indexing (lazytorch/indexing.py) ----
-    def __getitem__(self, key) -> "Tensor":
-        from .indexing import getitem
-        return getitem(self, key)
-
-    def __setitem__(self, key, value) -> None:
-        from .indexing import setitem
-        setitem(self, key, value)
+    # ---- indexing: x[key] and x[key] = value are lazytorch/indexing.py's getitem and setitem, put on
+    # the class by api.install with the registry's methods (indexing.py builds on Tensor) ----
 
     # ---- transposes as properties: views, as in torch ----
     @property
@@ -231,6 +225,11 @@ class Tensor:
         return Tensor(call("clone", self.node))
 
     # ---- autograd (lazytorch/autograd/) ----
+    def _wrap(self, node: Node) -> "Tensor":
+        """A new plain Tensor on `node`: autograd makes its gradient tensors through this, so that it
+        stays below tensor.py (it never imports the Tensor class)."""
+        return Tensor(node)
+
     def _is_grad_leaf(self) -> bool:
         rec = _grad.RECORDS.get(self._node)
         return rec is not None and rec.leaf is not None and rec.leaf() is self
@@ -325,8 +324,8 @@ class Tensor:
 
         Naming a device selects it for the process (see lazytorch/device.py); the result is self
         when neither dtype nor copy asks for a new tensor, as in torch."""
-        from .device import parse_to, select
-        dev, dtype, copy = parse_to("to", args, kwargs, self)
+        from .device import select
+        dev, dtype, copy = parse_to("to", args, kwargs)
         if dev is not None:
             select(dev)
         out = self
@@ -352,8 +351,9 @@ class Tensor:
         """Write src's values (broadcast, cast to self's dtype) into self."""
         from .ir.build import as_node, call
         if not isinstance(src, (Tensor, int, float, bool)):
-            from .interop import tensor
-            src = tensor(src)
+            from .host_data import host_values
+            arr, dt = host_values(src)
+            src = Node.from_buffer(arr, tuple(arr.shape), dt)
         value = call("to", call("broadcast_to", as_node(src), tuple(self.shape)), self.dtype)
         self._rebind(value, "copy_")
         return self
@@ -387,6 +387,49 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+
+# ---- the argument forms of Tensor.to / Module.to (here, not in device.py: `to(tensor)` needs Tensor) ----
+def _is_device(x) -> bool:
+    from .device import device
+    return isinstance(x, (device, str)) or (isinstance(x, int) and not isinstance(x, bool))
+
+
+def parse_to(op: str, args: tuple, kwargs: dict):
+    """(device | None, dtype | None, copy) from the argument forms of Tensor.to / Module.to:
+    (dtype), (device), (device, dtype), (tensor), with keywords device=, dtype=, copy=, non_blocking=."""
+    from .device import device
+    kwargs = dict(kwargs)
+    dev, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    copy = bool(kwargs.pop("copy", False))
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"{op}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    args = list(args)
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+        dev, dtype = other.device, other.dtype
+    elif args and args[0] is not None and _is_device(args[0]) and not _is_dtype_name(args[0]):
+        dev = args.pop(0)
+    if args and args[0] is not None:
+        dtype = args.pop(0)
+    if args and isinstance(args[0], bool):                  # to(device, dtype, non_blocking, copy)
+        args.pop(0)
+        if args and isinstance(args[0], bool):
+            copy = args.pop(0)
+    if args:
+        raise TypeError(f"{op}() received an invalid combination of arguments: {args!r}; expected "
+                        "(dtype), (device, dtype=None), (tensor) with keywords device=, dtype=, copy=")
+    return (device(dev) if dev is not None else None), dtype, copy
+
+
+def _is_dtype_name(x) -> bool:
+    return isinstance(x, str) and x.removeprefix("torch.").removeprefix("lazytorch.") in _DTYPE_NAMES
+
+
+_DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "float", "double", "bool",
+                          "uint8", "int8", "int16", "int32", "int64", "long", "int", "short"})
 
 
 def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:

@@ -91,7 +91,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
 
 def _collect(ins, captured, allow_unused, materialize, result) -> None:
     from ..ir.creation import fill
-    from ..tensor import Tensor
     for i, t in enumerate(ins):
         g = captured.get(id(t.node))
         if g is None:
@@ -99,6 +98,6 @@ def _collect(ins, captured, allow_unused, materialize, result) -> None:
                 raise RuntimeError(f"One of the differentiated Tensors (input {i}, shape {list(t.shape)}) appears "
                                    "to not have been used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.")
-            result.append(Tensor(fill(tuple(t.shape), 0.0, t.dtype)) if materialize else None)
+            result.append(t._wrap(fill(tuple(t.shape), 0.0, t.dtype)) if materialize else None)
         else:
-            result.append(Tensor(g))
+            result.append(t._wrap(g))

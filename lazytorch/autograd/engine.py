@@ -118,7 +118,6 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
                  accumulate: bool = True, capture: Sequence[Node] = ()) -> dict[int, Node]:
     """Build the gradient graph; accumulate into leaves' .grad (if `accumulate`) and return the
     gradients reaching the nodes in `capture` (by id)."""
-    from ..tensor import Tensor
     grads: dict[int, Node] = {}
     for r, g in zip(roots, root_grads):
         _add(grads, r, g)
@@ -135,7 +134,7 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
             if rec.retain is not None and accumulate:
                 kept = rec.retain()
                 if kept is not None:
-                    kept._grad = Tensor(contiguous(g)) if kept._grad is None else kept._grad + Tensor(g)
+                    kept._grad = kept._wrap(contiguous(g)) if kept._grad is None else kept._grad + kept._wrap(g)
             if rec.snapshot is None:
                 if accumulate:
                     accumulate_leaf(rec.leaf(), g)
@@ -157,13 +156,12 @@ def _add(grads: dict[int, Node], node: Node, g: Node) -> None:
 
 def accumulate_leaf(tensor, g: Node) -> None:
     """.grad = g the first time, .grad += g after (the same Tensor object, as torch's is)."""
-    from ..tensor import Tensor
     if tensor is None:
         return
     if g.dtype is not tensor.dtype:
         g = call("to", g, tensor.dtype)
     if tensor._grad is None:
-        tensor._grad = Tensor(contiguous(g))
+        tensor._grad = tensor._wrap(contiguous(g))
     else:
         tensor._grad._rebind(call("add", tensor._grad.node, g), "grad accumulation")
 

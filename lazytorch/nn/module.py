@@ -13,7 +13,7 @@ import itertools
 from typing import Any, Callable, Iterator
 
 from ..ir import dtypes as D
-from ..tensor import Size, Tensor
+from ..tensor import Size, Tensor, parse_to
 from .parameter import Parameter, host_node, set_value
 
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -263,7 +263,7 @@ class Module:
         """to(device) | to(dtype) | to(device, dtype) | to(tensor): parameters and buffers move in
         place (the device is the process's, see lazytorch/device.py); a dtype applies to the
         floating point ones only, as in torch."""
-        from ..device import parse_to, select
+        from ..device import select
         dev, dtype, _ = parse_to("Module.to", args, kwargs)
         if dev is not None:
             select(dev)

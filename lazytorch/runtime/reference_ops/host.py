@@ -2,28 +2,18 @@
 
 Each entry takes the node's params as keyword arguments and its inputs as numpy values (compute
 form: bfloat16 widened to float32) and returns the result's values; `host_call` casts them to the
-node's dtype.  The families register their functions from their own modules (sorting.py,
-scatter.py, special.py, lapack.py) with @host.
+node's dtype.  The families register their functions from their own modules (host_math.py,
+host_select.py, host_scatter.py, host_lapack.py) with @host from host_table.py.
 """
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
 from ...ir import dtypes as D
 from ...ir.node import Node
 from . import finish, ref
-
-HOST: dict[str, Callable[..., np.ndarray]] = {}
-
-
-def host(*names: str):
-    def register(fn):
-        for n in names:
-            HOST[n] = fn
-        return fn
-    return register
+from . import host_lapack, host_math, host_scatter, host_select  # noqa: F401  (register the functions)
+from .host_table import HOST
 
 
 @ref("host_call")
@@ -34,5 +24,3 @@ def _host_call(node: Node, *inputs):
         out = fn(*values, **dict(node.attrs["params"]))
     return finish(np.asarray(out), node)
 
-
-from . import host_math, host_select, host_scatter, host_lapack  # noqa: E402,F401  (register the functions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .host import host
+from .host_table import host
 
 
 def _last(x, dim: int):
