@@ -8,7 +8,9 @@ their node when the base is mutated, and an in-place op on them writes through i
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import weakref
+from itertools import count
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -17,6 +19,32 @@ from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
+
+
+# Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
+# in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
+# still reach it.  Realized entries are dropped as evals find them (an in-place op re-tracks).
+_LIVE: dict[int, weakref.ref] = {}
+_ticket = count()
+
+
+def _track(t: "Tensor") -> None:
+    k = next(_ticket)
+    _LIVE[k] = weakref.ref(t, lambda _, k=k: _LIVE.pop(k, None))
+
+
+def live_pending() -> Iterator[Node]:
+    """The pending nodes live (non-view) tensors hold, oldest first."""
+    done = []
+    for k, ref in list(_LIVE.items()):
+        t = ref()
+        node = None if t is None else t._node
+        if node is None or node.realized:
+            done.append(k)
+        else:
+            yield node
+    for k in done:
+        _LIVE.pop(k, None)
 
 
 class Tensor:
@@ -28,6 +56,8 @@ class Tensor:
         self._spec = spec                      # how this view indexes the base's contiguous layout
         self._base_version = base._version if base is not None else 0
         self._version = 0                      # bumped by every in-place op on this tensor
+        if base is None and not node.realized:
+            _track(self)
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property
@@ -43,6 +73,7 @@ class Tensor:
         if self._base is None:
             self._node = node
             self._version += 1
+            _track(self)
             return
         base = self._base
         if V.has_internal_overlap(self._spec):
@@ -116,7 +147,7 @@ class Tensor:
     # ---- values: these evaluate ----
     def numpy(self) -> np.ndarray:
         from .realize import eval_tensors, host_value
-        eval_tensors([self])
+        eval_tensors([self], live_pending())
         return host_value(self.node)
 
     def __array__(self, dtype=None, copy=None):

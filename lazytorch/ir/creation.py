@@ -1,7 +1,10 @@
 """Builders of the creation ops: lazy fills and index ramps, and seeded random data.
 
-Fills are `full` nodes; ramps (arange, linspace, eye) are pointwise arithmetic on `iota` nodes, so
-neither holds memory until a kernel writes it.
+Fills are `full` nodes and integer ramps (arange of integers, eye) are pointwise arithmetic on
+`iota` nodes in int64, so neither holds memory until a kernel writes it.  Ramps with a fractional
+part (float arange, linspace) are computed on the host in float64, as torch computes them, and
+rounded once to their dtype: no backend has to compute in a dtype the result does not have (Metal
+and CUDA through MLX have no float64).
 
 `full` is a pointwise node of a runtime scalar (so zeros and ones of any size cost no memory until
 a kernel writes them); random tensors are drawn on the host from one seeded generator
@@ -130,14 +133,18 @@ def _number(op: str, name: str, v) -> int | float:
     return v
 
 
+def _host(values: np.ndarray, dtype: D.DType) -> Node:
+    """float64 host values rounded once to `dtype`, as a buffer leaf."""
+    data = values.astype(dtype.np if dtype is not D.bfloat16 else np.float32)
+    return Node.from_buffer(D.from_compute(data, dtype), values.shape, dtype)
+
+
 def _ramp(n: int, start, step, dtype: D.DType) -> Node:
-    """start + i * step for i in range(n), computed in int64 or float64 and cast to dtype."""
-    i = iota((n,), 0)
-    if all(isinstance(v, int) for v in (start, step)) and not dtype.is_floating_point:
-        values = call("add", call("mul", i, step), start)
-    else:
-        values = call("add", call("mul", call("to", i, D.float64), float(step)), float(start))
-    return values if values.dtype is dtype else call("to", values, dtype)
+    """start + i * step for i in range(n): lazily in int64 for integers, else on the host."""
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
+        values = call("add", call("mul", iota((n,), 0), step), start)
+        return values if values.dtype is dtype else call("to", values, dtype)
+    return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
 
 
 @builder("arange")
@@ -165,11 +172,9 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
         return fill((steps,), start, dtype)
     # torch's symmetric form: the first half counts up from start, the second down from end
     step = (end - start) / (steps - 1)
-    i = call("to", iota((steps,), 0), D.float64)
-    up = call("add", call("mul", i, step), start)
-    down = call("sub", end, call("mul", call("sub", steps - 1, i), step))
-    values = call("where", call("lt", i, steps // 2), up, down)
-    return values if values.dtype is dtype else call("to", values, dtype)
+    i = np.arange(steps, dtype=np.float64)
+    values = np.where(i < steps // 2, start + i * step, end - (steps - 1 - i) * step)
+    return _host(values, dtype)
 
 
 @builder("eye")

@@ -16,6 +16,8 @@ Attribute values are tagged with their type, so 1, 1.0 and True stay distinct st
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from typing import Any
 
@@ -25,7 +27,7 @@ LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "key", "buffer", "value", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "key", "buffer", "value", "origin", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType):
@@ -37,6 +39,7 @@ class Node:
         self.buffer = None
         self.value = None
         self.key = (op, attrs_key(attrs) if attrs else (), shape, dtype.name)
+        self.origin = user_line() if TRACE[0] else None
 
     @classmethod
     def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
@@ -47,6 +50,7 @@ class Node:
         node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
         node.buffer = node.value = None
         node.key = key
+        node.origin = user_line() if TRACE[0] else None
         return node
 
     # ---- leaves ----
@@ -104,6 +108,42 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {self.dtype.short}{list(self.shape)})"
+
+
+# ---------------------------------------------------------------- provenance
+# Each node built by user code remembers the user's "file:line" that built it (the first frame
+# outside this package, as torch.fx's stack-trace summary), so fusion's plan and dumps can say
+# which lines a kernel fused.  Passes switch it off (`TRACE[0] = False` inside `tracing(False)`);
+# their nodes inherit the origin of the node they replace (passes/rewrite.py).
+TRACE = [os.environ.get("LAZYTORCH_PROVENANCE", "1") != "0"]
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12", interned
+
+
+def user_line() -> str | None:
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f = f.f_back
+    if f is None:
+        return None
+    k = (f.f_code, f.f_lineno)
+    s = _LINES.get(k)
+    if s is None:
+        s = _LINES[k] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    return s
+
+
+class tracing:
+    """`with tracing(False):` builds nodes without recording where (compiles run under it)."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        self.was, TRACE[0] = TRACE[0], self.on and TRACE[0]
+
+    def __exit__(self, *exc):
+        TRACE[0] = self.was
 
 
 _OPAQUE = ("a lazy {op} node was {how}: its value is a runtime argument that no pass may inspect "

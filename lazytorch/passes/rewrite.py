@@ -3,7 +3,8 @@
 `rewrite(roots, fn)` visits nodes bottom-up (iteratively: no recursion limits).  Each node is first
 rebuilt over its already-rewritten inputs, then `fn` may return a replacement (built from any
 nodes, e.g. through ir.build.call) or None to keep it.  Replacements are rewritten too, so a rule
-can produce nodes that other rules then lower further.
+can produce nodes that other rules then lower further.  New nodes inherit the replaced node's
+`origin` (the user's source line), so provenance survives every pass.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     if all(a is b for a, b in zip(inputs, node.inputs)):
         return node
     new = Node(node.op, inputs, node.attrs, node.shape, node.dtype)
-    new.buffer, new.value = node.buffer, node.value
+    new.buffer, new.value, new.origin = node.buffer, node.value, node.origin
     return new
 
 
@@ -43,6 +44,8 @@ def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Nod
     # the replacement's own new nodes are rewritten as well; final nodes below them are not
     # walked again, which keeps a pass linear in the size of the graph
     for inner in toposort([out], stop=done):
+        if inner.origin is None:
+            inner.origin = node.origin
         final = _rewrite_one(inner, fn, done, depth - 1)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..ir import dtypes as D
-from ..passes.plan import KernelPlan, Launch
+from ..passes.plan import KernelPlan, Launch, describe_launch
 from .backend import Backend, Buffer, LaunchFn
 from .reference import run_launch
 
@@ -64,12 +64,12 @@ class PlanExecutor:
         for b, at in last_read.items():
             if b not in keep:
                 frees_at.setdefault(at, []).append(b)
-        self.steps: list[tuple[LaunchFn, list[int], list[tuple[int, tuple, Any]], list[int]]] = []
+        self.steps: list[tuple[LaunchFn, list[int], list[tuple[int, tuple, Any]], list[int], Launch]] = []
         for i, launch in enumerate(plan.launches):
             fn = backend.compile_launch(launch, plan) or host_fallback(backend, launch)
             reads = [slot(b.id) for _, b in launch.reads]
             writes = [(slot(b.id), b.shape, b.dtype) for _, b in launch.writes]
-            self.steps.append((fn, reads, writes, [slot(b) for b in frees_at.get(i, ())]))
+            self.steps.append((fn, reads, writes, [slot(b) for b in frees_at.get(i, ())], launch))
         self.outputs = [slot(o.id) for o in plan.outputs]
         self.size = len(slot_of)
 
@@ -88,9 +88,13 @@ class PlanExecutor:
         for (i, convert, dtype), value in zip(self.params, args):
             env[i] = convert(value, dtype)
         empty = self.backend.empty
-        for fn, reads, writes, frees in self.steps:
+        for fn, reads, writes, frees, launch in self.steps:
             outs = [empty(shape, dtype) for _, shape, dtype in writes]
-            fn([env[r] for r in reads], outs)
+            try:
+                fn([env[r] for r in reads], outs)
+            except Exception as e:
+                e.add_note(describe_launch(launch))     # which op, which user line (passes/plan.py)
+                raise
             for (i, _, _), buf in zip(writes, outs):
                 env[i] = buf
             for i in frees:
