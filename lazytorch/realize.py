@@ -173,7 +173,7 @@ def warn_long_history(root: Node, size: int) -> None:
                   f"{size} nodes (a loop that never evaluates keeps growing it; compile time grows "
                   f"with it); call lt.eval(t) on the tensors a loop carries once per step to cut "
                   f"their history (shown once; LAZYTORCH_WARN_NODES sets the threshold)",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=5)
 
 
 class _Progress:

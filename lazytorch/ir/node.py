@@ -6,7 +6,8 @@ dtype its meta rule computed when it was built.  Leaves are `buffer` (data that 
 inside pass pipelines, `param` (the i-th leaf of a graph being compiled).
 
 Every node carries `key`, its own structure (op, attributes, shape, dtype) as a tuple that ignores
-data, buffer identity and scalar values.  It is computed once when the node is built; the key of
+data, buffer identity and scalar values.  It is computed on first use and kept (nodes the passes
+build are never keyed, so they never pay for it); the key of
 a whole program (ir/graph.py::program) joins these with where each node's inputs come from, in
 one pass over the program.  Keys are exact values, never hashes of them: the graph cache compares
 them with ==, so two programs share a compiled program only when their structure is equal
@@ -27,7 +28,7 @@ LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "key", "buffer", "value", "origin", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "_key", "buffer", "value", "origin", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType):
@@ -38,7 +39,7 @@ class Node:
         self.dtype = dtype
         self.buffer = None
         self.value = None
-        self.key = (op, attrs_key(attrs) if attrs else (), shape, dtype.name)
+        self._key = None
         self.origin = user_line() if TRACE[0] else None
 
     @classmethod
@@ -49,7 +50,7 @@ class Node:
         node = cls.__new__(cls)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
         node.buffer = node.value = None
-        node.key = key
+        node._key = key
         node.origin = user_line() if TRACE[0] else None
         return node
 
@@ -69,7 +70,7 @@ class Node:
     def realize(self, buffer) -> None:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
-        self.key = ("buffer", (), self.shape, self.dtype.name)
+        self._key = ("buffer", (), self.shape, self.dtype.name)
 
     # ---- runtime scalars are opaque ----
     # A pass or decomposition that compares a node with a number, or tests its truth, would be
@@ -88,6 +89,14 @@ class Node:
 
     def __bool__(self) -> bool:
         raise TypeError(_OPAQUE.format(op=self.op, how="tested for truth"))
+
+    @property
+    def key(self) -> tuple:
+        key = self._key
+        if key is None:
+            attrs = self.attrs
+            key = self._key = (self.op, attrs_key(attrs) if attrs else (), self.shape, self.dtype.name)
+        return key
 
     # ---- queries ----
     @property

@@ -43,9 +43,15 @@ LIBRARY = frozenset({"matmul"})
 EXTRA_POINTWISE = frozenset({"to", "clone", "contiguous", "where"})
 
 
+_POINTWISE: dict[str, bool] = {}      # op -> pointwise? (the registry is fixed once loaded)
+
+
 def is_pointwise(op: str) -> bool:
-    opdef = ops().get(op)
-    return op in EXTRA_POINTWISE or (opdef is not None and opdef.has("pointwise"))
+    got = _POINTWISE.get(op)
+    if got is None:
+        opdef = ops().get(op)
+        got = _POINTWISE[op] = op in EXTRA_POINTWISE or (opdef is not None and opdef.has("pointwise"))
+    return got
 
 
 def launch_kind(op: str) -> str:
@@ -88,6 +94,10 @@ class Group:
         self.reads: set[int] = set()            # ids of external values read (incl. via inlined)
         self.stored: set[int] = set()           # members that are roots or read by placed nodes
                                                 # of other groups (kept up to date as nodes land)
+        self.open: set[int] = set()             # members that may still be stored: roots and those
+                                                # with a user outside the group, placed or not (the
+                                                # cap check counts these, so later readers never
+                                                # push a launch over the cap)
         # Group sets are bitsets (Python ints, bit k = group k), so the unions and tests that run
         # per node cost a few machine words per 64 groups, not a Python loop over groups.
         self.deps = 0                           # groups this one depends on (transitive)
@@ -210,6 +220,10 @@ class Fuser:
         g.members.append(n)
         g.role[id(n)] = role
         self.group_of[id(n)] = g
+        for i in n.inputs:
+            if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
+                g.open.discard(id(i))
+        g.open.add(id(n))
         if id(n) in self.root_ids:
             g.stored.add(id(n))
         for i in n.inputs:
@@ -348,7 +362,10 @@ class Fuser:
             return self.refuse(option, n, f"row of {row_size(I, R)} elements exceeds the row limit {ROW_LIMIT}")
         reads = {r for g in option for r in g.reads if r not in members}
         reads |= {id(i) for i in direct + through if id(i) not in members}
-        writes = len(first.stored) if single else self.write_estimate(option, members)
+        still_open = first.open if single else set().union(*(g.open for g in option))
+        closing = {id(i) for i in in_group if id(i) in still_open and id(i) not in self.root_ids and all(
+            u is n or self.group_of.get(id(u)) in option for u in self.users[id(i)])}
+        writes = len(still_open) - len(closing)
         if len(reads) + writes + 1 > self.max_buffers:
             return self.refuse(option, n, f"would exceed {self.max_buffers} buffers "
                                f"({len(reads)} reads + {writes + 1} writes)")
@@ -372,6 +389,7 @@ class Fuser:
             self.propagate(first)
             first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
                 self.group_of.get(id(u), first) is not first for u in self.users[id(m)])}
+            first.open = still_open
         if n_after:
             after.add(id(n))
         first.R, first.role, first.after_reduce, first.revisits = R, role, after, revisits
@@ -380,15 +398,9 @@ class Fuser:
         first.reads.discard(id(n))              # (reads never holds members: n is the new one)
         return True
 
-    def write_estimate(self, option: list[Group], members: set[int]) -> int:
-        """Members that must be stored: roots, and values read by nodes of other groups."""
-        count = 0
-        for g in option:
-            for m in g.members:
-                if id(m) in self.root_ids or any(
-                        id(u) in self.group_of and id(u) not in members for u in self.users[id(m)]):
-                    count += 1
-        return count
+    def all_users_in(self, i: Node, g: Group) -> bool:
+        group_of = self.group_of
+        return all(group_of.get(id(u)) is g for u in self.users[id(i)])
 
     def position(self, n: Node) -> int:
         return self._pos[id(n)]
@@ -460,7 +472,7 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
                 writes.append((m, by_node[id(m)]))
         launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes), max_buffers))
         launch_of[g.id] = launches[-1].name
-    order = toposort(roots)
+    order = fuser.order
     scalars = frozenset(p.attrs["slot"] for p in params if p.attrs["kind"] == "scalar")
     refusals = [Refusal(n, launch_of.get(group_of[id(n)].id, "?") if id(n) in group_of else "inlined",
                         launch_of.get(group_of[id(m)].id, "?"), why) for n, m, why in fuser.refusals]

@@ -18,7 +18,7 @@ Rule = Callable[[Node], "Node | None"]
 
 def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     """The node over new inputs (itself when they are unchanged)."""
-    if all(a is b for a, b in zip(inputs, node.inputs)):
+    if inputs == node.inputs:                 # (node equality is identity)
         return node
     new = Node(node.op, inputs, node.attrs, node.shape, node.dtype)
     new.buffer, new.value, new.origin = node.buffer, node.value, node.origin
@@ -35,7 +35,7 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
 
 
 def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Node:
-    new = with_inputs(node, tuple(done[id(i)] for i in node.inputs))
+    new = with_inputs(node, tuple([done[id(i)] for i in node.inputs]))
     out = fn(new)
     if out is None or out is new:
         return new
