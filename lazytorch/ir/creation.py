@@ -147,6 +147,12 @@ def _ramp(n: int, start, step, dtype: D.DType) -> Node:
     return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
 
 
+def _no_bool(op: str, dtype: D.DType) -> None:
+    if dtype.is_bool:                             # torch: "arange_cpu" not implemented for 'Bool'
+        raise op_error(NotImplementedError, op, "dtype bool is not supported", None,
+                       "ramps need a numeric dtype; compare a ramp to make a mask")
+
+
 @builder("arange")
 def arange(op: OpDef, schema: Schema, a: dict) -> Node:
     start, end, step = (_number(op.name, k, a.get(k, d)) for k, d in (("start", 0), ("end", None), ("step", 1)))
@@ -157,6 +163,7 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
                        f"(start={start}, end={end}, step={step})", None)
     floating = any(isinstance(v, float) for v in (start, end, step))
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
+    _no_bool(op.name, dtype)
     n = math.ceil((end - start) / step)
     return _ramp(n, start, step, dtype)
 
@@ -168,6 +175,7 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     if steps < 0:
         raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
+    _no_bool(op.name, dtype)
     if steps <= 1:
         return fill((steps,), start, dtype)
     # torch's symmetric form: the first half counts up from start, the second down from end
