@@ -180,8 +180,10 @@ def compile_seconds(n: int) -> float:
 
 def test_compile_time_is_linear():
     compile_seconds(200)
-    small, large = compile_seconds(1000), compile_seconds(3000)
-    assert large < 4.5 * small + 0.05, (small, large)       # 3x the nodes, about 3x the time
+    small = min(compile_seconds(1000) for _ in range(2))
+    large = min(compile_seconds(3000) for _ in range(2))
+    assert large < 6 * small + 0.05, (small, large)         # 3x the nodes: ~3x the time (a loaded CI
+                                                              # box is noisy; quadratic would be 9x)
     assert large / 6000 < 500e-6                              # per user node, with a loaded CI margin
 
 

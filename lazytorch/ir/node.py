@@ -63,7 +63,10 @@ class Node:
 
     @classmethod
     def scalar(cls, value, dtype: DType) -> "Node":
-        node = cls.with_key("scalar", (), {}, (), dtype, _SCALAR_KEYS.get(dtype) or _scalar_key(dtype))
+        node = cls.__new__(cls)                 # (no source line: a number is not where work happens)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {}, (), dtype
+        node.buffer = node.origin = None
+        node._key = _SCALAR_KEYS.get(dtype) or _scalar_key(dtype)
         node.value = value
         return node
 
@@ -129,13 +132,23 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12", interned
 
 
+_INSIDE: dict = {}                          # code object -> whether it is lazytorch's own
+
+
 def user_line() -> str | None:
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+    inside = _INSIDE
+    while f is not None:
+        code = f.f_code
+        mine = inside.get(code)
+        if mine is None:
+            mine = inside[code] = code.co_filename.startswith(_PACKAGE)
+        if not mine:
+            break
         f = f.f_back
     if f is None:
         return None
-    k = (f.f_code, f.f_lineno)
+    k = (code, f.f_lineno)
     s = _LINES.get(k)
     if s is None:
         s = _LINES[k] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
