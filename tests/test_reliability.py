@@ -92,6 +92,7 @@ CREATION = {
     "arange_step": lambda m, dt: m.arange(1, 11, 3, dtype=dt),
     "arange_float": lambda m, dt: m.arange(0.0, 2.0, 0.25, dtype=dt),
     "linspace": lambda m, dt: m.linspace(0, 10, steps=5, dtype=dt),
+    "linspace_negative_start": lambda m, dt: m.linspace(-2, 5, steps=7, dtype=dt),   # uint8 wraps -2 first
     "eye": lambda m, dt: m.eye(3, 2, dtype=dt),
     "zeros_like": lambda m, dt: m.zeros_like(m.ones(3), dtype=dt),
     "ones_like": lambda m, dt: m.ones_like(m.ones(2, 2), dtype=dt),

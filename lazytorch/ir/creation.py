@@ -178,6 +178,8 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     _no_bool(op.name, dtype)
     if steps <= 1:
         return fill((steps,), start, dtype)
+    if not dtype.is_floating_point:               # torch converts the ends to the dtype first
+        start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
     # torch's symmetric form: the first half counts up from start, the second down from end
     step = (end - start) / (steps - 1)
     i = np.arange(steps, dtype=np.float64)
