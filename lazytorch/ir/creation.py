@@ -165,6 +165,10 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
     _no_bool(op.name, dtype)
     n = math.ceil((end - start) / step)
+    if floating and not dtype.is_floating_point:   # torch: the length from the numbers, the values
+        start, step = int(start), int(step)        # from start and step converted to the dtype
+        if step == 0 and dtype is D.int64:
+            raise op_error(ValueError, op.name, "step must be nonzero (after conversion to int64)", None)
     return _ramp(n, start, step, dtype)
 
 
@@ -180,11 +184,22 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
         return fill((steps,), start, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
         start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
-    # torch's symmetric form: the first half counts up from start, the second down from end
-    step = (end - start) / (steps - 1)
+    rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
+    s, e = rd(start), rd(end)
+    step = rd(rd(e - s) / rd(steps - 1))
     i = np.arange(steps, dtype=np.float64)
-    values = np.where(i < steps // 2, start + i * step, end - (steps - 1 - i) * step)
-    return _host(values, dtype)
+    # torch's symmetric form: the first half counts up from start, the second down from end
+    values = np.where(i < steps // 2, rd(s + rd(step * rd(i))), rd(e - rd(step * rd(steps - 1 - i))))
+    return _host(np.asarray(values, np.float64), dtype)
+
+
+def _rounding(dtype: D.DType):
+    """Rounds host values after each operation as arithmetic in `dtype` would (float64 for ints)."""
+    if dtype is D.bfloat16:
+        return lambda a: D.bf16_to_f32(D.f32_to_bf16(np.asarray(a, np.float32)))
+    if dtype.is_floating_point:
+        return lambda a: np.asarray(a, dtype.np)
+    return lambda a: np.asarray(a, np.float64)
 
 
 @builder("eye")
