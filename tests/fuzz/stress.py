@@ -237,7 +237,7 @@ def run_stress(backend: str, programs: int, seed: int = 0, kinds=None, log=None)
                     camp.failures.append((seed, i, case.kind, verdict))
                     if log:
                         log(f"FAIL {backend} seed={seed} program={i} {case.kind}: {verdict}")
-                if log and (i + 1) % 100 == 0:
+                if log and (i + 1) % 25 == 0:
                     log(f"{backend}: {i + 1} programs, {len(camp.failures)} failures, "
                         f"{time.perf_counter() - start:.0f} s")
     finally:
