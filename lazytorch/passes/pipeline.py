@@ -70,9 +70,11 @@ def run(roots: list[Node], until: str | None = None, options: Options = Options(
     return roots
 
 
-def compile_plan(params: list[Node], roots: list[Node], options: Options = Options()) -> KernelPlan:
-    """All passes, then fusion into the kernel plan."""
-    roots = run(roots, options=options)
+def compile_plan(params: list[Node], roots: list[Node], options: Options = Options(),
+                 verify: bool = False) -> KernelPlan:
+    """All passes, then fusion into the kernel plan (the driver, lazytorch/realize.py, passes the
+    backend's options; the defaults plan for the strictest cap without constant folding)."""
+    roots = run(roots, options=options, verify=verify)
     with tracing(False):
         plan = build_plan(params, roots, options.max_buffers)
     dump = os.environ.get("LAZYTORCH_DUMP")
