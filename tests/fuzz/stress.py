@@ -252,6 +252,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="reference")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log")
+    ap.add_argument("--kinds", help=f"comma-separated generators (default all: {','.join(GENERATORS)})")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -262,7 +263,7 @@ def main(argv=None) -> int:
                 f.write(text + "\n")
     failed = False
     for b in args.backends.split(","):
-        camp = run_stress(b, args.programs, args.seed, log=log)
+        camp = run_stress(b, args.programs, args.seed, args.kinds and args.kinds.split(","), log=log)
         log(f"# DONE {camp.summary()}")
         failed |= bool(camp.failures)
     return 1 if failed else 0
