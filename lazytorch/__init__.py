@@ -54,17 +54,16 @@ def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in th
     """Materialise the given tensors together: shared work runs once, then each holds a buffer."""
     if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
         return
-    _eval_tensors([t for t in tensors if isinstance(t, Tensor)])
+    from .tensor import live_pending
+    _eval_tensors([t for t in tensors if isinstance(t, Tensor)], live_pending())
 
 
 def dump(*tensors: Tensor, after: str | None = None) -> str:
     """The IR of the tensors' pending programs, one line per node (after pass `after`, if given)."""
     roots = [t.node for t in tensors]
     if after is not None:
-        from .ir.graph import toposort
-        from .passes.normalize import normalize
-        from .passes.pipeline import dump_after
-        return dump_after(*normalize(toposort(roots), roots), after=after)
+        from .realize import dump_after
+        return dump_after(roots, after)
     return _dump_nodes(roots)
 
 

@@ -1,29 +1,45 @@
-"""Evaluation: turn pending lazy nodes into buffers.
+"""The driver: the one place that turns tensors into a program and a plan, and runs it.
 
-eval_nodes collects the pending roots, looks the program up in the graph cache (graph_cache.py,
-keyed on structure and backend, not data), compiles it on a miss (normalize leaves to params, the
-passes, fusion into a KernelPlan, backend.prepare), runs it on the current leaf buffers and scalar
-values, and replaces each root by its buffer so the graph is cut there.
+`program_for` collects the pending roots (plus the pending values live Python tensors hold in the
+same pending graph: see `synced_roots`), `plan_for` compiles a program (normalize leaves to params,
+the passes with this backend's options, fusion into a KernelPlan), `eval_nodes` looks the program
+up in the graph cache (graph_cache.py, keyed on structure and backend, not data), compiles it on a
+miss (backend.prepare), runs it on the current leaf buffers and scalar values, and replaces each
+root by its buffer so the graph is cut there.  `kernel_plan`, `dump_after` and `show_kernels`
+inspect programs through the same functions, so what they show is what eval runs.
+
+What passes need from the runtime arrives explicitly in `pipeline.Options` (`options_for`): the
+backend's buffer cap and the reference executor as constant folding's evaluator.
+
+Long programs do not pass silently: a compile that runs longer than PROGRESS_AFTER seconds prints
+a line on stderr (and one when it ends), and the first program above WARN_NODES nodes warns once,
+naming the tensor and the user's line that built it, and how to cut its history (`lt.eval`).
 """
 from __future__ import annotations
 
+import os
+import sys
+import threading
+import time
+import warnings
 from typing import Any, Iterable
 
 import numpy as np
 
 from .graph_cache import CACHE
 from .ir import dtypes as D
-from .ir.graph import program, toposort
-from .ir.node import Node
+from .ir.graph import Program, program
+from .ir.node import Node, type_str
 from .passes.normalize import normalize
-from .passes.pipeline import compile_plan
+from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_after
 from .passes.plan import KernelPlan
-from .passes import simplify
 from .runtime import backend_name, get_backend
+from .runtime.backend import Backend
 from .runtime.reference import run_node
 
-# constant folding evaluates with the reference executor; passes may not import the runtime
-simplify.EVALUATE = run_node
+WARN_NODES = int(os.environ.get("LAZYTORCH_WARN_NODES", "20000"))   # program size that warns once
+PROGRESS_AFTER = 2.0                                                 # seconds before a progress line
+_warned = [False]
 
 
 class Compiled:
@@ -35,12 +51,7 @@ class Compiled:
         self.plan, self.executable = plan, executable
 
 
-def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:
-    params, norm_roots = normalize(order, roots)
-    plan = compile_plan(params, norm_roots)
-    plan.backend = backend or backend_name()
-    return plan
-
+# ---------------------------------------------------------------- programs
 
 def pending_roots(nodes: Iterable[Node]) -> list[Node]:
     roots, seen = [], set()
@@ -51,31 +62,159 @@ def pending_roots(nodes: Iterable[Node]) -> list[Node]:
     return roots
 
 
-def eval_nodes(nodes: Iterable[Node]) -> None:
+def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
+    """The pending values of live tensors that share pending nodes with the program (LTC's
+    mark_step, limited to one pending graph): storing them too cuts the history wherever a user
+    can still reach, so a loop's next step starts from buffers instead of the whole past.
+
+    A live node inside the program joins directly; one outside joins when its pending graph reads
+    a node of the program (walked once per eval, memoised across live nodes)."""
+    inside = {id(n) for n in prog.order if not n.is_leaf}     # pending values, not shared data
+    related: dict[int, bool] = {}
+    extra: list[Node] = []
+    for n in live:
+        if n.realized or n.is_leaf:
+            continue
+        if id(n) in inside:
+            extra.append(n)
+        elif _reaches(n, inside, related):
+            extra.append(n)
+    return extra
+
+
+def _reaches(root: Node, inside: set[int], related: dict[int, bool]) -> bool:
+    """Whether root's pending graph reads a node whose id is in `inside` (iterative, memoised)."""
+    stack = [root]
+    seen: list[Node] = []
+    found = False
+    while stack and not found:
+        n = stack.pop()
+        known = related.get(id(n))
+        if known is not None:
+            found = known
+            continue
+        related[id(n)] = False
+        seen.append(n)
+        for i in n.inputs:
+            if id(i) in inside:
+                found = True
+                break
+            if not i.realized and not i.is_leaf:
+                stack.append(i)
+    if found:
+        related[id(root)] = True
+    return found
+
+
+def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[Node], Program]:
+    """(roots, program) of the pending values of `nodes` and of the live values synced with them."""
     roots = pending_roots(nodes)
     if not roots:
-        return
-    order, key, leaves = program(roots)
-    name = backend_name()
+        return roots, Program([], (), [])
+    prog = program(roots)
+    extra = synced_roots(prog, live)
+    if extra:
+        ids = {id(r) for r in roots}
+        roots = roots + [n for n in extra if id(n) not in ids and not ids.add(id(n))]
+        prog = program(roots)
+    return roots, prog
 
-    def compile_program() -> Compiled:
+
+def options_for(backend: str) -> Options:
+    """The pipeline's options on `backend`: its buffer cap, the reference executor for folding."""
+    try:
+        cap = get_backend(backend).max_buffers
+    except Exception:   # noqa: BLE001  (metal/cuda off their hardware: plan with the strictest cap)
+        cap = Backend.max_buffers
+    return Options(max_buffers=cap, evaluate=run_node)
+
+
+def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:
+    """The KernelPlan of the program `order` (toposorted, below `roots`) on `backend`."""
+    name = backend or backend_name()
+    params, norm_roots = normalize(order, roots)
+    plan = compile_plan(params, norm_roots, options_for(name))
+    plan.backend = name
+    return plan
+
+
+def _compile(order: list[Node], roots: list[Node], name: str) -> Compiled:
+    with _Progress(len(order)):
         plan = plan_for(order, roots, name)
         return Compiled(plan, get_backend(name).prepare(plan))
 
-    compiled = CACHE.get_or_compile((key, name), compile_program)
-    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in leaves])
+
+# ---------------------------------------------------------------- evaluation
+
+def eval_nodes(nodes: Iterable[Node], live: Iterable[Node] = ()) -> None:
+    """Compute the pending `nodes` (and the `live` values synced with them) and cut the graph there."""
+    roots, prog = program_for(nodes, live)
+    if not roots:
+        return
+    if len(prog.order) > WARN_NODES:
+        warn_long_history(roots[0], len(prog.order))
+    name = backend_name()
+    compiled = CACHE.get_or_compile((prog.key, name), lambda: _compile(prog.order, roots, name))
+    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in prog.leaves])
     for node, buf in zip(roots, outs):
         node.realize(buf)
 
 
-def eval_tensors(tensors) -> None:
-    eval_nodes(t.node for t in tensors)
+def eval_tensors(tensors, live: Iterable[Node] = ()) -> None:
+    eval_nodes((t.node for t in tensors), live)
 
 
-def kernel_plan(tensors) -> KernelPlan:
+def warn_long_history(root: Node, size: int) -> None:
+    if _warned[0]:
+        return
+    _warned[0] = True
+    where = f" built at {root.origin}" if root.origin else ""
+    warnings.warn(f"lazytorch: evaluating a tensor {type_str(root)}{where} whose pending history is "
+                  f"{size} nodes (a loop that never evaluates keeps growing it; compile time grows "
+                  f"with it); call lt.eval(t) on the tensors a loop carries once per step to cut "
+                  f"their history (shown once; LAZYTORCH_WARN_NODES sets the threshold)",
+                  RuntimeWarning, stacklevel=5)
+
+
+class _Progress:
+    """A line on stderr when a compile runs longer than PROGRESS_AFTER seconds, and when it ends."""
+
+    def __init__(self, nodes: int):
+        self.nodes = nodes
+        self.shown = False
+
+    def _show(self) -> None:
+        self.shown = True
+        print(f"lazytorch: compiling a program of {self.nodes} nodes...", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        self.timer = threading.Timer(PROGRESS_AFTER, self._show)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        if self.shown:
+            print(f"lazytorch: compiled {self.nodes} nodes in {time.perf_counter() - self.start:.1f} s",
+                  file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- inspection
+
+def kernel_plan(tensors, backend: str | None = None) -> KernelPlan:
     """The plan the tensors' pending program compiles to, without running it (not cached)."""
-    roots = pending_roots(t.node for t in tensors)
-    return plan_for(toposort(roots), roots)
+    roots, prog = program_for(t.node for t in tensors)
+    return plan_for(prog.order, roots, backend)
+
+
+def dump_after(nodes: Iterable[Node], after: str, backend: str | None = None) -> str:
+    """The pending program of `nodes` as it is after pass `after` (the kernel plan for `fuse`)."""
+    roots, prog = program_for(nodes)
+    if after == FUSE:
+        return str(plan_for(prog.order, roots, backend))
+    params, norm_roots = normalize(prog.order, roots)
+    return _dump_after(params, norm_roots, after, options_for(backend or backend_name()))
 
 
 def host_value(node: Node) -> np.ndarray:
@@ -88,8 +227,11 @@ def host_value(node: Node) -> np.ndarray:
 
 def show_kernels(*tensors, backend: str | None = None) -> str:
     """Print and return the source of every kernel the tensors' program compiles to on `backend`
-    (default: the selected backend), on any host.  Nothing is compiled or run."""
-    from .codegen.show import kernel_sources
-    text = "\n".join(f"{h}\n{s}" for h, s in kernel_sources([t.node for t in tensors], backend or backend_name()))
+    (default: the selected backend), on any host.  Nothing is compiled or run.  Each kernel's
+    header line names the user's source lines it fused."""
+    from .codegen.show import plan_sources
+    name = backend or backend_name()
+    plan = kernel_plan(tensors, name)
+    text = "\n".join(f"{h}\n{s}" for h, s in plan_sources(plan, name))
     print(text)
     return text

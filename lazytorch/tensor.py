@@ -8,7 +8,9 @@ their node when the base is mutated, and an in-place op on them writes through i
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import weakref
+from itertools import count
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -18,6 +20,32 @@ from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
+
+
+# Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
+# in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
+# still reach it.  Realized entries are dropped as evals find them (an in-place op re-tracks).
+_LIVE: dict[int, weakref.ref] = {}
+_ticket = count()
+
+
+def _track(t: "Tensor") -> None:
+    k = next(_ticket)
+    _LIVE[k] = weakref.ref(t, lambda _, k=k: _LIVE.pop(k, None))
+
+
+def live_pending() -> Iterator[Node]:
+    """The pending nodes live (non-view) tensors hold, oldest first."""
+    done = []
+    for k, ref in list(_LIVE.items()):
+        t = ref()
+        node = None if t is None else t._node
+        if node is None or node.realized:
+            done.append(k)
+        else:
+            yield node
+    for k in done:
+        _LIVE.pop(k, None)
 
 
 class Tensor:
@@ -32,6 +60,8 @@ class Tensor:
         self._grad = None                      # .grad: a lazy tensor after backward
         if _grad.MODE.any_leaf:                # autograd: does this value require grad?
             _grad.track(node)
+        if base is None and not node.realized:
+            _track(self)
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property
@@ -55,6 +85,7 @@ class Tensor:
                 _grad.register_leaf(node, self)
             elif _grad.MODE.any_leaf:
                 _grad.track(node)
+            _track(self)
             return
         base = self._base
         if V.has_internal_overlap(self._spec):
@@ -135,7 +166,7 @@ class Tensor:
         """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
         copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
         from .realize import eval_tensors, host_value
-        eval_tensors([self])
+        eval_tensors([self], live_pending())
         return host_value(self.node)
 
     def __array__(self, dtype=None, copy=None):

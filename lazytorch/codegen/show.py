@@ -1,10 +1,8 @@
-"""`lt.show_kernels`: the generated source of every kernel of a program, for any backend, on any
-host, without compiling or running anything."""
+"""`lt.show_kernels`: the generated source of every kernel of a plan, for any backend, on any
+host, without compiling or running anything (lazytorch/realize.py makes the plan)."""
 from __future__ import annotations
 
-from ..ir.graph import toposort
-from ..passes.normalize import normalize
-from ..passes.pipeline import compile_plan
+from ..passes.plan import origins
 from .gpu import launch_call
 from .lower import Unsupported, lower
 from .render import render
@@ -28,22 +26,17 @@ def _cuda_source(launch) -> str | None:
 SOURCES = {"cpu": _c_source, "metal": _metal_source, "metal-emu": _metal_source, "cuda": _cuda_source}
 
 
-def kernel_sources(nodes, backend: str) -> list[tuple[str, str]]:
-    """(launch header, source) of each launch of the pending program of `nodes` on `backend`."""
+def plan_sources(plan, backend: str) -> list[tuple[str, str]]:
+    """(launch header, source) of each launch of a plan (lazytorch/realize.py builds it) on
+    `backend`; the header names the user's source lines the launch fused (kept out of the source
+    itself, so the compiled-kernel cache keys do not change with the caller's line numbers)."""
     if backend not in SOURCES:
         raise ValueError(f"show_kernels: no code generator for backend '{backend}'; valid: {', '.join(SOURCES)}")
-    roots, seen = [], set()
-    for n in nodes:
-        if not n.realized and id(n) not in seen:
-            seen.add(id(n))
-            roots.append(n)
-    if not roots:
-        return []
-    params, norm = normalize(toposort(roots), roots)
-    plan = compile_plan(params, norm)
     out = []
     for launch in plan.launches:
-        head = f"// {launch.name}: {launch.kind}/{launch.pattern}"
+        src_lines = origins(launch.nodes)
+        head = f"// {launch.name}: {launch.kind}/{launch.pattern}" + (f"  from {', '.join(src_lines)}"
+                                                                      if src_lines else "")
         src = None
         if launch.kind == "kernel":
             try:

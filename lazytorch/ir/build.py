@@ -16,7 +16,7 @@ from . import dtypes as D
 from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
-from .node import Node
+from .node import TRACE, Node, user_line
 from .registry import OpDef, get
 from .schema import Schema, SchemaError
 
@@ -425,7 +425,7 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
         else:
             na = new(Node)
             na.op, na.inputs, na.attrs, na.shape, na.dtype = "scalar", (), _NO_ATTRS, (), da
-            na.buffer, na.value, na.key = None, a, scalar_keys[da]
+            na.buffer, na.value, na._key, na.origin = None, a, scalar_keys[da], None
             sa = da
         if b is _NONE:
             sig, inputs = sa, (na,)
@@ -441,14 +441,15 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
             else:
                 nb = new(Node)
                 nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                nb.buffer, nb.value, nb.key = None, b, scalar_keys[db]
+                nb.buffer, nb.value, nb._key, nb.origin = None, b, scalar_keys[db], None
                 sig = (sa, db)
             inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
             node = new(Node)
-            node.op, node.inputs, node.attrs, node.shape, node.dtype, node.key = name, inputs, *known
+            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, *known
             node.buffer = node.value = None
+            node.origin = user_line() if TRACE[0] else None
             return node
         args = (a,) if b is _NONE else (a, b)
         node = call(name, *args)

@@ -1,7 +1,10 @@
 """Builders of the creation ops: lazy fills and index ramps, and seeded random data.
 
-Fills are `full` nodes; ramps (arange, linspace, eye) are pointwise arithmetic on `iota` nodes, so
-neither holds memory until a kernel writes it.
+Fills are `full` nodes and integer ramps (arange of integers, eye) are pointwise arithmetic on
+`iota` nodes in int64, so neither holds memory until a kernel writes it.  Ramps with a fractional
+part (float arange, linspace) are computed on the host in float64, as torch computes them, and
+rounded once to their dtype: no backend has to compute in a dtype the result does not have (Metal
+and CUDA through MLX have no float64).
 
 `full` is a pointwise node of a runtime scalar (so zeros and ones of any size cost no memory until
 a kernel writes them); random tensors are drawn on the host from one seeded generator
@@ -130,14 +133,24 @@ def _number(op: str, name: str, v) -> int | float:
     return v
 
 
+def _host(values: np.ndarray, dtype: D.DType) -> Node:
+    """float64 host values rounded once to `dtype`, as a buffer leaf."""
+    data = values.astype(dtype.np if dtype is not D.bfloat16 else np.float32)
+    return Node.from_buffer(D.from_compute(data, dtype), values.shape, dtype)
+
+
 def _ramp(n: int, start, step, dtype: D.DType) -> Node:
-    """start + i * step for i in range(n), computed in int64 or float64 and cast to dtype."""
-    i = iota((n,), 0)
-    if all(isinstance(v, int) for v in (start, step)) and not dtype.is_floating_point:
-        values = call("add", call("mul", i, step), start)
-    else:
-        values = call("add", call("mul", call("to", i, D.float64), float(step)), float(start))
-    return values if values.dtype is dtype else call("to", values, dtype)
+    """start + i * step for i in range(n): lazily in int64 for integers, else on the host."""
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
+        values = call("add", call("mul", iota((n,), 0), step), start)
+        return values if values.dtype is dtype else call("to", values, dtype)
+    return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
+
+
+def _no_bool(op: str, dtype: D.DType) -> None:
+    if dtype.is_bool:                             # torch: "arange_cpu" not implemented for 'Bool'
+        raise op_error(NotImplementedError, op, "dtype bool is not supported", None,
+                       "ramps need a numeric dtype; compare a ramp to make a mask")
 
 
 @builder("arange")
@@ -150,7 +163,12 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
                        f"(start={start}, end={end}, step={step})", None)
     floating = any(isinstance(v, float) for v in (start, end, step))
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
+    _no_bool(op.name, dtype)
     n = math.ceil((end - start) / step)
+    if floating and not dtype.is_floating_point:   # torch: the length from the numbers, the values
+        start, step = int(start), int(step)        # from start and step converted to the dtype
+        if step == 0 and dtype is D.int64:
+            raise op_error(ValueError, op.name, "step must be nonzero (after conversion to int64)", None)
     return _ramp(n, start, step, dtype)
 
 
@@ -161,15 +179,27 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     if steps < 0:
         raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
+    _no_bool(op.name, dtype)
     if steps <= 1:
         return fill((steps,), start, dtype)
+    if not dtype.is_floating_point:               # torch converts the ends to the dtype first
+        start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
+    rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
+    s, e = rd(start), rd(end)
+    step = rd(rd(e - s) / rd(steps - 1))
+    i = np.arange(steps, dtype=np.float64)
     # torch's symmetric form: the first half counts up from start, the second down from end
-    step = (end - start) / (steps - 1)
-    i = call("to", iota((steps,), 0), D.float64)
-    up = call("add", call("mul", i, step), start)
-    down = call("sub", end, call("mul", call("sub", steps - 1, i), step))
-    values = call("where", call("lt", i, steps // 2), up, down)
-    return values if values.dtype is dtype else call("to", values, dtype)
+    values = np.where(i < steps // 2, rd(s + rd(step * rd(i))), rd(e - rd(step * rd(steps - 1 - i))))
+    return _host(np.asarray(values, np.float64), dtype)
+
+
+def _rounding(dtype: D.DType):
+    """Rounds host values after each operation as arithmetic in `dtype` would (float64 for ints)."""
+    if dtype is D.bfloat16:
+        return lambda a: D.bf16_to_f32(D.f32_to_bf16(np.asarray(a, np.float32)))
+    if dtype.is_floating_point:
+        return lambda a: np.asarray(a, dtype.np)
+    return lambda a: np.asarray(a, np.float64)
 
 
 @builder("eye")

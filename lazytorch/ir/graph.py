@@ -41,15 +41,15 @@ class Program(NamedTuple):
     """A pending program as eval sees it: its nodes in toposort order, its key for the graph
     cache, and its leaves (what becomes param slot 0, 1, ...) in that order."""
     order: list[Node]
-    key: int
+    key: tuple
     leaves: list[Node]
 
 
 def program(roots: Iterable[Node]) -> Program:
     """The toposort order, structural key and leaves of the program below `roots`, in one pass.
 
-    Node keys hash each node's own structure while ignoring data, buffer identity and scalar
-    values.  The program key folds them, in toposort order, with which position each input comes
+    Node keys hold each node's own structure while ignoring data, buffer identity and scalar
+    values.  The program key joins them, in toposort order, with which position each input comes
     from: two programs with equal keys compute the same function of their leaves, whichever
     buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
     """
@@ -92,7 +92,7 @@ def program(roots: Iterable[Node]) -> Program:
                     order.append(node)
                     sig.append(node.key)
                     sig.append(tuple([index[i] for i in node.inputs]))
-    return Program(order, hash(tuple(sig)), leaves)
+    return Program(order, tuple(sig), leaves)
 
 
 def leaves(order: list[Node]) -> list[Node]:
@@ -120,6 +120,6 @@ def to_networkx(roots: Iterable[Node]) -> nx.MultiDiGraph:
     return g
 
 
-def structural_key(order: list[Node]) -> int:
+def structural_key(order: list[Node]) -> tuple:
     """Key of a whole program given in topological order (see `program`, which eval uses)."""
     return program(order).key

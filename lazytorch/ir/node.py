@@ -5,14 +5,20 @@ dtype its meta rule computed when it was built.  Leaves are `buffer` (data that 
 (a Python number, passed to kernels at run time, so its value is not part of the structure) and,
 inside pass pipelines, `param` (the i-th leaf of a graph being compiled).
 
-Every node carries `key`, a hash of its own structure (op, attributes, shape, dtype) that ignores
-data, buffer identity and scalar values.  It is computed once when the node is built; the key of
-a whole program (ir/graph.py::program) folds these with where each node's inputs come from, in
-one pass over the program.
+Every node carries `key`, its own structure (op, attributes, shape, dtype) as a tuple that ignores
+data, buffer identity and scalar values.  It is computed on first use and kept (nodes the passes
+build are never keyed, so they never pay for it); the key of
+a whole program (ir/graph.py::program) joins these with where each node's inputs come from, in
+one pass over the program.  Keys are exact values, never hashes of them: the graph cache compares
+them with ==, so two programs share a compiled program only when their structure is equal
+(hash(-1) == hash(-2) in CPython: a key that was a hash once let norm(x, -1) and norm(x, -2) meet).
+Attribute values are tagged with their type, so 1, 1.0 and True stay distinct structures.
 """
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 from typing import Any
 
@@ -22,7 +28,7 @@ LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "key", "buffer", "value", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "_key", "buffer", "value", "origin", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType):
@@ -33,17 +39,19 @@ class Node:
         self.dtype = dtype
         self.buffer = None
         self.value = None
-        self.key = hash((op, tuple(attrs.items()) if attrs else (), shape, dtype.name))
+        self._key = None
+        self.origin = user_line() if TRACE[0] else None
 
     @classmethod
     def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
-                 shape: tuple[int, ...], dtype: DType, key: int) -> "Node":
+                 shape: tuple[int, ...], dtype: DType, key: tuple) -> "Node":
         """A node whose key (a function of op, attrs, shape and dtype only) the caller already knows:
         the Tensor API's fast path builds the same kinds of node over and over."""
         node = cls.__new__(cls)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
         node.buffer = node.value = None
-        node.key = key
+        node._key = key
+        node.origin = user_line() if TRACE[0] else None
         return node
 
     # ---- leaves ----
@@ -55,14 +63,43 @@ class Node:
 
     @classmethod
     def scalar(cls, value, dtype: DType) -> "Node":
-        node = cls.with_key("scalar", (), {}, (), dtype, _SCALAR_KEYS.get(dtype) or _scalar_key(dtype))
+        node = cls.__new__(cls)                 # (no source line: a number is not where work happens)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {}, (), dtype
+        node.buffer = node.origin = None
+        node._key = _SCALAR_KEYS.get(dtype) or _scalar_key(dtype)
         node.value = value
         return node
 
     def realize(self, buffer) -> None:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
-        self.key = hash(("buffer", (), self.shape, self.dtype.name))
+        self._key = ("buffer", (), self.shape, self.dtype.name)
+
+    # ---- runtime scalars are opaque ----
+    # A pass or decomposition that compares a node with a number, or tests its truth, would be
+    # reading a runtime value the graph cache does not key on (a program compiled for one value
+    # would be reused for another).  Such reads raise: a value a pass must inspect is declared
+    # with a non-tensor type in the op's schema (`float p`, `int dim`), which makes it an attribute.
+    def __eq__(self, other) -> bool:
+        if other is None or isinstance(other, Node):
+            return self is other
+        raise TypeError(_OPAQUE.format(op=self.op, how=f"compared with {other!r}"))
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError(_OPAQUE.format(op=self.op, how="tested for truth"))
+
+    @property
+    def key(self) -> tuple:
+        key = self._key
+        if key is None:
+            attrs = self.attrs
+            key = self._key = (self.op, attrs_key(attrs) if attrs else (), self.shape, self.dtype.name)
+        return key
 
     # ---- queries ----
     @property
@@ -85,12 +122,68 @@ class Node:
         return f"Node({self.op}, {self.dtype.short}{list(self.shape)})"
 
 
-_SCALAR_KEYS: dict[DType, int] = {}        # scalar leaves are built on every op with a Python number
+# ---------------------------------------------------------------- provenance
+# Each node built by user code remembers the user's "file:line" that built it (the first frame
+# outside this package, as torch.fx's stack-trace summary), so fusion's plan and dumps can say
+# which lines a kernel fused.  Passes switch it off (`TRACE[0] = False` inside `tracing(False)`);
+# their nodes inherit the origin of the node they replace (passes/rewrite.py).
+TRACE = [os.environ.get("LAZYTORCH_PROVENANCE", "1") != "0"]
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12", interned
 
 
-def _scalar_key(dtype: DType) -> int:
-    key = _SCALAR_KEYS[dtype] = hash(("scalar", (), (), dtype.name))
+_INSIDE: dict = {}                          # code object -> whether it is lazytorch's own
+
+
+def user_line() -> str | None:
+    f = sys._getframe(2)
+    inside = _INSIDE
+    while f is not None:
+        code = f.f_code
+        mine = inside.get(code)
+        if mine is None:
+            mine = inside[code] = code.co_filename.startswith(_PACKAGE)
+        if not mine:
+            break
+        f = f.f_back
+    if f is None:
+        return None
+    k = (code, f.f_lineno)
+    s = _LINES.get(k)
+    if s is None:
+        s = _LINES[k] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    return s
+
+
+class tracing:
+    """`with tracing(False):` builds nodes without recording where (compiles run under it)."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        self.was, TRACE[0] = TRACE[0], self.on and TRACE[0]
+
+    def __exit__(self, *exc):
+        TRACE[0] = self.was
+
+
+_OPAQUE = ("a lazy {op} node was {how}: its value is a runtime argument that no pass may inspect "
+           "(the graph cache does not key on it); declare the argument structural in the op's schema "
+           "(a float/int/bool/str parameter becomes an attribute)")
+
+_SCALAR_KEYS: dict[DType, tuple] = {}      # scalar leaves are built on every op with a Python number
+
+
+def _scalar_key(dtype: DType) -> tuple:
+    key = _SCALAR_KEYS[dtype] = ("scalar", (), (), dtype.name)
     return key
+
+
+def attrs_key(attrs: dict[str, Any]) -> tuple:
+    """Attributes as an exact, comparable value: (name, type, value) per attribute (floats by repr,
+    so -0.0 and 0.0 differ and a NaN equals itself)."""
+    return tuple([(k, v.__class__, repr(v) if v.__class__ is float else v) for k, v in attrs.items()])
 
 
 def type_str(node: Node) -> str:

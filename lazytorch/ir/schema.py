@@ -124,6 +124,7 @@ _CHECKS = {
     "int": lambda v: _is_int(v) and not isinstance(v, bool),
     "int[]": lambda v: _is_int(v) or isinstance(v, (list, tuple)) and all(_is_int(x) for x in v),
     "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "float|str": lambda v: isinstance(v, (int, float, str)) and not isinstance(v, bool),
     "bool": lambda v: isinstance(v, bool),
     "str": lambda v: isinstance(v, str),
 }

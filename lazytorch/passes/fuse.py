@@ -15,7 +15,14 @@ A member is *reduced* (once per row: a reduction, or pointwise over reduced memb
   - if a full value depends on a reduced one (the row is revisited: softmax, layer_norm), the
     row (the product of I over R) has at most ROW_LIMIT elements;
   - no inlined view reads a member of the same group (its input must be a stored buffer);
-  - reads + writes stay within MAX_BUFFERS, and merging groups creates no cycle between launches.
+  - reads + writes stay within the backend's buffer cap (`max_buffers`: Metal's argument table
+    holds 31, C has no such limit), and merging groups creates no cycle between launches.
+Inlining copies a value's reads into every reader, so before grouping (`bound_inlining`) a value
+stays inlined only while it reads at most half the cap, and a node whose inlined inputs together
+read more than the cap materialises the largest of them: every launch, pointwise, reduction
+prologue or row program, fits the cap with Python scalars counted as the buffers they are.
+Each refused merge is recorded with its reason (`Fuser.refusals`); LAZYTORCH_DUMP=fusion prints
+them as "cannot fuse A into B: reason" (Inductor's WhyNoFuse is the model).
 matmul is a `library` launch; ops with no kernel form are `reference` launches.
 """
 from __future__ import annotations
@@ -23,10 +30,11 @@ from __future__ import annotations
 from ..ir.graph import consumers, toposort
 from ..ir.node import Node
 from ..ir.registry import ops
-from .plan import BufferRef, KernelPlan, Launch
+from .plan import BufferRef, KernelPlan, Launch, Refusal
 
 ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
-MAX_BUFFERS = 31       # reads + writes of one launch (Metal's buffer argument table)
+MAX_BUFFERS = 31       # default reads + writes of one launch (Metal's buffer argument table); the
+                       # backend's own cap reaches build_plan through the pipeline's options
 MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (and merge cost)
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
@@ -35,9 +43,15 @@ LIBRARY = frozenset({"matmul"})
 EXTRA_POINTWISE = frozenset({"to", "clone", "contiguous", "where"})
 
 
+_POINTWISE: dict[str, bool] = {}      # op -> pointwise? (the registry is fixed once loaded)
+
+
 def is_pointwise(op: str) -> bool:
-    opdef = ops().get(op)
-    return op in EXTRA_POINTWISE or (opdef is not None and opdef.has("pointwise"))
+    got = _POINTWISE.get(op)
+    if got is None:
+        opdef = ops().get(op)
+        got = _POINTWISE[op] = op in EXTRA_POINTWISE or (opdef is not None and opdef.has("pointwise"))
+    return got
 
 
 def launch_kind(op: str) -> str:
@@ -80,6 +94,10 @@ class Group:
         self.reads: set[int] = set()            # ids of external values read (incl. via inlined)
         self.stored: set[int] = set()           # members that are roots or read by placed nodes
                                                 # of other groups (kept up to date as nodes land)
+        self.open: set[int] = set()             # members that may still be stored: roots and those
+                                                # with a user outside the group, placed or not (the
+                                                # cap check counts these, so later readers never
+                                                # push a launch over the cap)
         # Group sets are bitsets (Python ints, bit k = group k), so the unions and tests that run
         # per node cost a few machine words per 64 groups, not a Python loop over groups.
         self.deps = 0                           # groups this one depends on (transitive)
@@ -96,8 +114,10 @@ def bits(mask: int):
 
 
 class Fuser:
-    def __init__(self, roots: list[Node]):
+    def __init__(self, roots: list[Node], max_buffers: int = MAX_BUFFERS):
         self.roots = roots
+        self.max_buffers = max_buffers
+        self.refusals: list[tuple[Node, Node, str]] = []    # (node, a member of the group it did not join, why)
         self.order = toposort(roots)
         self.users = consumers(self.order)
         self.root_ids = {id(r) for r in roots}
@@ -107,6 +127,7 @@ class Fuser:
         self._pos = {id(m): k for k, m in enumerate(self.order)}
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
+        self.bound_inlining()
 
     # ---- classification ----
     def inlined(self, n: Node) -> bool:
@@ -119,6 +140,46 @@ class Fuser:
                 all(i.op == "param" or self.inlined(i) for i in n.inputs)))
             self._inlined[id(n)] = got
         return got
+
+    def bound_inlining(self) -> None:
+        """Keep every node's reads under the cap (see the module docstring), in program order."""
+        limit = max(1, (self.max_buffers - 1) // 2)
+        reach: dict[int, set[int]] = {}          # inlined node -> ids of the stored values it reads
+
+        def reads_of(n: Node) -> set[int]:
+            out: set[int] = set()
+            for i in n.inputs:
+                got = reach.get(id(i))
+                if got is None:
+                    out.add(id(i))
+                else:
+                    out |= got
+            return out
+
+        for n in self.order:
+            if n.op == "param":
+                continue
+            if self.inlined(n):
+                r = reads_of(n)
+                if len(r) > limit and n.op not in INLINED:
+                    self._inlined[id(n)] = False      # stored once instead of copied everywhere
+                else:
+                    reach[id(n)] = r
+                continue
+            r = reads_of(n)
+            while len(r) + 1 > self.max_buffers:
+                big = [i for i in n.inputs if id(i) in reach and i.op not in INLINED]
+                if not big:
+                    break                              # make_launch reports what cannot fit
+                widest = max(big, key=lambda i: len(reach[id(i)]))
+                self._inlined[id(widest)] = False
+                del reach[id(widest)]
+                r = reads_of(n)
+
+    def refuse(self, option: list["Group"], n: Node, reason: str) -> bool:
+        """Record why n did not join the groups of `option` (for LAZYTORCH_DUMP=fusion); False."""
+        self.refusals.append((n, option[0].members[0], reason))
+        return False
 
     def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
         """(direct computed inputs, values read through inlined inputs) of a node."""
@@ -159,6 +220,10 @@ class Fuser:
         g.members.append(n)
         g.role[id(n)] = role
         self.group_of[id(n)] = g
+        for i in n.inputs:
+            if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
+                g.open.discard(id(i))
+        g.open.add(id(n))
         if id(n) in self.root_ids:
             g.stored.add(id(n))
         for i in n.inputs:
@@ -194,6 +259,10 @@ class Fuser:
             if g is not None and g.kind == "kernel" and g not in cands:
                 cands.append(g)
         forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
+        for g in cands:
+            if g.id in forbidden:
+                self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
+                            "(it must read a stored buffer)")
         cands = [g for g in cands if g.id not in forbidden]
         if not cands:
             return False
@@ -201,7 +270,9 @@ class Fuser:
         options = [cands] if len(cands) > 1 else []
         options += [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
         for option in options:
-            if self.acyclic(option, direct, through) and self.merge_and_add(option, n, direct, through):
+            if not self.acyclic(option, direct, through):
+                self.refuse(option, n, "cycle between launches (a group in between reads one and feeds the other)")
+            elif self.merge_and_add(option, n, direct, through):
                 return True
         return False
 
@@ -239,11 +310,13 @@ class Fuser:
 
     def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
         if sum(len(g.members) for g in option) >= MAX_GROUP_NODES:
-            return False
+            return self.refuse(option, n, f"would exceed {MAX_GROUP_NODES} nodes in one kernel")
         first = option[0]
         for g in option[1:]:
-            if g.I != first.I or (g.R is not None and first.R is not None and g.R != first.R):
-                return False
+            if g.I != first.I:
+                return self.refuse(option, n, f"groups iterate different shapes {list(first.I)} and {list(g.I)}")
+            if g.R is not None and first.R is not None and g.R != first.R:
+                return self.refuse(option, n, f"reduction over different dims {list(first.R)} and {list(g.R)}")
         I = first.I
         R = next((g.R for g in option if g.R is not None), None)
         single = len(option) == 1               # the common case: nothing is copied for it
@@ -252,17 +325,21 @@ class Fuser:
         members = role
         in_group = [i for i in direct if id(i) in members]
         if any(id(i) in members for i in through):
-            return False
+            return self.refuse(option, n, "a view or broadcast input reads a value of the group itself "
+                               "(it must read a stored buffer)")
         revisits = any(g.revisits for g in option)
         after = first.after_reduce if single else set().union(*(g.after_reduce for g in option))
         n_after = False                         # n is full and depends on a reduced member
         if n.op in REDUCTIONS:
             x = n.inputs[0]
             dims = tuple(n.attrs["dim"])
-            if tuple(x.shape) != I or (R is not None and dims != R):
-                return False
+            if tuple(x.shape) != I:
+                return self.refuse(option, n, f"reduction input shape {list(x.shape)} is not the group's "
+                                   f"domain {list(I)}")
+            if R is not None and dims != R:
+                return self.refuse(option, n, f"reduction over different dims {list(dims)} and {list(R)}")
             if id(x) in members and role[id(x)] != "full":
-                return False
+                return self.refuse(option, n, "reduces a value that is already reduced in the group")
             R = dims
             my_role = "reduced"
             if id(x) in after:
@@ -273,21 +350,25 @@ class Fuser:
             my_role = "reduced" if roles and all(r == "reduced" for r in roles) and reduced_form else "full"
             if my_role == "full":
                 if tuple(n.shape) != I:
-                    return False
+                    return self.refuse(option, n, f"shape {list(n.shape)} is not the group's domain {list(I)}")
                 for i in in_group:
                     if role[id(i)] == "reduced":
                         pad = (1,) * (len(I) - i.ndim) + tuple(i.shape)
                         if pad != keep_shape(I, R):
-                            return False
+                            return self.refuse(option, n, "reads a reduced value without its kept dims")
                         revisits = True
                 n_after = any(role[id(i)] == "reduced" or id(i) in after for i in in_group)
         if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
-            return False
+            return self.refuse(option, n, f"row of {row_size(I, R)} elements exceeds the row limit {ROW_LIMIT}")
         reads = {r for g in option for r in g.reads if r not in members}
         reads |= {id(i) for i in direct + through if id(i) not in members}
-        writes = len(first.stored) if single else self.write_estimate(option, members)
-        if len(reads) + writes + 1 > MAX_BUFFERS:
-            return False
+        still_open = first.open if single else set().union(*(g.open for g in option))
+        closing = {id(i) for i in in_group if id(i) in still_open and id(i) not in self.root_ids and all(
+            u is n or self.group_of.get(id(u)) in option for u in self.users[id(i)])}
+        writes = len(still_open) - len(closing)
+        if len(reads) + writes + 1 > self.max_buffers:
+            return self.refuse(option, n, f"would exceed {self.max_buffers} buffers "
+                               f"({len(reads)} reads + {writes + 1} writes)")
         # commit
         merged = 0
         for g in option[1:]:
@@ -308,6 +389,7 @@ class Fuser:
             self.propagate(first)
             first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
                 self.group_of.get(id(u), first) is not first for u in self.users[id(m)])}
+            first.open = still_open
         if n_after:
             after.add(id(n))
         first.R, first.role, first.after_reduce, first.revisits = R, role, after, revisits
@@ -316,15 +398,9 @@ class Fuser:
         first.reads.discard(id(n))              # (reads never holds members: n is the new one)
         return True
 
-    def write_estimate(self, option: list[Group], members: set[int]) -> int:
-        """Members that must be stored: roots, and values read by nodes of other groups."""
-        count = 0
-        for g in option:
-            for m in g.members:
-                if id(m) in self.root_ids or any(
-                        id(u) in self.group_of and id(u) not in members for u in self.users[id(m)]):
-                    count += 1
-        return count
+    def all_users_in(self, i: Node, g: Group) -> bool:
+        group_of = self.group_of
+        return all(group_of.get(id(u)) is g for u in self.users[id(i)])
 
     def position(self, n: Node) -> int:
         return self._pos[id(n)]
@@ -350,9 +426,10 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
 
 # ---------------------------------------------------------------- building the plan
 
-def build_plan(params: list[Node], roots: list[Node]) -> KernelPlan:
-    """Fuse the final graph into launches and assign buffers (see passes/plan.py)."""
-    fuser = Fuser(roots)
+def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUFFERS) -> KernelPlan:
+    """Fuse the final graph into launches and assign buffers (see passes/plan.py); `max_buffers`
+    is the backend's cap on the reads + writes of one kernel launch."""
+    fuser = Fuser(roots, max_buffers)
     groups = [g for g in fuser.run() if g.kind != "merged"]
     buffers: list[BufferRef] = []
     by_node: dict[int, BufferRef] = {}
@@ -375,6 +452,7 @@ def build_plan(params: list[Node], roots: list[Node]) -> KernelPlan:
     # a member is stored when it is a root or some node outside its group reads it
     group_of = fuser.group_of
     launches = []
+    launch_of: dict[int, str] = {}
     for k, g in enumerate(toposort_groups(groups, fuser)):
         nodes = inlined_closure(g, fuser)
         node_ids = {id(n) for n in nodes}
@@ -392,13 +470,17 @@ def build_plan(params: list[Node], roots: list[Node]) -> KernelPlan:
                 if id(m) not in by_node:
                     by_node[id(m)] = new_buffer(m, "temp", None)
                 writes.append((m, by_node[id(m)]))
-        launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes)))
-    order = toposort(roots)
+        launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes), max_buffers))
+        launch_of[g.id] = launches[-1].name
+    order = fuser.order
     scalars = frozenset(p.attrs["slot"] for p in params if p.attrs["kind"] == "scalar")
-    return KernelPlan(param_refs, buffers, launches, outputs, nodes=order, scalar_slots=scalars)
+    refusals = [Refusal(n, launch_of.get(group_of[id(n)].id, "?") if id(n) in group_of else "inlined",
+                        launch_of.get(group_of[id(m)].id, "?"), why) for n, m, why in fuser.refusals]
+    return KernelPlan(param_refs, buffers, launches, outputs, nodes=order, scalar_slots=scalars,
+                      refusals=refusals)
 
 
-def make_launch(k: int, g: Group, nodes, reads, writes) -> Launch:
+def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_BUFFERS) -> Launch:
     if g.kind != "kernel":
         name = g.members[-1].op
         return Launch(g.kind, f"{g.kind[:3]}{k}_{name}", nodes, reads, writes, g.kind)
@@ -409,8 +491,8 @@ def make_launch(k: int, g: Group, nodes, reads, writes) -> Launch:
         pattern = "row"
     else:
         pattern = "reduce"
-    if len(reads) + len(writes) > MAX_BUFFERS:
-        raise AssertionError(f"fusion: launch k{k} uses {len(reads) + len(writes)} buffers (cap {MAX_BUFFERS})")
+    if len(reads) + len(writes) > max_buffers:
+        raise AssertionError(f"fusion: launch k{k} uses {len(reads) + len(writes)} buffers (cap {max_buffers})")
     return Launch("kernel", f"k{k}_{pattern}", nodes, reads, writes, pattern, tuple(g.I), tuple(R))
 
 

@@ -20,5 +20,6 @@ def normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[No
             params.append(new)
         else:
             new = Node(n.op, tuple(copies[id(i)] for i in n.inputs), n.attrs, n.shape, n.dtype)
+            new.origin = n.origin
         copies[id(n)] = new
     return params, [copies[id(r)] for r in roots]

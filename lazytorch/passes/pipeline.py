@@ -1,30 +1,45 @@
 """The pass manager: an ordered list of named passes from the lazy graph to the kernel plan.
 
 Graph passes map roots to roots; the last stage, `fuse`, turns the final graph into a KernelPlan.
-Adding a pass is one function (roots -> roots) and one line in PASSES.  `LAZYTORCH_DUMP=all`
-prints the IR after every pass (and the plan after fuse) to stderr; `verify=True` runs the IR
-verifier (passes/verify.py) after every graph pass.
+Adding a pass is one function (roots, options -> roots) and one line in PASSES.  What a pass needs
+from below the passes layer arrives in `Options`, never through imports or module state: the
+backend's buffer cap for fusion, the evaluator constant folding uses (the driver passes the
+reference executor; None disables folding), and whether to verify the IR after every pass.
+
+`LAZYTORCH_DUMP=all` prints the IR after every pass (and the plan after fuse) to stderr;
+`LAZYTORCH_DUMP=fusion` prints the plan with each refused merge ("cannot fuse A into B: reason").
+Nodes built while the pipeline runs record no source line of their own: they inherit the line of
+the node they replace (see passes/rewrite.py).
 """
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Callable
 
-from ..ir.node import Node
+from ..ir.node import Node, tracing
 from ..ir.printer import dump_nodes
 from .decompose import decompose
-from .fuse import build_plan
+from .fuse import MAX_BUFFERS, build_plan
 from .legalize import legalize
 from .plan import KernelPlan
-from .simplify import simplify
+from .simplify import Evaluate, simplify
 
-Pass = Callable[[list[Node]], list[Node]]
+
+@dataclass(frozen=True)
+class Options:
+    max_buffers: int = MAX_BUFFERS          # the backend's cap on one launch's reads + writes
+    evaluate: Evaluate | None = None        # constant folding's evaluator (None: no folding)
+    verify: bool = False                    # run the IR verifier after every graph pass
+
+
+Pass = Callable[[list[Node], Options], list[Node]]
 
 PASSES: list[tuple[str, Pass]] = [
-    ("decompose", decompose),
-    ("legalize", legalize),
-    ("simplify", simplify),
+    ("decompose", lambda roots, o: decompose(roots)),
+    ("legalize", lambda roots, o: legalize(roots)),
+    ("simplify", lambda roots, o: simplify(roots, o.evaluate)),
 ]
 FUSE = "fuse"
 
@@ -33,34 +48,51 @@ def pass_names() -> list[str]:
     return [name for name, _ in PASSES] + [FUSE]
 
 
-def run(roots: list[Node], until: str | None = None, verify: bool = False) -> list[Node]:
-    """Run the graph passes in order (up to and including `until`), dumping or verifying between."""
+def run(roots: list[Node], until: str | None = None, options: Options = Options(),
+        verify: bool = False) -> list[Node]:
+    """Run the graph passes in order (up to and including `until`), dumping or verifying between
+    (`verify=True` is short for options with verify set)."""
+    if verify and not options.verify:
+        options = Options(options.max_buffers, options.evaluate, True)
     if until is not None and until not in pass_names():
         raise ValueError(f"unknown pass '{until}'; passes are: {', '.join(pass_names())}")
     dump_all = os.environ.get("LAZYTORCH_DUMP") == "all"
-    for name, fn in PASSES:
-        roots = fn(roots)
-        if verify:
-            from .verify import verify_graph
-            verify_graph(roots, after=name)
-        if dump_all:
-            print(f"# after {name}\n{dump_nodes(roots)}", file=sys.stderr)
-        if name == until:
-            break
+    with tracing(False):
+        for name, fn in PASSES:
+            roots = fn(roots, options)
+            if options.verify:
+                from .verify import verify_graph
+                verify_graph(roots, after=name)
+            if dump_all:
+                print(f"# after {name}\n{dump_nodes(roots)}", file=sys.stderr)
+            if name == until:
+                break
     return roots
 
 
-def compile_plan(params: list[Node], roots: list[Node], verify: bool = False) -> KernelPlan:
-    """All passes, then fusion into the kernel plan."""
-    roots = run(roots, verify=verify)
-    plan = build_plan(params, roots)
-    if os.environ.get("LAZYTORCH_DUMP") == "all":
+def compile_plan(params: list[Node], roots: list[Node], options: Options = Options(),
+                 verify: bool = False) -> KernelPlan:
+    """All passes, then fusion into the kernel plan (the driver, lazytorch/realize.py, passes the
+    backend's options; the defaults plan for the strictest cap without constant folding)."""
+    roots = run(roots, options=options, verify=verify)
+    with tracing(False):
+        plan = build_plan(params, roots, options.max_buffers)
+    dump = os.environ.get("LAZYTORCH_DUMP")
+    if dump == "all":
         print(f"# after {FUSE}\n{plan}", file=sys.stderr)
+    elif dump == "fusion":
+        print(fusion_report(plan), file=sys.stderr)
     return plan
 
 
-def dump_after(params: list[Node], roots: list[Node], after: str) -> str:
+def fusion_report(plan: KernelPlan) -> str:
+    """The plan followed by every merge fusion refused, one "cannot fuse A into B: reason" a line."""
+    lines = [str(plan)] + [str(r) for r in plan.refusals]
+    return "\n".join(lines)
+
+
+def dump_after(params: list[Node], roots: list[Node], after: str, options: Options = Options()) -> str:
     """The program as it is after pass `after` (the kernel plan for `fuse`)."""
     if after == FUSE:
-        return str(compile_plan(params, roots))
-    return dump_nodes(run(roots, until=after))
+        return str(compile_plan(params, roots, options))
+    return dump_nodes(run(roots, until=after, options=options))

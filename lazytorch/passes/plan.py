@@ -58,6 +58,38 @@ class Launch:
         return len(self.reads) + len(self.writes)
 
 
+@dataclass(frozen=True, eq=False)
+class Refusal:
+    """A merge fusion refused: `node` (which ended in launch `landed`) could not join the group
+    that became launch `target`, for `reason`."""
+    node: Node
+    landed: str
+    target: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (f"cannot fuse {self.node.op} {type_str(self.node)}{where(self.node)} ({self.landed}) "
+                f"into {self.target}: {self.reason}")
+
+
+def where(n: Node) -> str:
+    """ ' at file.py:12' for a node that knows the user's line that built it, else ''."""
+    return f" at {n.origin}" if getattr(n, "origin", None) else ""
+
+
+def origins(nodes) -> list[str]:
+    """The distinct user source lines that built `nodes`, in file and line order."""
+    seen = {n.origin for n in nodes if getattr(n, "origin", None)}
+    return sorted(seen, key=lambda o: (o.rpartition(":")[0], int(o.rpartition(":")[2])))
+
+
+def describe_launch(launch: Launch) -> str:
+    """A note for an error raised while `launch` ran: its ops and the user lines that built them."""
+    ops = ", ".join(dict.fromkeys(n.op for n in launch.nodes if n.op not in ("view", "scalar", "full")))
+    src = origins(launch.nodes)
+    return f"(raised by launch {launch.name} running {ops}" + (f", built at {', '.join(src)})" if src else ")")
+
+
 @dataclass(eq=False)
 class KernelPlan:
     params: list[BufferRef]
@@ -67,6 +99,7 @@ class KernelPlan:
     backend: str = ""
     scalar_slots: frozenset = frozenset()    # param slots that receive Python numbers, not buffers
     nodes: list[Node] = field(default_factory=list, repr=False)   # the final graph, topological
+    refusals: list[Refusal] = field(default_factory=list, repr=False)   # fusion's refused merges
 
     @property
     def kernels(self) -> list[Launch]:
@@ -97,6 +130,9 @@ def format_plan(plan: KernelPlan) -> str:
         reads = ", ".join(repr(b) for _, b in l.reads)
         writes = ", ".join(f"{names[id(n)]}->{b!r}" for n, b in l.writes)
         lines.append(f"{l.name}: {l.kind}/{l.pattern}{dom} reads({reads}) writes({writes})")
+        src = origins(l.nodes)
+        if src:
+            lines.append(f"    # from {', '.join(src)}")
         for n in l.nodes:
             lines.append("    " + format_node(n, names))
     return "\n".join(lines)

@@ -3,7 +3,8 @@
 `rewrite(roots, fn)` visits nodes bottom-up (iteratively: no recursion limits).  Each node is first
 rebuilt over its already-rewritten inputs, then `fn` may return a replacement (built from any
 nodes, e.g. through ir.build.call) or None to keep it.  Replacements are rewritten too, so a rule
-can produce nodes that other rules then lower further.
+can produce nodes that other rules then lower further.  New nodes inherit the replaced node's
+`origin` (the user's source line), so provenance survives every pass.
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ Rule = Callable[[Node], "Node | None"]
 
 def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     """The node over new inputs (itself when they are unchanged)."""
-    if all(a is b for a, b in zip(inputs, node.inputs)):
+    if inputs == node.inputs:                 # (node equality is identity)
         return node
     new = Node(node.op, inputs, node.attrs, node.shape, node.dtype)
-    new.buffer, new.value = node.buffer, node.value
+    new.buffer, new.value, new.origin = node.buffer, node.value, node.origin
     return new
 
 
@@ -34,7 +35,7 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
 
 
 def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Node:
-    new = with_inputs(node, tuple(done[id(i)] for i in node.inputs))
+    new = with_inputs(node, tuple([done[id(i)] for i in node.inputs]))
     out = fn(new)
     if out is None or out is new:
         return new
@@ -43,6 +44,8 @@ def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Nod
     # the replacement's own new nodes are rewritten as well; final nodes below them are not
     # walked again, which keeps a pass linear in the size of the graph
     for inner in toposort([out], stop=done):
+        if inner.origin is None:
+            inner.origin = node.origin
         final = _rewrite_one(inner, fn, done, depth - 1)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]

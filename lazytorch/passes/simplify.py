@@ -46,15 +46,13 @@ def _same(x: Node, n: Node) -> Node | None:
     return x if x.shape == n.shape and x.dtype is n.dtype else None
 
 
-# How to compute one node from host values: the reference executor, set by the driver
-# (lazytorch/realize.py), since passes sit above the runtime and may not import it.  None: no folding.
-EVALUATE: Callable[[Node, list], np.ndarray] | None = None
+# How to compute one node from host values: the driver (lazytorch/realize.py) passes the reference
+# executor in the pipeline's options, since passes sit above the runtime and may not import it.
+Evaluate = Callable[[Node, list], np.ndarray]
 
 
-def fold_constants(n: Node) -> Node | None:
+def fold_constants(n: Node, evaluate: Evaluate) -> Node | None:
     """A pointwise op (or cast) of structural constants only is computed now."""
-    if EVALUATE is None:
-        return None
     opdef = ops().get(n.op)
     if not n.inputs or not all(is_const(i) for i in n.inputs) or n.shape != ():
         return None
@@ -63,7 +61,7 @@ def fold_constants(n: Node) -> Node | None:
     args = [D.from_compute(np.asarray(i.value), i.dtype).reshape(()) for i in n.inputs]
     try:
         with np.errstate(all="ignore"):
-            out = EVALUATE(n, args)
+            out = evaluate(n, args)
     except Exception:   # noqa: BLE001  (e.g. integer division by zero: leave it to run time)
         return None
     return Node.scalar(D.to_compute(out, n.dtype).item(), n.dtype)
@@ -123,10 +121,15 @@ def views(n: Node) -> Node | None:
     return None
 
 
-RULES = (fold_constants, casts, identities, views)
+RULES = (casts, identities, views)
 
 
-def simplify_node(n: Node) -> Node | None:
+def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
+    """The first rule's replacement of n (constant folding first when an evaluator is given)."""
+    if evaluate is not None:
+        out = fold_constants(n, evaluate)
+        if out is not None:
+            return out
     for rule in RULES:
         out = rule(n)
         if out is not None and out is not n:
@@ -152,5 +155,6 @@ def cse(roots: list[Node]) -> list[Node]:
     return rewrite(roots, share)
 
 
-def simplify(roots: list[Node]) -> list[Node]:
-    return cse(rewrite(roots, simplify_node))
+def simplify(roots: list[Node], evaluate: Evaluate | None = None) -> list[Node]:
+    """CSE after the rules; `evaluate` computes a node from host values (None: no folding)."""
+    return cse(rewrite(roots, lambda n: simplify_node(n, evaluate)))

@@ -51,6 +51,7 @@ class Backend:
     """Base class of backends.  The defaults describe a host backend whose buffers are numpy arrays."""
 
     name: str = ""
+    max_buffers: int = 31     # reads + writes one kernel launch may take (Metal's argument table)
 
     # ---- data ----
     def from_host(self, arr: np.ndarray) -> Buffer:

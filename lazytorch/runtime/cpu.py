@@ -21,7 +21,7 @@ from .backend import Backend, LaunchFn
 from .buffer_pool import BufferPool
 from .executor import PlanExecutor
 
-_ptr_array = {n: ctypes.c_void_p * n for n in range(1, 65)}
+_ptr_array = {n: ctypes.c_void_p * n for n in range(1, 131)}    # up to max_buffers + the error word
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
 # programs) run on the reference executor instead of stalling the first eval for minutes
 MAX_KERNEL_NODES = 2000
@@ -67,6 +67,7 @@ _char = ctypes.c_char
 
 class CpuBackend(Backend):
     name = "cpu"
+    max_buffers = 128         # kernels take an array of pointers: C has no argument-table limit
 
     def __init__(self):
         self.pool = BufferPool()

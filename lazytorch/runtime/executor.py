@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..ir import dtypes as D
-from ..passes.plan import KernelPlan, Launch
+from ..passes.plan import KernelPlan, Launch, describe_launch
 from .reference import run_launch
 
 Buffer = Any
@@ -142,7 +142,12 @@ class PlanExecutor:
         empty = self.backend.empty
         for fn, reads, writes, frees, launch in self.steps:
             outs = [empty(shape, dtype) for _, shape, dtype in writes]
-            if fn([env[r] for r in reads], outs):
+            try:
+                failed = fn([env[r] for r in reads], outs)
+            except Exception as e:
+                e.add_note(describe_launch(launch))     # which op, which user line (passes/plan.py)
+                raise
+            if failed:
                 raise kernel_error(launch)
             for (i, _, _), buf in zip(writes, outs):
                 env[i] = buf

@@ -149,7 +149,13 @@ def _picker(target: Node, valid: Node, cdim: int):
     rather than reading outside the row or silently contributing nothing.
     """
     index = B("unsqueeze", B("where", valid, B("to", target, D.int64), 0), cdim)
-    return lambda values: B("squeeze", B("gather", values, cdim, index), cdim)
+    return lambda values: B("squeeze", _target_gather(values, cdim, index), cdim)
+
+
+def _target_gather(values: Node, cdim: int, index: Node) -> Node:
+    """gather whose out-of-range error is torch's cross_entropy one (the user wrote no gather)."""
+    g = B("gather", values, cdim, index)
+    return Node(g.op, g.inputs, {**g.attrs, "bounds_error": "Target {index} is out of bounds."}, g.shape, g.dtype)
 
 
 def _probability_target(weighted_lp: Node, target: Node, cdim: int, classes: int, smoothing: float) -> Node:

@@ -75,6 +75,11 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
     else (sum |x|^p)^(1/p)."""
     x = _input(self, dtype)
     a = B("abs", x)
+    if isinstance(p, str):
+        if p != "fro":
+            raise NotImplementedError(f"norm: p='{p}' is not supported (the nuclear norm needs singular "
+                                      f"values, which lazytorch does not compute); valid: a number or 'fro'")
+        p = 2.0
     p = 2.0 if p is None else float(p)
     if p == 2:
         out = B("sqrt", B("sum", B("mul", x, x), dim, keepdim))

@@ -20,6 +20,8 @@ def _gather(node: Node, x, index):
     x1, idx = np.atleast_1d(x), np.atleast_1d(index).astype(np.int64, copy=False)
     n = x1.shape[dim]
     bad = (idx < 0) | (idx >= n)
+    if bad.any() and "bounds_error" in node.attrs:     # a composite's own words (cross_entropy's target)
+        raise IndexError(node.attrs["bounds_error"].format(index=int(idx[bad].flat[0])))
     if bad.any():
         raise RuntimeError(f"gather: index {int(idx[bad].flat[0])} is out of bounds for dim {dim} with size {n} "
                            f"(self shape {list(x.shape)}, index shape {list(index.shape)}); "

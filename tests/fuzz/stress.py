@@ -1,0 +1,273 @@
+"""Stress generators: the program shapes a new user's trial broke and the op-by-op fuzzer never made.
+
+Each generator draws, from a seed, a program written once against a module `m` (lazytorch or
+torch) and run on both; the results must agree:
+  - many_inputs: 30-80 tensors and Python scalars feeding one reduction or row program (the
+    buffer cap of a launch);
+  - long_chain: hundreds of pointwise steps with scalars, optionally reduced (compile time, caps);
+  - creation: every creation function with every dtype (float ramps on Metal);
+  - loop: a loop that evaluates some values each step while others stay pending (live tensors are
+    synced, histories are cut);
+  - rerun: one structure run twice with other Python scalars and other data (a graph-cache hit
+    must give torch's values for the new scalars: scalars a pass inspects must be structural);
+  - numpy_mutation: host arrays copied into tensors, then mutated before evaluation.
+
+`python -m tests.fuzz.stress --programs 2000 --backends reference,cpu,metal-emu` runs a campaign;
+tests/test_fuzz_stress.py runs a few of each in the suite.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+import lazytorch as lt
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+POINTWISE = [lambda m, y, s: y * s + 0.001, lambda m, y, s: y - s, lambda m, y, s: m.tanh(y) + s,
+             lambda m, y, s: y * 0.5 + m.sigmoid(y) * s, lambda m, y, s: m.maximum(y, y * s),
+             lambda m, y, s: (y + s).abs(), lambda m, y, s: m.where(y > s, y, y * 0.25)]
+FINISH = [lambda m, y: y, lambda m, y: y.sum(), lambda m, y: y.mean(-1), lambda m, y: m.softmax(y, -1),
+          lambda m, y: m.nn.functional.layer_norm(y, (y.shape[-1],)), lambda m, y: m.logsumexp(y, -1),
+          lambda m, y: y.amax(-1, keepdim=True) - y, lambda m, y: y / y.sum(-1, keepdim=True).abs().clamp_min(1)]
+
+
+@dataclass
+class Case:
+    """One drawn program: `run(m, scalars, data)` returns a list of results (tensors or numbers)."""
+    kind: str
+    run: Callable
+    scalars: list[float]
+    data: list[np.ndarray]
+    rtol: float = 2e-4
+    atol: float = 2e-5
+    rerun: bool = False             # run again with other scalars and data; expect a cache hit
+
+
+def _data(rng: random.Random, shape, n: int) -> list[np.ndarray]:
+    g = np.random.default_rng(rng.randrange(1 << 30))
+    return [g.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+def many_inputs(rng: random.Random) -> Case:
+    n = rng.randint(30, 80)
+    shape = (rng.choice([1, 3, 4]), rng.choice([5, 16, 33]))
+    finish = rng.choice(FINISH)
+    scalars = [round(rng.uniform(-1, 1), 3) for _ in range(n)]
+
+    def run(m, s, d):
+        ts = [m.tensor(x) for x in d]
+        acc = ts[0] * s[0]
+        for t, c in zip(ts[1:], s[1:]):
+            acc = acc + t * c
+        return [finish(m, acc)]
+    return Case("many_inputs", run, scalars, _data(rng, shape, n), rtol=1e-3, atol=1e-4)
+
+
+def long_chain(rng: random.Random) -> Case:
+    steps = rng.randint(100, 400)
+    ops = [rng.choice(POINTWISE) for _ in range(steps)]
+    finish = rng.choice(FINISH)
+    scalars = [round(rng.uniform(0.5, 1.0), 3) for _ in range(steps)]
+
+    def run(m, s, d):
+        y = m.tensor(d[0])
+        for op, c in zip(ops, s):
+            y = op(m, y, c)
+        return [finish(m, y)]
+    return Case("long_chain", run, scalars, _data(rng, (2, 8), 1), rtol=2e-3, atol=2e-4)
+
+
+CREATION = {
+    "zeros": lambda m, dt: m.zeros(2, 3, dtype=dt), "ones": lambda m, dt: m.ones(5, dtype=dt),
+    "full": lambda m, dt: m.full((2, 2), 3, dtype=dt), "arange": lambda m, dt: m.arange(2, 11, 3, dtype=dt),
+    "arange_f": lambda m, dt: m.arange(-1.0, 1.5, 0.25, dtype=dt),
+    "linspace": lambda m, dt: m.linspace(-2, 5, steps=7, dtype=dt), "eye": lambda m, dt: m.eye(3, 4, dtype=dt),
+    "full_like": lambda m, dt: m.full_like(m.ones(3), 2, dtype=dt),
+    "zeros_like": lambda m, dt: m.zeros_like(m.ones(2, 3), dtype=dt),
+}
+
+
+def creation(rng: random.Random) -> Case:
+    name, dtype = rng.choice(list(CREATION)), rng.choice(DTYPES)
+    f = CREATION[name]
+    use = rng.choice([lambda m, t: t, lambda m, t: t.to(m.float32) * 2, lambda m, t: t.sum()])
+
+    def run(m, s, d):
+        return [use(m, f(m, getattr(m, dtype)))]
+    return Case(f"creation:{name}:{dtype}", run, [], [], rtol=1e-2 if "16" in dtype else 1e-6)
+
+
+def loop(rng: random.Random) -> Case:
+    steps = rng.randint(5, 40)
+    every = rng.randint(1, 4)
+    lr = round(rng.uniform(0.001, 0.01), 4)
+
+    def run(m, s, d):
+        x, w, acc = m.tensor(d[0]), m.tensor(d[1]), m.zeros(d[0].shape[-1])
+        seen = []
+        for k in range(steps):
+            loss = (w * x).sum()
+            w = w - s[0] * loss * x
+            acc = acc + w.mean(0)                         # pending across steps unless synced
+            if k % every == 0:
+                seen.append(loss.item())
+        return [w, acc] + seen
+    return Case("loop", run, [lr], _data(rng, (3, 8), 2), rtol=1e-3, atol=1e-4)
+
+
+def rerun(rng: random.Random) -> Case:
+    inner = rng.choice([many_inputs, long_chain, loop])(rng)
+    inner.kind = f"rerun:{inner.kind}"
+    inner.rerun = True
+    return inner
+
+
+def numpy_mutation(rng: random.Random) -> Case:
+    finish = rng.choice(FINISH)
+
+    def run(m, s, d):
+        arrays = [x.copy() for x in d]
+        ts = [m.tensor(a) for a in arrays]                # copies: later writes must not reach them
+        out = finish(m, ts[0] * s[0] + ts[1])
+        for a in arrays:
+            a[...] = 1e6
+        return [out]
+    return Case("numpy_mutation", run, [0.75], _data(rng, (3, 6), 2))
+
+
+GENERATORS = {"many_inputs": many_inputs, "long_chain": long_chain, "creation": creation, "loop": loop,
+              "rerun": rerun, "numpy_mutation": numpy_mutation}
+
+
+# ---------------------------------------------------------------- running and comparing
+
+def _host(v):
+    if isinstance(v, (int, float, bool)):
+        return np.asarray(v, np.float64)
+    if isinstance(v, torch.Tensor):
+        return v.detach().to(torch.float64).numpy() if v.dtype != torch.bool else v.numpy()
+    arr = np.asarray(v.numpy())
+    return arr.astype(np.float64) if arr.dtype != np.bool_ else arr
+
+
+def _outcome(m, case: Case, scalars, data):
+    try:
+        return [_host(v) for v in case.run(m, scalars, data)], None
+    except Exception as e:   # noqa: BLE001  (both must fail, or neither)
+        return None, e
+
+
+def compare(case: Case, scalars, data) -> str | None:
+    """None when lazytorch agrees with torch (values, or both raising); else a verdict."""
+    want, terr = _outcome(torch, case, scalars, data)
+    got, lerr = _outcome(lt, case, scalars, data)
+    if terr is not None or lerr is not None:
+        if terr is not None and lerr is not None:
+            return None
+        if lerr is not None and case.kind.endswith("float64") and "float64" in str(lerr) \
+                and lt.get_backend() in ("metal-emu", "metal", "cuda"):
+            return None                                   # a clear refusal of a dtype the device lacks
+        err = lerr or terr
+        return f"{'lazytorch' if lerr else 'torch'} raised {type(err).__name__}: {err}" + (
+            "\n" + "".join(traceback.format_exception(lerr))[-1500:] if lerr else "")
+    for k, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return f"output {k}: shape {g.shape} vs torch {w.shape}"
+        if not np.allclose(g, w, rtol=case.rtol, atol=case.atol, equal_nan=True):
+            bad = np.argmax(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64)).reshape(-1)) if g.size else 0
+            return f"output {k}: {g.reshape(-1)[bad]} vs torch {w.reshape(-1)[bad]} (max at flat {bad})"
+    return None
+
+
+def check(case: Case, rng: random.Random) -> str | None:
+    verdict = compare(case, case.scalars, case.data)
+    if verdict is not None or not case.rerun:
+        return verdict
+    # the same structure with other Python scalars and other data: a cache hit must still be right
+    scalars = [round(s * rng.uniform(0.5, 1.5) + rng.uniform(-0.1, 0.1), 3) for s in case.scalars]
+    data = [x[::-1].copy() * rng.uniform(0.5, 2) for x in case.data]
+    misses = lt.cache_info().misses
+    verdict = compare(case, scalars, data)
+    if verdict is None and lt.cache_info().misses != misses and case.kind != "rerun:loop":
+        return f"rerun with other scalars compiled again ({lt.cache_info().misses - misses} misses)"
+    return verdict and f"rerun: {verdict}"
+
+
+@dataclass
+class Campaign:
+    backend: str
+    programs: int = 0
+    by_kind: dict = field(default_factory=dict)
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items()))
+        return (f"{self.backend}: {self.programs} programs, {len(self.failures)} failures, "
+                f"{self.seconds:.0f} s ({kinds})")
+
+
+def run_stress(backend: str, programs: int, seed: int = 0, kinds=None, log=None) -> Campaign:
+    kinds = list(kinds or GENERATORS)
+    previous = lt.get_backend()
+    lt.set_backend(backend)
+    camp = Campaign(backend)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(programs):
+                rng = random.Random(seed * 1_000_003 + i)
+                kind = kinds[i % len(kinds)]
+                case = GENERATORS[kind](rng)
+                verdict = check(case, rng)
+                camp.programs += 1
+                camp.by_kind[kind] = camp.by_kind.get(kind, 0) + 1
+                if verdict is not None:
+                    camp.failures.append((seed, i, case.kind, verdict))
+                    if log:
+                        log(f"FAIL {backend} seed={seed} program={i} {case.kind}: {verdict}")
+                if log and (i + 1) % 25 == 0:
+                    log(f"{backend}: {i + 1} programs, {len(camp.failures)} failures, "
+                        f"{time.perf_counter() - start:.0f} s")
+    finally:
+        lt.set_backend(previous)
+    camp.seconds = time.perf_counter() - start
+    return camp
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.fuzz.stress", description=__doc__)
+    ap.add_argument("--programs", type=int, default=600)
+    ap.add_argument("--backends", default="reference")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log")
+    ap.add_argument("--kinds", help=f"comma-separated generators (default all: {','.join(GENERATORS)})")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+        if args.log:
+            with open(args.log, "a") as f:
+                f.write(text + "\n")
+    failed = False
+    for b in args.backends.split(","):
+        camp = run_stress(b, args.programs, args.seed, args.kinds and args.kinds.split(","), log=log)
+        log(f"# DONE {camp.summary()}")
+        failed |= bool(camp.failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
