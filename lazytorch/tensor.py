@@ -34,18 +34,21 @@ def _track(t: "Tensor") -> None:
     _LIVE[k] = weakref.ref(t, lambda _, k=k: _LIVE.pop(k, None))
 
 
-def live_pending() -> Iterator[Node]:
-    """The pending nodes live (non-view) tensors hold, oldest first."""
-    done = []
+def live_pending() -> list[Node]:
+    """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
+    was realized are dropped here, eagerly (a lazy generator left unexhausted by its consumer
+    would never drop them, and the table would grow with every step of a loop)."""
+    pending, done = [], []
     for k, ref in list(_LIVE.items()):
         t = ref()
         node = None if t is None else t._node
         if node is None or node.realized:
             done.append(k)
         else:
-            yield node
+            pending.append(node)
     for k in done:
         _LIVE.pop(k, None)
+    return pending
 
 
 class Tensor:
