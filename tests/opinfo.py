@@ -50,7 +50,7 @@ VALUES_UNCOMPARABLE: dict[str, str] = {
     "multinomial": "random: lazytorch's generator differs from torch's",
     "normal": "random", "normal_": "random", "uniform": "random", "exponential": "random",
     "cauchy": "random", "geometric": "random", "log_normal": "random", "random_": "random",
-    "rand_like": "random", "randn_like": "random", "randint_like": "random", "randint": "random",
+    "rand": "random", "randn": "random", "rand_like": "random", "randn_like": "random", "randint_like": "random", "randint": "random",
     "nn.functional.dropout": "random", "nn.functional.dropout2d": "random",
     "nn.functional.dropout3d": "random", "nn.functional.alpha_dropout": "random",
     "nn.functional.feature_alpha_dropout": "random", "nn.functional.rrelu": "random in training mode",
