@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import report
-from .frameworks import PEERS, Framework, select
+from .frameworks import PEERS, Framework, lazytorch_backend_kept, select
 from .machine import machine_info
 from .runner import ROOF_PEERS, add_ratios, reference, run_cold, run_roof, run_timed
 from .timing import FULL, QUICK, Plan, copy_bandwidth
@@ -123,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
            "machine": machine_info(), "copy_bandwidth": bandwidth,
            "frameworks": [f.name for f in frameworks], "workloads": []}
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.workloads:
-        run["workloads"].append(run_workload(BY_NAME[name], frameworks, args.quick, plan, bandwidth))
-        report.write_json(run, args.out / "results.json")   # an interrupted run keeps what it measured
+    with lazytorch_backend_kept():
+        for name in args.workloads:
+            run["workloads"].append(run_workload(BY_NAME[name], frameworks, args.quick, plan, bandwidth))
+            report.write_json(run, args.out / "results.json")   # an interrupted run keeps what it measured
     text = report.markdown(run)
     note = report.chart(run, args.out / "ratios.png")
     run["chart"] = note or str(args.out / "ratios.png")

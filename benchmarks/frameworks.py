@@ -7,6 +7,8 @@ Framework per backend ("lazytorch[cpu]", "lazytorch[reference]").
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -137,6 +139,18 @@ def _set_lt_backend(name: str) -> Callable[[], None]:
         import lazytorch as lt
         lt.set_backend(name)
     return setup
+
+
+@contextlib.contextmanager
+def lazytorch_backend_kept():
+    """The lazytorch rows select their backend process-wide (setup above); put the caller's back
+    afterwards, so that running the harness in-process (tests) leaves no backend behind."""
+    import lazytorch as lt
+    previous = lt.get_backend()
+    try:
+        yield
+    finally:
+        lt.set_backend(previous)
 
 
 def lazytorch(backend: str) -> Framework:

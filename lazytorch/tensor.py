@@ -382,23 +382,16 @@ class Tensor:
 
     # ---- whole-tensor writes (functionalised like every in-place op) ----
     def copy_(self, src, non_blocking: bool = False) -> "Tensor":
-        """Write src's values (broadcast, cast to self's dtype) into self."""
+        """Write src's values (broadcast, cast to self's dtype) into self.  src may be a tensor, a
+        Python number, or foreign data (numpy / torch / DLPack arrays, nested lists), as in torch.
+        fill_ and zero_ come from the registry (ir/registry/misc.yaml), as does the `copy` op."""
         from .ir.build import as_node, call
         if not isinstance(src, (Tensor, int, float, bool)):
             from .host_data import host_values
             arr, dt = host_values(src)
             src = Node.from_buffer(arr, tuple(arr.shape), dt)
-        value = call("to", call("broadcast_to", as_node(src), tuple(self.shape)), self.dtype)
-        self._rebind(value, "copy_")
+        self._rebind(call("copy", self.node, as_node(src), non_blocking), "copy_")
         return self
-
-    def fill_(self, value) -> "Tensor":
-        from .ir.creation import fill
-        self._rebind(fill(tuple(self.shape), value, self.dtype), "fill_")
-        return self
-
-    def zero_(self) -> "Tensor":
-        return self.fill_(0)
 
     def stride(self, dim: int | None = None):
         strides = self._spec.strides if self._base is not None else V.contiguous_strides(self._node.shape)

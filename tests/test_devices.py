@@ -47,14 +47,21 @@ def _creation_calls():
     args = {"full": ((2, 3), 1.5), "zeros": ((2, 3),), "ones": ((2, 3),), "empty": ((2, 3),),
             "randn": ((2, 3),), "rand": ((2, 3),), "randint": (5, (2, 3)), "arange": (6,),
             "linspace": (0, 1, 6), "eye": (2, 3), "zeros_like": (x,), "ones_like": (x,), "empty_like": (x,),
-            "full_like": (x, 2.0), "rand_like": (x,), "randn_like": (x,)}
+            "full_like": (x, 2.0), "rand_like": (x,), "randn_like": (x,), "randint_like": (x, 5),
+            "empty_strided": ((2, 3), (3, 1)), "empty_permuted": ((2, 3), (1, 0)), "logspace": (0, 1, 6),
+            "scalar_tensor": (2.5,), "tril_indices": (3, 3, -1), "triu_indices": (3, 4, 1)}
     names = sorted(name for name, op in ops().items() if "creation" in op.tags and "function" in op.variants)
     return [(n, args[n]) for n in names if n in args], [n for n in names if n not in args]
+
+
+# creation functions whose values are random or uninitialised: only shape and dtype are compared
+UNSET_VALUES = ("empty", "rand")
 
 
 def test_device_keyword_on_every_creation_function():
     calls, untested = _creation_calls()
     assert not untested, f"creation functions without a case here: {untested}"
+    calls += [("tensor", ([[1, 2, 3], [4, 5, 6]],)), ("as_tensor", (np.arange(6.0).reshape(2, 3),))]  # interop.py
     for name, args in calls:
         for dev in ("cpu", lt.device("cpu"), lt.ones(1).device, None):
             out = getattr(lt, name)(*args, device=dev)
@@ -62,6 +69,9 @@ def test_device_keyword_on_every_creation_function():
             reference = getattr(torch, name)(*[torch.ones(2, 3) if isinstance(a, lt.Tensor) else a for a in args],
                                              device="cpu")
             assert tuple(out.shape) == tuple(reference.shape), name
+            assert str(out.dtype).split(".")[-1] == str(reference.dtype).split(".")[-1], name
+            if not name.startswith(UNSET_VALUES):
+                np.testing.assert_allclose(out.numpy(), reference.numpy(), rtol=1e-6, err_msg=name)
     for method in ("new_zeros", "new_ones"):
         assert getattr(lt.ones(2), method)((3,), device="cpu").device == "cpu"
     assert lt.ones(2).new_full((3,), 4.0, device="cpu").numpy().tolist() == [4.0] * 3

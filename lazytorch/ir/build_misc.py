@@ -1,5 +1,5 @@
-"""Builders of registry/misc.yaml: creation helpers (logspace, scalar_tensor, new_tensor,
-as_tensor), in-place initialisers (fill_, zero_, copy_, uniform_, normal_, bernoulli_,
+"""Builders of registry/misc.yaml: creation helpers (logspace, scalar_tensor, new_tensor),
+in-place initialisers (fill_, zero_, the copy behind Tensor.copy_, uniform_, normal_, bernoulli_,
 exponential_, ...), the real-number forms of the complex helpers (conj, real, angle, isreal) and
 the clear refusals of complex numbers.
 
@@ -85,11 +85,6 @@ def _data_node(data, dtype: D.DType | None) -> Node:
 def _new_tensor(op, a):
     node = _data_node(a["data"], _dtype(a, a["self"].dtype))
     return call("clone", node) if node is getattr(a["data"], "node", None) else node
-
-
-@misc_op("as_tensor")
-def _as_tensor(op, a):
-    return _data_node(a["data"], None if a["dtype"] is None else D.as_dtype(a["dtype"]))
 
 
 # ---------------------------------------------------------------- in-place initialisers
