@@ -7,9 +7,10 @@ method (`x.add_`, functionalised), `out=` handling, the Python operators it decl
 from __future__ import annotations
 
 import collections
+import functools
 import re
 import types
-from typing import Any
+from typing import Any, Callable
 
 from .indexing import getitem, setitem
 from .ir import dtypes as D
@@ -190,6 +191,20 @@ def _install_host_value() -> None:
     host.HOST_VALUE = value
 
 
+# torch functions whose one-argument form is another op: `torch.where(cond)` is
+# `torch.nonzero(cond, as_tuple=True)` (it syncs like nonzero: docs/ops.md)
+ONE_ARGUMENT_FORMS = {"where": ("nonzero", {"as_tuple": True})}
+
+
+def _with_one_argument_form(fn: Callable, other: Callable, kwargs: dict) -> Callable:
+    def dispatch(*args, **kw):
+        if len(args) == 1 and not kw:
+            return other(args[0], **kwargs)
+        return fn(*args, **kw)
+    functools.update_wrapper(dispatch, fn)
+    return dispatch
+
+
 def install(namespace: dict, nn_namespace: dict) -> None:
     """Put every registry op into the module namespace, on Tensor, and into nn.functional; and
     indexing (x[key], x[key] = value) on Tensor."""
@@ -218,3 +233,5 @@ def install(namespace: dict, nn_namespace: dict) -> None:
         seen.add(id(op))
         for dunder in op.operators:
             setattr(Tensor, dunder, make_operator(op, dunder))
+    for name, (other, kwargs) in ONE_ARGUMENT_FORMS.items():
+        namespace[name] = _with_one_argument_form(namespace[name], namespace[other], kwargs)

@@ -335,6 +335,19 @@ class Tensor:
         rec = _grad.RECORDS.get(self.node) if _grad.MODE.any_leaf else None
         return rec is not None and rec.retain is not None and rec.retain() is self
 
+    @property
+    def data(self) -> "Tensor":
+        """The value without autograd history (torch's `.data`: a detached tensor of the same value)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+            raise RuntimeError(f"data: assigned tensor of shape {list(value.shape)} and dtype {value.dtype} to a "
+                               f"tensor of shape {list(self.shape)} and dtype {self.dtype}; they must match")
+        with _no_grad():
+            self._rebind(value.detach().node, "data")
+
     def detach(self) -> "Tensor":
         """The same value, cut from the autograd graph (a new node, so nothing downstream requires grad)."""
         node = self.node
