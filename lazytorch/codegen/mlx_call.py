@@ -15,6 +15,19 @@ from ..ir.errors import op_error
 
 TemplateValue = Union[bool, int, DType]
 
+
+
+def gpu_type_name(names: dict[DType, str], dtype: DType, op: str, target: str, why: str) -> str:
+    """`names[dtype]`, the GPU target's spelling of a buffer dtype; a dtype it lacks (float64) is a
+    TypeError naming `op`, why the target lacks it and the dtypes it has."""
+    try:
+        return names[dtype]
+    except KeyError:
+        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported on {why}",
+                       valid="cast to float32 first, or use the cpu backend "
+                       f"({target} dtypes: {', '.join(d.name for d in names)})") from None
+
+
 # MLX passes the grid as C ints.
 MAX_GRID = 2**31 - 1
 

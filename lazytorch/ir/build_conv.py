@@ -18,7 +18,7 @@ from . import dtypes as D
 from . import views as V
 from .build import Args, base_and_spec, builder, call, view_of
 from .creation import iota
-from .errors import op_error
+from .errors import given, op_error
 from .meta.conv import fold_blocks, ints
 from .node import Node
 from .registry import OpDef
@@ -60,15 +60,22 @@ def _same_padding(kernel, dilation) -> tuple[tuple[int, int], ...]:
     return tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation))
 
 
+def _conv_inputs(op: str, a: Args, weight_layout: str):
+    """conv / conv_transpose's checked inputs: (spatial dims, input with its batch dim, weight, bias,
+    the arguments errors show, whether a batch dim was added); the weight must be [*weight_layout, *kernel]."""
+    nd = _spatial(op)
+    x, w, b = a["self"], a["weight"], a["bias"]
+    args = given(input=x, weight=w, bias=b)
+    x, added = _batched(op, x, nd, args)
+    if w.ndim != nd + 2:
+        raise op_error(RuntimeError, op, f"weight must be {nd + 2}-d [{weight_layout}, *kernel], got weight of "
+                       f"size {list(w.shape)}", args)
+    return nd, x, w, b, args, added
+
+
 @builder("conv")
 def conv(op: OpDef, schema: Schema, a: Args) -> Node:
-    nd = _spatial(op.name)
-    x, w, b = a["self"], a["weight"], a["bias"]
-    args = {k: v for k, v in (("input", x), ("weight", w), ("bias", b)) if v is not None}
-    x, added = _batched(op.name, x, nd, args)
-    if w.ndim != nd + 2:
-        raise op_error(RuntimeError, op.name, f"weight must be {nd + 2}-d [out_channels, in_channels/groups, "
-                       f"*kernel], got weight of size {list(w.shape)}", args)
+    nd, x, w, b, args, added = _conv_inputs(op.name, a, "out_channels, in_channels/groups")
     stride, dilation = ints(a["stride"], nd), ints(a["dilation"], nd)
     padding = a["padding"]
     if isinstance(padding, str):
@@ -95,13 +102,7 @@ def conv(op: OpDef, schema: Schema, a: Args) -> Node:
 
 @builder("conv_transpose")
 def conv_transpose(op: OpDef, schema: Schema, a: Args) -> Node:
-    nd = _spatial(op.name)
-    x, w, b = a["self"], a["weight"], a["bias"]
-    args = {k: v for k, v in (("input", x), ("weight", w), ("bias", b)) if v is not None}
-    x, added = _batched(op.name, x, nd, args)
-    if w.ndim != nd + 2:
-        raise op_error(RuntimeError, op.name, f"weight must be {nd + 2}-d [in_channels, out_channels/groups, "
-                       f"*kernel], got weight of size {list(w.shape)}", args)
+    nd, x, w, b, args, added = _conv_inputs(op.name, a, "in_channels, out_channels/groups")
     y = call("convolution", x, w, b, ints(a["stride"], nd), ints(a["padding"], nd), ints(a["dilation"], nd), True,
              ints(a["output_padding"], nd), a["groups"])
     return _unbatched(y, added)

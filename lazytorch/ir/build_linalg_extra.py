@@ -11,32 +11,16 @@ import math
 
 from . import dtypes as D
 from . import meta
-from .build import Args, builder, call
+from .build import call
 from .creation import fill
 from .errors import op_error, wrap_dim
-from .host import renamed, host_call
+from .families import OpFamily
+from .host import host_call
 from .node import Node
-from .registry import OpDef
-from .schema import Schema
 
-LINALG: dict[str, object] = {}
-
-
-def linalg_op(*names: str):
-    def register(fn):
-        for n in names:
-            LINALG[n] = fn
-        return fn
-    return register
-
-
-@builder("linalg_extra")
-def linalg_extra(op: OpDef, schema: Schema, a: Args):
-    public = op.name.replace("linalg_", "linalg.")
-    try:
-        return LINALG[op.name](op.name, a)
-    except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        raise renamed(e, public) from None
+# Errors name the public spelling: linalg_inv is torch.linalg.inv.
+FAMILY = OpFamily("linalg_extra", errors_as=lambda name: name.replace("linalg_", "linalg."))
+linalg_op = FAMILY.register
 
 
 def _same_dtype(op: str, *nodes: Node) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import dtypes as D
 from .build import Args, as_node, builder, call
-from .errors import op_error
+from .errors import given, op_error
 from .meta import broadcast_shapes, promoted
 from .node import Node
 from .registry import OpDef
@@ -75,7 +75,7 @@ def _broadcast(op: str, *nodes: Node) -> tuple[Node, ...]:
 
 def _nll(op: str, a: Args):
     x, t, w = a["self"], a["target"], a["weight"]
-    args = {k: v for k, v in (("input", x), ("target", t), ("weight", w)) if v is not None}
+    args = given(input=x, target=t, weight=w)
     _floating(op, {"input": x})
     if x.ndim not in (1,) and x.ndim < 2:
         raise op_error(ValueError, op, f"Expected 1 or more dimensions (got {x.ndim})", args)
@@ -107,7 +107,7 @@ def _nll(op: str, a: Args):
 
 def _bce(op: str, a: Args):
     x, t, w = a["self"], a["target"], a["weight"]
-    args = {k: v for k, v in (("input", x), ("target", t), ("weight", w)) if v is not None}
+    args = given(input=x, target=t, weight=w)
     _floating(op, args)
     _same_size(op, x, t, args, "Using a target size ({t}) that is different to the input size ({x}) is deprecated. "
                "Please ensure they have the same size.")
@@ -122,7 +122,7 @@ def _bce(op: str, a: Args):
 
 def _bce_logits(op: str, a: Args):
     x, t, w, pw = a["self"], a["target"], a["weight"], a["pos_weight"]
-    args = {k: v for k, v in (("input", x), ("target", t), ("weight", w), ("pos_weight", pw)) if v is not None}
+    args = given(input=x, target=t, weight=w, pos_weight=pw)
     _floating(op, args)
     _same_size(op, x, t, args, "Target size ({t}) must be the same as input size ({x})")
     xf, tf = _opmath(x), _opmath(t)
@@ -319,7 +319,7 @@ def _hinge_embedding(op: str, a: Args):
 
 def _multilabel_soft_margin(op: str, a: Args):
     x, y, w = a["self"], a["target"], a["weight"]
-    args = {k: v for k, v in (("input", x), ("target", y), ("weight", w)) if v is not None}
+    args = given(input=x, target=y, weight=w)
     _floating(op, {"input": x})
     if x.ndim == 0:
         raise op_error(ValueError, op, "input must have a class dim", args)
@@ -333,7 +333,7 @@ def _multilabel_soft_margin(op: str, a: Args):
 
 def _multi_margin(op: str, a: Args):
     x, y, w, p = a["self"], a["target"], a["weight"], a["p"]
-    args = {k: v for k, v in (("input", x), ("target", y), ("weight", w)) if v is not None}
+    args = given(input=x, target=y, weight=w)
     _floating(op, {"input": x})
     if p not in (1, 2):
         raise op_error(ValueError, op, f"only p == 1 and p == 2 supported, got {p}", args)

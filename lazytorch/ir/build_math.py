@@ -10,36 +10,18 @@ so they need no new kernel code (a GPU backend runs them on the host).
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 from . import dtypes as D
 from . import meta
-from .build import Args, builder, call
+from .build import Args, call
 from .creation import fill, random_node
 from .errors import op_error, wrap_dim
-from .host import renamed, host_call, host_value
+from .families import OpFamily
+from .host import host_call, host_value
 from .node import Node
-from .registry import OpDef
-from .schema import Schema
 
-FORMULAS: dict[str, Callable[[Args], object]] = {}
-
-
-def formula(*names: str):
-    def register(fn):
-        for n in names:
-            FORMULAS[n] = fn
-        return fn
-    return register
-
-
-@builder("math")
-def math_builder(op: OpDef, schema: Schema, a: Args):
-    """Build op's formula; errors raised by the ops it is made of name the op the user called."""
-    try:
-        return FORMULAS[op.name](a)
-    except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        raise renamed(e, op.name) from None
+# Each formula is fn(args); errors raised by the ops it is made of name the op the user called.
+FAMILY = OpFamily("math", takes_name=False)
+formula = FAMILY.register
 
 
 # ---------------------------------------------------------------- helpers

@@ -14,28 +14,15 @@ import math
 import numpy as np
 
 from . import dtypes as D
-from .build import Args, builder, call
+from .build import Args, call
 from .creation import fill, generator, random_node
 from .errors import op_error
+from .families import OpFamily
 from .host import from_values, host_value
 from .node import Node
-from .registry import OpDef
-from .schema import Schema
 
-MISC: dict[str, object] = {}
-
-
-def misc_op(*names: str):
-    def register(fn):
-        for n in names:
-            MISC[n] = fn
-        return fn
-    return register
-
-
-@builder("misc")
-def misc(op: OpDef, schema: Schema, a: Args):
-    return MISC[op.name](op.name, a)
+FAMILY = OpFamily("misc", errors_as=None)
+misc_op = FAMILY.register
 
 
 def _dtype(a: Args, default: D.DType) -> D.DType:

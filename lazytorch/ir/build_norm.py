@@ -13,7 +13,7 @@ import math
 
 from . import dtypes as D
 from .build import Args, as_node, builder, call
-from .errors import op_error
+from .errors import given, op_error
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -71,8 +71,7 @@ def _update(op: str, running, batch: Node, momentum: float) -> None:
 def batch_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     x, w, b = a["self"], a["weight"], a["bias"]
     rm, rv = a["running_mean"], a["running_var"]
-    args = {k: v for k, v in (("input", x), ("running_mean", rm), ("running_var", rv), ("weight", w),
-                              ("bias", b)) if v is not None}
+    args = given(input=x, running_mean=rm, running_var=rv, weight=w, bias=b)
     _floating(op.name, x, args)
     c = x.shape[1] if x.ndim > 1 else 0          # as torch: a 1-d input has no channel dim
     rm_n, rv_n = (None if v is None else as_node(v) for v in (rm, rv))
@@ -108,8 +107,7 @@ def batch_norm(op: OpDef, schema: Schema, a: Args) -> Node:
 def instance_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     x, w, b = a["self"], a["weight"], a["bias"]
     rm, rv = a["running_mean"], a["running_var"]
-    args = {k: v for k, v in (("input", x), ("running_mean", rm), ("running_var", rv), ("weight", w),
-                              ("bias", b)) if v is not None}
+    args = given(input=x, running_mean=rm, running_var=rv, weight=w, bias=b)
     _floating(op.name, x, args)
     if x.ndim < 3:
         raise op_error(ValueError, op.name, f"expected at least 3 dims [N, C, *spatial], got input of size "
@@ -144,7 +142,7 @@ def instance_norm(op: OpDef, schema: Schema, a: Args) -> Node:
 @builder("group_norm")
 def group_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     x, g, w, b = a["self"], a["num_groups"], a["weight"], a["bias"]
-    args = {k: v for k, v in (("input", x), ("weight", w), ("bias", b)) if v is not None}
+    args = given(input=x, weight=w, bias=b)
     _floating(op.name, x, args)
     if x.ndim < 2:
         raise op_error(RuntimeError, op.name, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",

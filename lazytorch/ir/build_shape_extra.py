@@ -19,28 +19,14 @@ from . import views as V
 from .build import Args, apply_view, builder, call
 from .creation import fill, iota
 from .errors import op_error, wrap_dim
-from .host import from_values, host_value, renamed
+from .families import OpFamily
+from .host import from_values, host_value
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
 
-SHAPE: dict[str, object] = {}
-
-
-def shape_op(*names: str):
-    def register(fn):
-        for n in names:
-            SHAPE[n] = fn
-        return fn
-    return register
-
-
-@builder("shape_extra")
-def shape_extra(op: OpDef, schema: Schema, a: Args):
-    try:
-        return SHAPE[op.name](op.name, a)
-    except (RuntimeError, TypeError, IndexError, ValueError) as e:
-        raise renamed(e, op.name) from None
+FAMILY = OpFamily("shape_extra")
+shape_op = FAMILY.register
 
 
 def _wrap(op: str, d: int, x: Node, extra: int = 0) -> int:
@@ -432,7 +418,7 @@ def _copy(op: str, a: Args):
 for _name in ("as_strided_copy", "alias_copy", "diagonal_copy", "expand_copy", "permute_copy", "squeeze_copy", "t_copy",
               "transpose_copy", "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_copy", "narrow_copy",
               "split_with_sizes_copy"):
-    SHAPE[_name] = _copy
+    shape_op(_name)(_copy)
 
 
 @shape_op("alias")

@@ -13,6 +13,11 @@ def describe(value: Any) -> str:
     return repr(value)
 
 
+def given(**args: Any) -> dict[str, Any]:
+    """The arguments an error message shows: those passed, leaving out optional ones left as None."""
+    return {name: value for name, value in args.items() if value is not None}
+
+
 def op_error(exc: type[Exception], op: str, message: str, args: dict[str, Any] | None = None,
              valid: str | None = None) -> Exception:
     """Build (not raise) an exception of type `exc` with a message in the project's one format."""

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from ...ir import dtypes as D
 from ...ir.dtypes import DType
-from ...ir.errors import op_error
 from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect, libm_suffix
-from ..mlx_call import MlxCall, TemplateValue
+from ..mlx_call import MlxCall, TemplateValue, gpu_type_name
 
 # The type names MLX writes for each dtype in the kernel signature.  float64 is left out: MLX's CUDA
 # build refuses float64 arrays in GPU kernels ("float64 is not supported on the GPU", MLX 0.32.4).
@@ -34,12 +33,8 @@ DEFAULT_HEADER = '\n#include "mlx/backend/cuda/device/utils.cuh"\n\n#include <co
 
 
 def type_name(dtype: DType, op: str = "cuda") -> str:
-    try:
-        return TYPE_NAMES[dtype]
-    except KeyError:
-        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported on the cuda backend (MLX "
-                       "runs no float64 on the GPU)", valid="cast to float32 first, or use the cpu backend "
-                       f"(cuda dtypes: {', '.join(d.name for d in TYPE_NAMES)})") from None
+    """The CUDA type of `dtype`; float64 (and anything else MLX's CUDA build lacks) is an error."""
+    return gpu_type_name(TYPE_NAMES, dtype, op, "cuda", "the cuda backend (MLX runs no float64 on the GPU)")
 
 
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 
 from ...ir import dtypes as D
 from ...ir.dtypes import DType
-from ...ir.errors import op_error
 from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect
-from ..mlx_call import MlxCall, TemplateValue
+from ..mlx_call import MlxCall, TemplateValue, gpu_type_name
 
 
 # Inputs with fewer elements are passed in the `constant` address space.
@@ -64,12 +63,7 @@ MAX_THREADS_PER_THREADGROUP = 1024
 
 def type_name(dtype: DType, op: str = "metal") -> str:
     """The Metal type of `dtype`; float64 (and anything else Metal lacks) is an error."""
-    try:
-        return TYPE_NAMES[dtype]
-    except KeyError:
-        raise op_error(TypeError, op, f"dtype {dtype.name} is not supported on Metal (no 64-bit "
-                       "floats on the GPU)", valid="cast to float32 first, or use the cpu backend "
-                       f"(Metal dtypes: {', '.join(d.name for d in TYPE_NAMES)})") from None
+    return gpu_type_name(TYPE_NAMES, dtype, op, "Metal", "Metal (no 64-bit floats on the GPU)")
 
 
 

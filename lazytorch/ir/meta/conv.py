@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import DType
-from ..errors import op_error
+from ..errors import given, op_error
 from ..node import Node
 from ..registry import OpDef
 from . import Args, Shape, rule
@@ -28,7 +28,7 @@ def _sizes(values) -> str:
 @rule("convolution")
 def convolution(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x, w, b = a["self"], a["weight"], a["bias"]
-    args = {k: v for k, v in (("input", x), ("weight", w), ("bias", b)) if v is not None}
+    args = given(input=x, weight=w, bias=b)
     nd = x.ndim - 2
     if nd < 1 or w.ndim != x.ndim:
         raise op_error(RuntimeError, op.name, f"expected a batched input [N, C, *spatial] and a weight with as many "

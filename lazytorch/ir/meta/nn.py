@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from ..dtypes import DType
-from ..errors import op_error, wrap_dim
+from ..errors import given, op_error, wrap_dim
 from ..node import Node
 from ..registry import OpDef
 from . import Args, Shape, broadcast_shapes, rule
@@ -85,7 +85,7 @@ def rms_norm(op: OpDef, a: Args) -> tuple[Shape, DType]:
 @rule("linear")
 def linear(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x, w, b = a["self"], a["weight"], a["bias"]
-    args = {k: v for k, v in (("input", x), ("weight", w), ("bias", b)) if v is not None}
+    args = given(input=x, weight=w, bias=b)
     if w.ndim > 2:
         raise op_error(RuntimeError, op.name, f"weight must be 1-d or 2-d, got {w.ndim}-d", args,
                        "weight has shape [out_features, in_features]")
@@ -108,7 +108,7 @@ def linear(op: OpDef, a: Args) -> tuple[Shape, DType]:
 @rule("cross_entropy")
 def cross_entropy(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x, t, w = a["self"], a["target"], a["weight"]
-    args = {k: v for k, v in (("input", x), ("target", t), ("weight", w)) if v is not None}
+    args = given(input=x, target=t, weight=w)
     reduction = _reduction(op.name, a)
     _floating(op.name, {"input": x})
     if x.ndim == 0:
@@ -132,7 +132,7 @@ def cross_entropy(op: OpDef, a: Args) -> tuple[Shape, DType]:
 @rule("mse_loss")
 def mse_loss(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x, t, w = a["self"], a["target"], a["weight"]
-    args = {k: v for k, v in (("input", x), ("target", t), ("weight", w)) if v is not None}
+    args = given(input=x, target=t, weight=w)
     reduction = _reduction(op.name, a)
     _floating(op.name, args)
     shape = broadcast_shapes(op.name, *(n.shape for n in args.values()), args=args)

@@ -21,18 +21,23 @@ def inv(a, lenient: bool = False):
                            "(use linalg.pinv for a pseudo-inverse)") from None
 
 
-@host("info")
-def info(a):
+def _failures(a, factor) -> np.ndarray:
+    """Per matrix of the batch `a`: 1 where `factor(matrix)` raises LinAlgError, else 0 (int32)."""
     out = np.zeros(np.shape(a)[:-2], np.int32)
     if np.size(a) == 0:
         return out
     flat = np.reshape(a, (-1,) + np.shape(a)[-2:])
     for i, m in enumerate(flat):
         try:
-            np.linalg.inv(m)
+            factor(m)
         except np.linalg.LinAlgError:
             out.reshape(-1)[i] = 1
     return out
+
+
+@host("info")
+def info(a):
+    return _failures(a, np.linalg.inv)
 
 
 @host("det")
@@ -87,16 +92,7 @@ def cholesky(a, upper: bool = False, lenient: bool = False):
 
 @host("cholesky_info")
 def cholesky_info(a):
-    out = np.zeros(np.shape(a)[:-2], np.int32)
-    if np.size(a) == 0:
-        return out
-    flat = np.reshape(a, (-1,) + np.shape(a)[-2:])
-    for i, m in enumerate(flat):
-        try:
-            np.linalg.cholesky(np.tril(m) + np.tril(m, -1).T)
-        except np.linalg.LinAlgError:
-            out.reshape(-1)[i] = 1
-    return out
+    return _failures(a, lambda m: np.linalg.cholesky(np.tril(m) + np.tril(m, -1).T))
 
 
 @host("qr_q")
