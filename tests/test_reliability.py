@@ -158,9 +158,15 @@ def test_runtime_scalars_are_opaque_to_passes():
     assert s != None and s == s                        # noqa: E711  (identity stays allowed)
 
 
-def test_norm_nuclear_is_a_clear_error():
-    with pytest.raises(NotImplementedError, match="nuc"):
-        lt.norm(lt.ones(2, 2), "nuc").item()
+def test_norm_nuclear_and_bad_orders():
+    a = np.random.default_rng(3).standard_normal((3, 4, 5)).astype(np.float32)
+    for kw in ({"dim": (1, 2)}, {"dim": (0, 2), "keepdim": True}):
+        got, want = lt.norm(lt.tensor(a), "nuc", **kw), torch.norm(torch.tensor(a), "nuc", **kw)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(lt.norm(lt.tensor(a[0]), "nuc").item(), torch.norm(torch.tensor(a[0]), "nuc").item(), rtol=1e-5)
+    with pytest.raises(ValueError, match="norm.*'spectral'.*'nuc'"):
+        lt.norm(lt.ones(2, 2), "spectral").item()
 
 
 # ---------------------------------------------------------------- 4. compile time

@@ -10,6 +10,7 @@ import math
 from ...ir import dtypes as D
 from ...ir.build import as_node
 from ...ir.build import call as B
+from ...ir.build_linalg_extra import matrix_norm
 from ...ir.node import Node
 from . import back, decomposes, opmath
 
@@ -75,10 +76,11 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
     else (sum |x|^p)^(1/p)."""
     x = _input(self, dtype)
     a = B("abs", x)
+    if p == "nuc":                               # singular values: linalg's matrix norm (a host LAPACK call)
+        return back(matrix_norm("norm", x, "nuc", (-2, -1) if dim is None else dim, keepdim), node.dtype)
     if isinstance(p, str):
         if p != "fro":
-            raise NotImplementedError(f"norm: p='{p}' is not supported (the nuclear norm needs singular "
-                                      f"values, which lazytorch does not compute); valid: a number or 'fro'")
+            raise ValueError(f"norm: p='{p}' is not a norm order; valid: a number, 'fro' or 'nuc'")
         p = 2.0
     p = 2.0 if p is None else float(p)
     if p == 2:
