@@ -53,17 +53,20 @@ def scalar_dtype(dtype: DType) -> DType:
 
 
 def narrow_scalars(kernel: Kernel) -> Kernel:
-    """Read 1-element float64 inputs (scalar params) as float32: GPU buffers cannot hold doubles.
-    The backends store such scalars as float32 (scalar_dtype, in their Backend.scalar)."""
+    """Read 1-element float64 inputs (scalar params) and float64 literals (the constants an
+    lt.compile trace bakes in) as float32: GPU buffers and registers cannot hold doubles.  The
+    backends store such scalars as float32 (scalar_dtype, in their Backend.scalar)."""
     wide = {i for i, a in enumerate(kernel.args) if a.dtype is D.float64 and a.role == "in" and a.numel == 1}
-    if not wide:
-        return kernel
-    args = [dataclasses.replace(a, dtype=D.float32) if i in wide else a for i, a in enumerate(kernel.args)]
     for stage in kernel.stages:
         for op in stage.ops:
             if op.op == "load" and op.attrs.get("storage") is D.float64:
                 op.attrs["storage"] = D.float32
                 op.dtype = D.float32
+            elif op.op == "const" and op.dtype is D.float64:
+                op.dtype = D.float32
+    if not wide:
+        return kernel
+    args = [dataclasses.replace(a, dtype=D.float32) if i in wide else a for i, a in enumerate(kernel.args)]
     return dataclasses.replace(kernel, args=args)
 
 
