@@ -62,3 +62,13 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(_strict["line"])
     for source, errors in _strict.get("failures", [])[:5]:
         terminalreporter.write_line(f"{errors}\n--- kernel ---\n{source[-4000:]}")
+
+
+@pytest.fixture(autouse=True)
+def _backend_restored():
+    """Every test starts on the backend the previous one started on: a test (or a device name it
+    passes) that selects a backend must not change what later tests run on."""
+    previous = lt.get_backend()
+    yield
+    if lt.get_backend() != previous:
+        lt.set_backend(previous)
