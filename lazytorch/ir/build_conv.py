@@ -189,15 +189,20 @@ def _opmath(x: Node) -> Node:
     return call("to", x, D.float32) if x.dtype in (D.float16, D.bfloat16) else x
 
 
-@builder("max_pool")
-def max_pool(op: OpDef, schema: Schema, a: Args):
-    nd = _spatial(op.name, a)
+def _pool_setup(name: str, a: Args):
+    """What max_pool and avg_pool both check and derive first: spatial dims, the input (never
+    bool), its error context, kernel/stride/padding/dilation, and the input with a batch dim."""
+    nd = _spatial(name, a)
     x = a["self"]
     args = {"input": x}
     if x.dtype.is_bool:
-        raise op_error(RuntimeError, op.name, "dtype bool is not supported", args)
-    kernel, stride, padding, dilation = _pool_args(op.name, a, nd, args)
-    xb, added = _pool_input(op.name, x, nd, args)
+        raise op_error(RuntimeError, name, "dtype bool is not supported", args)
+    return nd, x, args, _pool_args(name, a, nd, args), _pool_input(name, x, nd, args)
+
+
+@builder("max_pool")
+def max_pool(op: OpDef, schema: Schema, a: Args):
+    nd, x, args, (kernel, stride, padding, dilation), (xb, added) = _pool_setup(op.name, a)
     win, out = _padded_windows(op.name, xb, kernel, stride, padding, dilation, a["ceil_mode"], _lowest(x.dtype), args)
     window_dims = list(range(xb.ndim, xb.ndim + nd))
     values = call("amax", win, window_dims)
@@ -252,13 +257,7 @@ def _avg_divisor(spatial, out, kernel, stride, padding, ceil_mode, count_include
 
 @builder("avg_pool")
 def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
-    nd = _spatial(op.name, a)
-    x = a["self"]
-    args = {"input": x}
-    if x.dtype.is_bool:
-        raise op_error(RuntimeError, op.name, "dtype bool is not supported", args)
-    kernel, stride, padding, dilation = _pool_args(op.name, a, nd, args)
-    xb, added = _pool_input(op.name, x, nd, args)
+    nd, x, args, (kernel, stride, padding, dilation), (xb, added) = _pool_setup(op.name, a)
     win, out = _padded_windows(op.name, xb, kernel, stride, padding, dilation, a["ceil_mode"], 0, args)
     total = call("sum", _opmath(win), list(range(xb.ndim, xb.ndim + nd)))
     override = a.get("divisor_override")
