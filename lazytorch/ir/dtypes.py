@@ -37,6 +37,13 @@ class DType:
     def __repr__(self) -> str:
         return f"lazytorch.{self.name}"
 
+    # dtypes are singletons compared by identity: copying a module or tensor keeps the same dtype
+    def __copy__(self) -> "DType":
+        return self
+
+    def __deepcopy__(self, memo) -> "DType":
+        return self
+
 
 bool_ = DType("bool", "b8", 1, BOOL, False, "bool")
 uint8 = DType("uint8", "u8", 1, INTEGER, False, "uint8")
