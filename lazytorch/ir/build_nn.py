@@ -1,4 +1,5 @@
-"""Builders of nn ops whose result is decided at the call: dropout draws its keep-mask here.
+"""Builders of nn ops whose result is decided at the call: the dropout family draws its keep-mask here;
+channel_shuffle is a reshape-transpose-reshape.
 
 The mask comes from the seeded host generator of ir/creation.py (`lazytorch.manual_seed`); its
 values cannot match torch's generator, only its statistics.
@@ -14,22 +15,73 @@ from .registry import OpDef
 from .schema import Schema
 
 
+# op -> (feature dims: the trailing dims one draw covers, or 0 for per-element; alpha dropout?)
+_DROPOUT_KINDS = {"dropout": (0, False), "dropout1d": (1, False), "dropout2d": (2, False),
+                  "dropout3d": (3, False), "alpha_dropout": (0, True), "feature_alpha_dropout": (-1, True)}
+_SELU_ALPHA = 1.7580993408473766       # -SELU's negative saturation value: the value a dropped unit takes
+
+
+def _noise_shape(op: OpDef, x: Node, feature_dims: int) -> tuple[int, ...]:
+    """Per-element noise, or one draw per (sample, channel) for the channel-wise forms (torch accepts
+    the unbatched form, one dim fewer); feature_dims -1: every dim after the first two."""
+    if feature_dims == 0:
+        return tuple(x.shape)
+    if feature_dims < 0:
+        if x.ndim < 2:
+            raise op_error(RuntimeError, op.name, f"expects an input of at least 2 dims, got {x.ndim}",
+                           {"self": x})
+        return tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
+    if x.ndim not in (feature_dims + 1, feature_dims + 2):
+        raise op_error(RuntimeError, op.name, f"expects a {feature_dims + 1}D (unbatched) or "
+                       f"{feature_dims + 2}D (batched) input, got {x.ndim}D", {"self": x})
+    lead = x.ndim - feature_dims
+    return tuple(x.shape[:lead]) + (1,) * feature_dims
+
+
 @builder("dropout")
 def dropout(op: OpDef, schema: Schema, a: Args) -> Node:
-    """x * mask / (1 - p) with mask ~ Bernoulli(1 - p) in training; the identity otherwise."""
+    """x * mask / (1 - p) with mask ~ Bernoulli(1 - p) in training; the identity otherwise.  The
+    channel-wise forms draw one mask value per (sample, channel); alpha dropout sets dropped units
+    to SELU's saturation value and rescales so that mean and variance are kept (torch's formula)."""
     x, p = a["self"], float(a["p"])
+    feature_dims, alpha = _DROPOUT_KINDS[op.name]
     if not 0.0 <= p <= 1.0:
         raise op_error(ValueError, op.name, f"probability p={p} is not in [0, 1]", {"self": x})
     if a["inplace"]:
         raise op_error(NotImplementedError, op.name, "inplace=True is not supported", {"self": x},
-                       "assign the result instead: x = dropout(x, p)")
+                       f"assign the result instead: x = {op.name}(x, p)")
     if not a["training"] or p == 0.0:
         return x
     if not x.dtype.is_floating_point:
         raise op_error(TypeError, op.name, f"dtype {x.dtype.name} is not supported in training", {"self": x},
                        "dropout needs a floating point input")
-    keep = generator().random(x.shape) >= p
-    mask = Node.from_buffer(keep, tuple(x.shape), D.bool_)
+    shape = _noise_shape(op, x, feature_dims)
+    keep = generator().random(shape) >= p
+    mask = Node.from_buffer(keep, shape, D.bool_)
     if p == 1.0:                                 # torch: x * 0 (NaN stays NaN)
-        return call("mul", x, mask)
+        return call("mul", x, call("to", mask, x.dtype)) if alpha else call("mul", x, mask)
+    if alpha:                                    # x*a*k + alpha*a*(p - 1 + k), k the keep mask
+        scale = 1.0 / ((_SELU_ALPHA * _SELU_ALPHA * p + 1) * (1 - p)) ** 0.5
+        k = call("to", mask, x.dtype)
+        shift = call("mul", call("add", k, p - 1.0), _SELU_ALPHA * scale)
+        return call("add", call("mul", call("mul", x, k), scale), shift)
     return call("mul", call("mul", x, mask), 1.0 / (1.0 - p))
+
+
+@builder("channel_shuffle")
+def channel_shuffle(op: OpDef, schema: Schema, a: Args) -> Node:
+    """(N, g, C/g, *) -> (N, C/g, g, *): channels interleaved across the groups, as torch."""
+    x, g = a["self"], a["groups"]
+    args = {"input": x}
+    if x.ndim < 3:
+        raise op_error(RuntimeError, op.name, f"expects input to have at least 3 dimensions, but got input "
+                       f"with {x.ndim} dimension(s)", args)
+    if g <= 0:
+        raise op_error(RuntimeError, op.name, f"expects groups to be positive, but got {g} groups", args)
+    n, c, *rest = x.shape
+    if c % g:
+        raise op_error(RuntimeError, op.name, f"expects number of channels ({c}) to be divisible by groups "
+                       f"({g})", args)
+    y = call("reshape", x, (n, g, c // g, *rest))
+    y = call("transpose", y, 1, 2)
+    return call("reshape", y, tuple(x.shape))

@@ -1,14 +1,49 @@
 """lazytorch.nn: modules, layers, losses, init and functional, with torch.nn's names and behaviour.
-docs/nn.md describes the package."""
+docs/nn.md describes the package, the supported modules and the ones left out."""
 from __future__ import annotations
 
 from . import functional, init
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose2d,
-                   MaxPool2d, Upsample)
+from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
+                   ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+                   MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
 from .layers import (ELU, GELU, Bilinear, Dropout, Embedding, Flatten, GroupNorm, Hardsigmoid, Hardswish, Hardtanh,
-                     Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish, MultiheadAttention, ReLU, ReLU6,
+                     Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, ReLU6,
                      RMSNorm, Sigmoid, SiLU, Softmax, Softplus, Tanh, Unflatten)
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
 from .parameter import Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .thin import CLASSES as _THIN
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
+
+globals().update(_THIN)           # the table-made modules of thin.py (padding, pools, activations, losses, ...)
+
+# torch.nn classes lazytorch leaves out, and why; reading one raises AttributeError saying so.
+UNSUPPORTED: dict[str, str] = {
+    "DataParallel": "lazytorch runs one device per process (docs/nn.md); use the module itself",
+    "SyncBatchNorm": "there is no multi-process training; use BatchNorm*d",
+    "CTCLoss": "its dynamic-programming alignment is not implemented",
+    "AdaptiveLogSoftmaxWithLoss": "it is not implemented; use Linear + CrossEntropyLoss",
+    "CrossMapLRN2d": "it is a legacy Lua-torch layer; use LocalResponseNorm",
+    "FractionalMaxPool2d": "its random pooling regions are not implemented",
+    "FractionalMaxPool3d": "its random pooling regions are not implemented",
+    "MaxUnpool1d": "it is not implemented", "MaxUnpool2d": "it is not implemented",
+    "MaxUnpool3d": "it is not implemented",
+    "LPPool3d": "it is not implemented; LPPool1d and LPPool2d are",
+    "MultiLabelMarginLoss": "it is not implemented",
+    "EmbeddingBag": "it is not implemented; use Embedding followed by sum/mean/max over the bag dim",
+    "LinearCrossEntropyLoss": "it is not implemented; use Linear + CrossEntropyLoss",
+    "Container": "it is deprecated in torch; use Sequential or Module",
+    **{f"Lazy{name}": f"lazily-shaped modules are not implemented; give {name} its input size"
+       for name in ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+                    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+                    "InstanceNorm3d")},
+}
+
+
+def __getattr__(name: str):
+    if name in UNSUPPORTED:
+        raise AttributeError(f"lazytorch.nn.{name} is not supported: {UNSUPPORTED[name]}")
+    raise AttributeError(f"module 'lazytorch.nn' has no attribute '{name}'")

@@ -93,9 +93,16 @@ class Conv2d(_ConvNd):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class ConvTranspose2d(_ConvNd):
-    _dims = 2
+class Conv3d(_ConvNd):
+    _dims = 3
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
     _transposed = True
+    _functional = "conv_transpose2d"
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros",
@@ -105,10 +112,25 @@ class ConvTranspose2d(_ConvNd):
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         if output_size is not None:
-            raise NotImplementedError("lazytorch: ConvTranspose2d.forward(output_size=...) is not supported; "
-                                      "set output_padding in the constructor")
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self.output_padding, self.groups, self.dilation)
+            raise NotImplementedError(f"lazytorch: {type(self).__name__}.forward(output_size=...) is not "
+                                      "supported; set output_padding in the constructor")
+        return getattr(F, self._functional)(input, self.weight, self.bias, self.stride, self.padding,
+                                            self.output_padding, self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _dims = 1
+    _functional = "conv_transpose1d"
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _dims = 3
+    _functional = "conv_transpose3d"
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _dims = 2
+    _functional = "conv_transpose2d"
 
 
 # ---------------------------------------------------------------- pooling
@@ -177,6 +199,16 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         info = f"size={self.size!r}" if self.size is not None else f"scale_factor={self.scale_factor!r}"
         return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 # ---------------------------------------------------------------- batch norm
@@ -258,3 +290,62 @@ class BatchNorm1d(_BatchNorm):
 
 class BatchNorm2d(_BatchNorm):
     _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    _input_dims = (5,)
+
+
+# ---------------------------------------------------------------- instance norm
+class _InstanceNorm(_BatchNorm):
+    """Normalises each (sample, channel) over its spatial dims.  affine=False and
+    track_running_stats=False by default, as torch; with running stats, training updates them with
+    the batch mean of each instance's mean and unbiased variance, and eval mode uses them."""
+
+    _spatial = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        d = self._spatial
+        if input.ndim not in (d + 1, d + 2):
+            raise ValueError(f"expected {d + 1}D or {d + 2}D input (got {input.ndim}D input)")
+        batched = input.ndim == d + 2
+        if not batched:
+            input = input.unsqueeze(0)
+        if input.shape[1] != self.num_features and self.affine:
+            raise ValueError(f"expected input's size at dim=1 to match num_features ({self.num_features}), "
+                             f"but got: {input.shape[1]}.")
+        use_input_stats = self.training or not self.track_running_stats
+        if self.training and self.track_running_stats:
+            self._update_instance_stats(input)
+        out = F.instance_norm(input, None if use_input_stats else self.running_mean,
+                              None if use_input_stats else self.running_var, self.weight, self.bias,
+                              use_input_stats, 0.0, self.eps)
+        return out if batched else out.squeeze(0)
+
+    def _update_instance_stats(self, input: Tensor) -> None:
+        dims = tuple(range(2, input.ndim))
+        n = 1
+        for s in input.shape[2:]:
+            n *= s
+        mean = input.mean(dim=dims).mean(0)
+        var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
+        m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
+        dt = self.running_mean.dtype
+        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, "instance_norm")
+        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, "instance_norm")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _spatial = 3

@@ -312,6 +312,26 @@ Hardtanh = _activation("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_v
 Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold), {"beta": 1.0, "threshold": 20.0})
 
 
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x), with one learnt slope (or one per channel), initialised to `init`."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
+        super().__init__()
+        _factory(device, dtype)
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(_empty(num_parameters, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
 # ---------------------------------------------------------------- attention
 class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention (packed in-projection when kdim == vdim == embed_dim, as torch).
