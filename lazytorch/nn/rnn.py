@@ -207,13 +207,9 @@ class RNN(RNNBase):
                  device=None, dtype=None) -> None:
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
-        self.nonlinearity = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
                          bias, batch_first, dropout, bidirectional, 0, device, dtype)
-
-    def extra_repr(self) -> str:
-        s = super().extra_repr()
-        return s + (f", nonlinearity={self.nonlinearity}" if self.nonlinearity != "tanh" else "")
+        self.nonlinearity = nonlinearity          # torch's RNN repr does not show it
 
 
 class LSTM(RNNBase):
