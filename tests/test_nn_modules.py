@@ -127,15 +127,15 @@ def test_structure_matches_torch(case):
 
 
 # metal-emu interprets kernels slowly; the functional ops behind these modules have their own
-# metal-emu coverage in tests/test_ops_*.py, so here it runs the families whose modules add new calls.
-EMU_FAMILIES = ("padding", "shape")
+# metal-emu coverage in tests/test_ops_*.py, so here it runs the padding modules (every pad mode).
+EMU_FAMILIES = ("padding",)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_forward_matches_torch(family, backend):
     """Eval mode (dropouts are the identity, RReLU uses its mean slope); one program per family."""
     if backend == "metal-emu" and family not in EMU_FAMILIES:
-        pytest.skip("metal-emu runs the padding and shape families (see EMU_FAMILIES)")
+        pytest.skip("metal-emu runs the padding family (see EMU_FAMILIES)")
     pairs = []
     for case in FAMILIES[family]:
         tm, lm, inputs = build(case)
@@ -171,8 +171,18 @@ def test_train_mode_modules():
     assert set(np.unique(per_channel)) <= {0.0, np.float32(1 / 0.75)}
     assert (per_channel.min(-1) == per_channel.max(-1)).all()          # one draw per (sample, channel)
     assert 0 < (per_channel[..., 0] == 0).sum() < 8 * 16
-    z = lnn.AlphaDropout(0.2).train()(lt.tensor(f32(200_000))).numpy()
-    assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02
+    z = lnn.AlphaDropout(0.2).train()(lt.tensor(f32(40_000))).numpy()
+    assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
+    alpha, p = 1.7580993408473766, 0.2                                  # torch's constant and formula
+    dropped = -alpha * (1 - p) / np.sqrt((alpha * alpha * p + 1) * (1 - p))
+    assert 0.18 < np.isclose(z, dropped, atol=1e-6).mean() < 0.22       # dropped units take that value
+
+
+def test_every_torch_module_class_exists_or_is_refused():
+    """Each torch.nn Module class is in lazytorch.nn or in its UNSUPPORTED table (docs/nn.md)."""
+    missing = [n for n in dir(torch.nn) if n[0].isupper() and isinstance(getattr(torch.nn, n), type)
+               and issubclass(getattr(torch.nn, n), torch.nn.Module) and not hasattr(lnn, n)]
+    assert sorted(set(missing) - set(lnn.UNSUPPORTED)) == []
 
 
 def test_unsupported_names_raise_clearly():
