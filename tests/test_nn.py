@@ -252,8 +252,10 @@ def test_requires_grad_and_zero_grad():
 def test_functional_names_lazytorch():
     with pytest.raises(AttributeError, match="lazytorch.nn.functional' has no attribute 'ctc_loss'"):
         lt.nn.functional.ctc_loss
-    with pytest.raises(AttributeError, match="lazytorch.nn' has no attribute 'Conv3d'"):
-        lt.nn.Conv3d
+    with pytest.raises(AttributeError, match="lazytorch.nn' has no attribute 'Conv4d'"):
+        lt.nn.Conv4d
+    with pytest.raises(AttributeError, match="lazytorch.nn.CTCLoss is not supported"):
+        lt.nn.CTCLoss
     import lazytorch.nn.functional as F
     from lazytorch.nn import functional as F2
     assert F is F2 is lt.nn.functional and F.relu is lt.relu
