@@ -35,6 +35,15 @@ def labels(n, c):
     return RNG.integers(0, c, (n,)).astype(np.int64)
 
 
+def pooled(nd: int, shape):
+    """max_pool's values and indices (from torch) for the MaxUnpool cases."""
+    out, idx = getattr(torch.nn.functional, f"max_pool{nd}d")(torch.from_numpy(f32(*shape)), 2, return_indices=True)
+    return [out.numpy(), idx.numpy()]
+
+
+BAG_INPUT, BAG_OFFSETS = RNG.integers(0, 10, (9,)), np.array([0, 2, 2, 6])
+
+
 # (class name, constructor args, constructor kwargs, list of numpy inputs)
 FAMILIES: dict[str, list[tuple]] = {
     "activation": [
@@ -67,6 +76,10 @@ FAMILIES: dict[str, list[tuple]] = {
         ("Dropout1d", (), {}, [f32(2, 3, 4)]), ("Dropout2d", (0.3,), {}, [f32(2, 3, 4, 4)]),
         ("Dropout3d", (), {}, [f32(1, 2, 2, 2, 2)]), ("AlphaDropout", (0.2,), {}, [f32(3, 5)]),
         ("FeatureAlphaDropout", (), {}, [f32(2, 3, 4)]),
+        ("EmbeddingBag", (10, 3), {}, [RNG.integers(0, 10, (4, 3))]),
+        ("EmbeddingBag", (10, 3), {"mode": "sum", "padding_idx": 2}, [BAG_INPUT, BAG_OFFSETS]),
+        ("EmbeddingBag", (10, 3), {"mode": "max", "include_last_offset": True},
+         [BAG_INPUT, np.append(BAG_OFFSETS, len(BAG_INPUT))]),
     ],
     "pool_norm": [
         ("MaxPool1d", (2,), {}, [f32(2, 3, 7)]), ("MaxPool1d", (3, 2, 1), {"ceil_mode": True}, [f32(2, 3, 8)]),
@@ -77,6 +90,9 @@ FAMILIES: dict[str, list[tuple]] = {
         ("AdaptiveMaxPool2d", ((2, 3),), {}, [f32(1, 2, 5, 6)]), ("AdaptiveMaxPool3d", (2,), {}, [f32(1, 1, 4, 4, 4)]),
         ("LPPool1d", (2, 3), {}, [f32(2, 3, 9)]), ("LPPool2d", (1.5, 2), {}, [f32(1, 2, 4, 4, positive=True)]),
         ("LocalResponseNorm", (2,), {}, [f32(2, 4, 3, 3)]),
+        ("LPPool3d", (2, 2), {}, [f32(1, 2, 4, 4, 4)]),
+        ("MaxUnpool1d", (2,), {}, pooled(1, (2, 3, 8))), ("MaxUnpool2d", (2,), {}, pooled(2, (1, 2, 4, 6))),
+        ("MaxUnpool3d", (2,), {}, pooled(3, (1, 1, 4, 4, 2))),
         ("InstanceNorm1d", (3,), {}, [f32(2, 3, 6)]), ("InstanceNorm2d", (3,), {"affine": True}, [f32(2, 3, 4, 4)]),
         ("InstanceNorm3d", (2,), {}, [f32(1, 2, 3, 3, 3)]), ("InstanceNorm2d", (3,), {}, [f32(3, 4, 4)]),
         ("BatchNorm3d", (2,), {}, [f32(2, 2, 2, 3, 3)]),
@@ -186,12 +202,23 @@ def test_every_torch_module_class_exists_or_is_refused():
 
 
 def test_unsupported_names_raise_clearly():
-    for name in ("DataParallel", "CTCLoss", "LazyLinear", "EmbeddingBag", "SyncBatchNorm"):
+    for name in ("DataParallel", "CTCLoss", "LazyLinear", "MultiLabelMarginLoss", "SyncBatchNorm"):
         with pytest.raises(AttributeError, match=f"lazytorch.nn.{name} is not supported"):
             getattr(lnn, name)
         assert not hasattr(lnn, name)
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchLayer'"):
         lnn.NoSuchLayer  # noqa: B018
+
+
+def test_embedding_bag_gradients_match_torch():
+    """Bags sum through a host-known membership matrix, so the weight's gradient flows (mean and max)."""
+    for mode in ("mean", "max"):
+        tm, lm = torch.nn.EmbeddingBag(10, 3, mode=mode), lnn.EmbeddingBag(10, 3, mode=mode)
+        lm.load_state_dict(tm.state_dict())
+        w = f32(3, 3)
+        (tm(torch.from_numpy(BAG_INPUT), torch.from_numpy(BAG_OFFSETS[:3])) * torch.from_numpy(w)).sum().backward()
+        (lm(lt.tensor(BAG_INPUT), lt.tensor(BAG_OFFSETS[:3])) * lt.tensor(w)).sum().backward()
+        np.testing.assert_allclose(lm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_constructor_errors_match_torch():
@@ -205,3 +232,8 @@ def test_constructor_errors_match_torch():
         lnn.Softmax2d()(lt.tensor(f32(2, 3)))
     with pytest.raises(RuntimeError, match="divisible by groups"):
         lnn.ChannelShuffle(4)(lt.tensor(f32(1, 6, 2, 2)))
+    out, idx = pooled(2, (1, 1, 4, 4))
+    with pytest.raises(ValueError, match="invalid output_size"):
+        lnn.MaxUnpool2d(2)(lt.tensor(out), lt.tensor(idx), output_size=(9, 9))
+    with pytest.raises(NotImplementedError, match="only supported for mode='sum'"):
+        lnn.EmbeddingBag(10, 3)(lt.tensor(BAG_INPUT), lt.tensor(BAG_OFFSETS), lt.tensor(f32(9)))

@@ -1,10 +1,12 @@
 """Builders of nn ops whose result is decided at the call: the dropout family draws its keep-mask here;
-channel_shuffle is a reshape-transpose-reshape.
+channel_shuffle is a reshape-transpose-reshape and max_unpool a scatter.
 
 The mask comes from the seeded host generator of ir/creation.py (`lazytorch.manual_seed`); its
 values cannot match torch's generator, only its statistics.
 """
 from __future__ import annotations
+
+import math
 
 from . import dtypes as D
 from .build import Args, builder, call
@@ -85,3 +87,43 @@ def channel_shuffle(op: OpDef, schema: Schema, a: Args) -> Node:
     y = call("reshape", x, (n, g, c // g, *rest))
     y = call("transpose", y, 1, 2)
     return call("reshape", y, tuple(x.shape))
+
+
+def _ints(v, n: int) -> tuple[int, ...]:
+    return tuple(v) * (n if len(tuple(v)) == 1 else 1) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+@builder("max_unpool")
+def max_unpool(op: OpDef, schema: Schema, a: Args) -> Node:
+    """Zeros of the unpooled size with each input value put at the flat spatial index `indices`
+    gives for it (max_pool's return_indices), as torch; the default size inverts the pooling:
+    (in - 1) * stride - 2 * padding + kernel."""
+    x, idx = a["self"], a["indices"]
+    nd = int(op.name[-2])
+    args = {"input": x, "indices": idx}
+    if x.ndim not in (nd + 1, nd + 2):
+        raise op_error(RuntimeError, op.name, f"expects a {nd + 1}D (unbatched) or {nd + 2}D (batched) input, got "
+                       f"{x.ndim}D", args)
+    if tuple(idx.shape) != tuple(x.shape):
+        raise op_error(RuntimeError, op.name, f"expects indices of the input's shape {tuple(x.shape)}, got "
+                       f"{tuple(idx.shape)}", args)
+    kernel = _ints(a["kernel_size"], nd)
+    stride = _ints(a["stride"], nd) if a["stride"] not in (None, (), []) else kernel
+    padding = _ints(a["padding"], nd)
+    spatial = tuple(x.shape[-nd:])
+    size = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(spatial, stride, padding, kernel))
+    if a["output_size"] not in (None, (), []):
+        given = tuple(a["output_size"])[-nd:]
+        if len(given) != nd:
+            raise op_error(ValueError, op.name, f"output_size must have {nd} or {x.ndim} elements, got "
+                           f"{list(a['output_size'])}", args)
+        for d, (want, default, s) in enumerate(zip(given, size, stride)):
+            if not default - s < want < default + s:      # torch's range: the sizes this pooling could have had
+                raise op_error(ValueError, op.name, f'invalid output_size "{list(given)}" (dim {d} must be between '
+                               f"{default - s} and {default + s})", args)
+        size = given
+    lead = tuple(x.shape[:-nd])
+    flat_x = call("reshape", x, lead + (math.prod(spatial),))
+    flat_i = call("reshape", idx, lead + (math.prod(spatial),))
+    out = call("zeros", lead + (math.prod(size),), dtype=x.dtype)
+    return call("reshape", call("scatter", out, -1, flat_i, flat_x), lead + size)

@@ -7,8 +7,8 @@ from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Se
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
                    ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
                    MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
-from .layers import (ELU, GELU, Bilinear, Dropout, Embedding, Flatten, GroupNorm, Hardsigmoid, Hardswish, Hardtanh,
-                     Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, ReLU6,
+from .layers import (ELU, GELU, Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Hardsigmoid,
+                     Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, ReLU6,
                      RMSNorm, Sigmoid, SiLU, Softmax, Softplus, Tanh, Unflatten)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
@@ -29,11 +29,7 @@ UNSUPPORTED: dict[str, str] = {
     "CrossMapLRN2d": "it is a legacy Lua-torch layer; use LocalResponseNorm",
     "FractionalMaxPool2d": "its random pooling regions are not implemented",
     "FractionalMaxPool3d": "its random pooling regions are not implemented",
-    "MaxUnpool1d": "it is not implemented", "MaxUnpool2d": "it is not implemented",
-    "MaxUnpool3d": "it is not implemented",
-    "LPPool3d": "it is not implemented; LPPool1d and LPPool2d are",
     "MultiLabelMarginLoss": "it is not implemented",
-    "EmbeddingBag": "it is not implemented; use Embedding followed by sum/mean/max over the bag dim",
     "LinearCrossEntropyLoss": "it is not implemented; use Linear + CrossEntropyLoss",
     "Container": "it is deprecated in torch; use Sequential or Module",
     **{f"Lazy{name}": f"lazily-shaped modules are not implemented; give {name} its input size"

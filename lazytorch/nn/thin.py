@@ -79,8 +79,8 @@ def _extra_repr(spec: Thin):
 def make(spec: Thin, base: type = Module, module: str = __name__) -> type:
     forward = spec.forward
 
-    def fwd(self, *inputs):
-        return forward(self, *inputs)
+    def fwd(self, *inputs, **kwargs):
+        return forward(self, *inputs, **kwargs)
     return type(spec.name, (base,), {"__init__": _init(spec), "forward": fwd, "extra_repr": _extra_repr(spec),
                                      "__doc__": f"torch.nn.{spec.name}, forward through nn.functional.",
                                      "__module__": module})
@@ -178,6 +178,15 @@ THIN: list[Thin] = [
                                                                            m.ceil_mode),
            (("norm_type", REQUIRED), ("kernel_size", REQUIRED), ("stride", None), ("ceil_mode", False)))
       for d in (1, 2)],
+    *[Thin(f"MaxUnpool{d}d", lambda m, x, indices, output_size=None, fn=f"max_unpool{d}d":
+           getattr(F, fn)(x, indices, m.kernel_size, m.stride, m.padding, output_size),
+           (("kernel_size", REQUIRED), ("stride", None), ("padding", 0)),
+           convert={"kernel_size": lambda v, _, n=d: _tuple(n)(v),
+                    "stride": lambda v, vs, n=d: _tuple(n)(_stride_default(v, vs)),
+                    "padding": lambda v, _, n=d: _tuple(n)(v)})
+      for d in (1, 2, 3)],
+    Thin("LPPool3d", lambda m, x: F.lp_pool3d(x, m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
+         (("norm_type", REQUIRED), ("kernel_size", REQUIRED), ("stride", None), ("ceil_mode", False))),
     Thin("LocalResponseNorm", lambda m, x: F.local_response_norm(x, m.size, m.alpha, m.beta, m.k),
          (("size", REQUIRED), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
          repr="{size}, alpha={alpha}, beta={beta}, k={k}"),
