@@ -53,6 +53,10 @@ FAMILIES: dict[str, list[tuple]] = {
         ("Tanhshrink", (), {}, [f32(3, 5)]), ("Threshold", (0.1, 20.0), {}, [f32(3, 5)]),
         ("Softmax2d", (), {}, [f32(2, 3, 4, 4)]), ("RReLU", (), {}, [f32(3, 5)]),
         ("PReLU", (), {}, [f32(2, 3, 4)]), ("PReLU", (3,), {"init": 0.1}, [f32(2, 3, 4)]),
+        ("ReLU", (True,), {}, [f32(3, 5)]), ("Hardtanh", (-0.5, 0.5, True), {}, [f32(3, 5)]),
+        ("CELU", (), {"inplace": True}, [f32(3, 5)]), ("GELU", ("tanh",), {}, [f32(3, 5)]),
+        ("LeakyReLU", (0.2,), {}, [f32(3, 5)]), ("Softplus", (2.0, 5.0), {}, [f32(3, 5)]),
+        ("Threshold", (0.1, 20.0, True), {}, [f32(3, 5)]),
     ],
     "padding": [
         ("ReflectionPad1d", (2,), {}, [f32(2, 3, 5)]), ("ReflectionPad2d", ((1, 2, 2, 1),), {}, [f32(2, 3, 5, 6)]),
@@ -158,7 +162,7 @@ def test_forward_matches_torch(family, backend):
         tm.eval()
         lm.eval()
         with torch.no_grad():
-            want = outputs(tm(*[torch.from_numpy(x) for x in inputs]))
+            want = outputs(tm(*[torch.from_numpy(x.copy()) for x in inputs]))   # inplace=True writes
         got = outputs(lm(*[lt.tensor(x) for x in inputs]))
         pairs.append((case[0], want, got))
     lt.eval(*[g for _, _, got in pairs for g in got])

@@ -7,9 +7,8 @@ from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Se
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
                    ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
                    MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
-from .layers import (ELU, GELU, Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Hardsigmoid,
-                     Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, ReLU6,
-                     RMSNorm, Sigmoid, SiLU, Softmax, Softplus, Tanh, Unflatten)
+from .layers import (Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Identity, LayerNorm, Linear,
+                     MultiheadAttention, PReLU, RMSNorm, Unflatten)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
 from .parameter import Parameter
@@ -18,7 +17,7 @@ from .thin import CLASSES as _THIN
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 
-globals().update(_THIN)           # the table-made modules of thin.py (padding, pools, activations, losses, ...)
+globals().update(_THIN)           # the table-made modules of thin.py (activations, padding, pools, losses, ...)
 
 # torch.nn classes lazytorch leaves out, and why; reading one raises AttributeError saying so.
 UNSUPPORTED: dict[str, str] = {

@@ -1,6 +1,6 @@
 """Layers with torch's constructors, default initialisation and semantics: linear maps, embeddings,
-normalisation, dropout, activations, reshaping and multi-head attention.  Convolution, pooling,
-batch norm and resampling are in conv.py; losses in loss.py."""
+normalisation, dropout, PReLU, reshaping and multi-head attention.  The other activations are rows
+of thin.py's table; convolution, pooling, batch norm and resampling are in conv.py; losses in loss.py."""
 from __future__ import annotations
 
 import math
@@ -303,58 +303,7 @@ class Unflatten(Module):
 
 
 # ---------------------------------------------------------------- activations
-def _activation(name: str, fn, params: dict[str, object] | None = None, doc: str = ""):
-    """An activation module class: constructor keywords `params` (with torch's defaults), forward
-    calling fn(input, **those keywords), and torch's repr."""
-    params = dict(params or {})
-
-    def __init__(self, *args, **kwargs) -> None:
-        Module.__init__(self)
-        if len(args) > len(params):
-            raise TypeError(f"{name}() takes at most {len(params)} positional arguments")
-        values = dict(params)
-        values.update(zip(params, args))
-        for k, v in kwargs.items():
-            if k not in params:
-                raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{k}'")
-            values[k] = v
-        for k, v in values.items():
-            object.__setattr__(self, k, v)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return fn(self, input)
-
-    def extra_repr(self) -> str:
-        shown = [k for k in params if k != "inplace" or getattr(self, "inplace")]
-        if name in ("GELU",):
-            return f"approximate={self.approximate!r}"
-        if name in ("Softmax", "LogSoftmax"):
-            return f"dim={self.dim}"
-        return ", ".join(f"{k}={getattr(self, k)}" for k in shown)
-
-    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
-                                  "__doc__": doc or f"torch.nn.{name}", "__module__": __name__})
-
-
-ReLU = _activation("ReLU", lambda m, x: F.relu(x), {"inplace": False})
-ReLU6 = _activation("ReLU6", lambda m, x: F.hardtanh(x, 0.0, 6.0), {"inplace": False})
-GELU = _activation("GELU", lambda m, x: F.gelu(x, approximate=m.approximate), {"approximate": "none"})
-SiLU = _activation("SiLU", lambda m, x: F.silu(x), {"inplace": False})
-Tanh = _activation("Tanh", lambda m, x: F.tanh(x))
-Sigmoid = _activation("Sigmoid", lambda m, x: F.sigmoid(x))
-Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), {"dim": None})
-LogSoftmax = _activation("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), {"dim": None})
-Mish = _activation("Mish", lambda m, x: F.mish(x), {"inplace": False})
-ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha), {"alpha": 1.0, "inplace": False})
-LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope),
-                        {"negative_slope": 0.01, "inplace": False})
-Hardswish = _activation("Hardswish", lambda m, x: F.hardswish(x), {"inplace": False})
-Hardsigmoid = _activation("Hardsigmoid", lambda m, x: F.hardsigmoid(x), {"inplace": False})
-Hardtanh = _activation("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_val),
-                       {"min_val": -1.0, "max_val": 1.0, "inplace": False})
-Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold), {"beta": 1.0, "threshold": 20.0})
-
-
+# The parameter-free activations are rows of nn/thin.py's table.
 class PReLU(Module):
     """max(0, x) + weight * min(0, x), with one learnt slope (or one per channel), initialised to `init`."""
 

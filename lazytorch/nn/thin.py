@@ -67,12 +67,19 @@ def _init(spec: Thin):
 
 
 def _extra_repr(spec: Thin):
-    shown = [k for k, _ in spec.params + spec.kwonly if k not in ("size_average", "reduce")]
+    names = [k for k, _ in spec.params + spec.kwonly if k not in ("size_average", "reduce")]
+    shown = [k for k in names if k != "inplace"]
+    # torch's activations show inplace only when it is set; rows whose format names it show it always
+    add_inplace = "inplace" in names and "{inplace}" not in (spec.repr or "")
 
     def extra_repr(self) -> str:
         if spec.repr is not None:
-            return spec.repr.format(**{k: getattr(self, k) for k in shown})
-        return ", ".join(f"{k}={getattr(self, k)}" for k in shown)
+            text = spec.repr.format(**{k: getattr(self, k) for k in names})
+        else:
+            text = ", ".join(f"{k}={getattr(self, k)}" for k in shown)
+        if add_inplace and self.inplace:
+            text = f"{text}, inplace=True" if text else "inplace=True"
+        return text
     return extra_repr
 
 
@@ -129,7 +136,24 @@ def _max_pool(dims: int) -> Thin:
 _ONE = _tuple(1)
 
 THIN: list[Thin] = [
-    # activations
+    # activations (inplace=True is accepted and shown; the result is computed out of place)
+    Thin("ReLU", lambda m, x: F.relu(x), (_INPLACE,), repr=""),
+    Thin("ReLU6", lambda m, x: F.hardtanh(x, 0.0, 6.0), (_INPLACE,), repr=""),
+    Thin("GELU", lambda m, x: F.gelu(x, approximate=m.approximate), (("approximate", "none"),),
+         repr="approximate={approximate!r}"),
+    Thin("SiLU", lambda m, x: F.silu(x), (_INPLACE,), repr=""),
+    Thin("Mish", lambda m, x: F.mish(x), (_INPLACE,), repr=""),
+    Thin("Tanh", lambda m, x: F.tanh(x), repr=""),
+    Thin("Sigmoid", lambda m, x: F.sigmoid(x), repr=""),
+    Thin("Softmax", lambda m, x: F.softmax(x, m.dim), (("dim", None),)),
+    Thin("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), (("dim", None),)),
+    Thin("ELU", lambda m, x: F.elu(x, m.alpha), (("alpha", 1.0), _INPLACE)),
+    Thin("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope), (("negative_slope", 0.01), _INPLACE)),
+    Thin("Hardswish", lambda m, x: F.hardswish(x), (_INPLACE,), repr=""),
+    Thin("Hardsigmoid", lambda m, x: F.hardsigmoid(x), (_INPLACE,), repr=""),
+    Thin("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_val),
+         (("min_val", -1.0), ("max_val", 1.0), _INPLACE)),
+    Thin("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold), (("beta", 1.0), ("threshold", 20.0))),
     Thin("SELU", lambda m, x: F.selu(x), (_INPLACE,), repr=""),
     Thin("CELU", lambda m, x: F.celu(x, m.alpha), (("alpha", 1.0), _INPLACE), repr="alpha={alpha}"),
     Thin("GLU", lambda m, x: F.glu(x, m.dim), (("dim", -1),)),
@@ -192,7 +216,7 @@ THIN: list[Thin] = [
          repr="{size}, alpha={alpha}, beta={beta}, k={k}"),
     # dropout
     *[Thin(name, lambda m, x, fn=fn: getattr(F, fn)(x, m.p, m.training), (("p", 0.5), _INPLACE),
-           convert={"p": lambda v, _: _check_p(v)})
+           repr="p={p}, inplace={inplace}", convert={"p": lambda v, _: _check_p(v)})
       for name, fn in (("Dropout1d", "dropout1d"), ("Dropout2d", "dropout2d"), ("Dropout3d", "dropout3d"),
                        ("AlphaDropout", "alpha_dropout"), ("FeatureAlphaDropout", "feature_alpha_dropout"))],
     # distances
