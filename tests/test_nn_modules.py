@@ -206,7 +206,7 @@ def test_every_torch_module_class_exists_or_is_refused():
 
 
 def test_unsupported_names_raise_clearly():
-    for name in ("DataParallel", "CTCLoss", "LazyLinear", "MultiLabelMarginLoss", "SyncBatchNorm"):
+    for name in ("DataParallel", "CTCLoss", "LazyConv2d", "MultiLabelMarginLoss", "SyncBatchNorm"):
         with pytest.raises(AttributeError, match=f"lazytorch.nn.{name} is not supported"):
             getattr(lnn, name)
         assert not hasattr(lnn, name)
@@ -223,6 +223,20 @@ def test_embedding_bag_gradients_match_torch():
         (tm(torch.from_numpy(BAG_INPUT), torch.from_numpy(BAG_OFFSETS[:3])) * torch.from_numpy(w)).sum().backward()
         (lm(lt.tensor(BAG_INPUT), lt.tensor(BAG_OFFSETS[:3])) * lt.tensor(w)).sum().backward()
         np.testing.assert_allclose(lm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_lazy_linear_takes_its_input_size_from_the_first_input_or_a_state_dict():
+    tm = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU(), torch.nn.LazyLinear(2))
+    lm = lnn.Sequential(lnn.LazyLinear(4), lnn.ReLU(), lnn.LazyLinear(2))
+    assert repr(lm) == repr(tm)                                       # in_features=0 until materialised
+    x = f32(3, 5)
+    want = tm(torch.from_numpy(x)).detach().numpy()
+    lm.load_state_dict(tm.state_dict())                               # materialises from the shapes
+    assert repr(lm) == repr(tm) and type(lm[0]) is lnn.Linear
+    np.testing.assert_allclose(lm(lt.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    fresh = lnn.LazyLinear(3, bias=False)
+    assert tuple(fresh(lt.tensor(x)).shape) == (3, 3) and fresh.in_features == 5
+    assert tuple(fresh.weight.shape) == (3, 5) and type(fresh) is lnn.Linear
 
 
 def test_constructor_errors_match_torch():

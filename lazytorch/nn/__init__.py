@@ -7,8 +7,8 @@ from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Se
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
                    ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
                    MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
-from .layers import (Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Identity, LayerNorm, Linear,
-                     MultiheadAttention, PReLU, RMSNorm, Unflatten)
+from .layers import (Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Identity, LayerNorm, LazyLinear,
+                     Linear, MultiheadAttention, PReLU, RMSNorm, Unflatten)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
 from .parameter import Parameter
@@ -32,7 +32,7 @@ UNSUPPORTED: dict[str, str] = {
     "LinearCrossEntropyLoss": "it is not implemented; use Linear + CrossEntropyLoss",
     "Container": "it is deprecated in torch; use Sequential or Module",
     **{f"Lazy{name}": f"lazily-shaped modules are not implemented; give {name} its input size"
-       for name in ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+       for name in ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
                     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
                     "InstanceNorm3d")},
 }

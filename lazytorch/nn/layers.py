@@ -59,6 +59,41 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class LazyLinear(Linear):
+    """A Linear whose in_features comes from its first input (or from a state_dict loaded before any
+    input); it then becomes a Linear, as torch's.  Until then its weight has shape (out_features, 0).
+    Parameters are replaced when it materialises, so build optimizers after the first forward (torch
+    warns about the same)."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        Module.__init__(self)
+        _factory(device, dtype)
+        self.in_features, self.out_features, self._lazy_dtype = 0, out_features, dtype
+        self.weight = Parameter(_empty(out_features, 0, dtype=dtype))
+        self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
+
+    def _materialize(self, in_features: int) -> None:
+        self.in_features = in_features
+        self.weight = Parameter(_empty(self.out_features, in_features, dtype=self._lazy_dtype))
+        if self.bias is not None:
+            self.bias = Parameter(_empty(self.out_features, dtype=self._lazy_dtype))
+        self.reset_parameters()
+        del self._lazy_dtype
+        self.__class__ = self.cls_to_become
+
+    def _materialize_from_state(self, state_dict, prefix: str) -> None:
+        """Called by Module.load_state_dict: take in_features from the stored weight's shape."""
+        weight = state_dict.get(prefix + "weight")
+        if weight is not None and len(weight.shape) == 2:
+            self._materialize(int(weight.shape[1]))
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._materialize(input.shape[-1])
+        return F.linear(input, self.weight, self.bias)
+
+
 class Bilinear(Module):
     """y = x1^T A x2 + b, A of shape (out, in1, in2); A, b ~ U(-1/sqrt(in1), 1/sqrt(in1)) as torch."""
 

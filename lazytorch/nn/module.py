@@ -341,6 +341,8 @@ class Module:
         missing, errors, updates, expected = [], [], [], set()
         for mod_prefix, module in self.named_modules(remove_duplicate=False):
             prefix = f"{mod_prefix}." if mod_prefix else ""
+            if hasattr(module, "_materialize_from_state"):        # a Lazy* module takes its shapes from the dict
+                module._materialize_from_state(state_dict, prefix)
             for name, target in module._local_state().items():
                 key = prefix + name
                 expected.add(key)
