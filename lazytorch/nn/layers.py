@@ -193,7 +193,8 @@ class EmbeddingBag(Module):
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
-        self.mode, self.sparse, self.include_last_offset, self.padding_idx = mode, sparse, include_last_offset, padding_idx
+        self.mode, self.sparse, self.padding_idx = mode, sparse, padding_idx
+        self.include_last_offset = include_last_offset
         if _weight is None:
             self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype))
             Embedding.reset_parameters(self)
