@@ -202,6 +202,11 @@ def test_train_mode_modules(on_reference):
     assert set(np.unique(per_channel)) <= {0.0, np.float32(1 / 0.75)}
     assert (per_channel.min(-1) == per_channel.max(-1)).all()          # one draw per (sample, channel)
     assert 0 < (per_channel[..., 0] == 0).sum() < 8 * 16
+    # torch's dropout2d reads a 3D input as (N, C, L) (one draw per sample and channel), and dropout1d's
+    # unbatched (C, L) input draws once per channel
+    for module, shape, rows in ((lnn.Dropout2d(0.5), (6, 8, 5), (48, 5)), (lnn.Dropout1d(0.5), (8, 5), (8, 5))):
+        y = module.train()(lt.ones(*shape)).numpy().reshape(rows)
+        assert (y.min(-1) == y.max(-1)).all() and 0 < (y[:, 0] == 0).sum() < rows[0]
     z = lnn.AlphaDropout(0.2).train()(lt.tensor(f32(40_000))).numpy()
     assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
     alpha, p = 1.7580993408473766, 0.2                                  # torch's constant and formula

@@ -87,18 +87,21 @@ def test_structure_matches_torch(case):
 
 
 # The reference backend runs every case.  Compiling is the slow part on cpu (each unrolled time step
-# adds kernels) and metal-emu interprets its kernels slowly, so those run a subset that still covers
-# each cell kind, both directions, stacked layers, encoder and decoder.
-SUBSETS = {"cpu": {"rnn": [RNN_CASES[i] for i in (1, 4, 6, 8)], "transformer": TRANSFORMER_CASES[:3]},
-           "metal-emu": {"rnn": [RNN_CASES[8], RNN_CASES[10]], "transformer": TRANSFORMER_CASES[:1]}}
+# adds kernels), so cpu runs a subset that still covers each cell kind, both directions, stacked
+# layers, encoder and decoder.  metal-emu interprets its kernels slowly: it runs two cells (the
+# attention layers' ops run on metal-emu in the op suite and in tests/test_nn_models.py).
+SUBSETS = {"cpu": {"rnn": [RNN_CASES[i] for i in (1, 4, 7, 8)], "transformer": TRANSFORMER_CASES[:3]},
+           "metal-emu": {"rnn": [RNN_CASES[8], RNN_CASES[10]], "transformer": []}}
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("cases", ["rnn", "transformer"])
 def test_forward_matches_torch(cases, backend):
     pairs = []
-    chosen = RNN_CASES if cases == "rnn" else TRANSFORMER_CASES
-    for case in SUBSETS[backend][cases] if backend in SUBSETS else chosen:
+    chosen = SUBSETS[backend][cases] if backend in SUBSETS else RNN_CASES if cases == "rnn" else TRANSFORMER_CASES
+    if not chosen:
+        pytest.skip(f"{backend} runs no {cases} case (see SUBSETS)")
+    for case in chosen:
         tm, lm = build(case)
         with torch.no_grad():
             want = flat(call(tm, torch, case[3], case[4]))

@@ -17,27 +17,27 @@ from .registry import OpDef
 from .schema import Schema
 
 
-# op -> (feature dims: the trailing dims one draw covers, or 0 for per-element; alpha dropout?)
-_DROPOUT_KINDS = {"dropout": (0, False), "dropout1d": (1, False), "dropout2d": (2, False),
-                  "dropout3d": (3, False), "alpha_dropout": (0, True), "feature_alpha_dropout": (-1, True)}
 _SELU_ALPHA = 1.7580993408473766       # -SELU's negative saturation value: the value a dropped unit takes
 
 
-def _noise_shape(op: OpDef, x: Node, feature_dims: int) -> tuple[int, ...]:
-    """Per-element noise, or one draw per (sample, channel) for the channel-wise forms (torch accepts
-    the unbatched form, one dim fewer); feature_dims -1: every dim after the first two."""
-    if feature_dims == 0:
-        return tuple(x.shape)
-    if feature_dims < 0:
-        if x.ndim < 2:
-            raise op_error(RuntimeError, op.name, f"expects an input of at least 2 dims, got {x.ndim}",
-                           {"self": x})
-        return tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
-    if x.ndim not in (feature_dims + 1, feature_dims + 2):
-        raise op_error(RuntimeError, op.name, f"expects a {feature_dims + 1}D (unbatched) or "
-                       f"{feature_dims + 2}D (batched) input, got {x.ndim}D", {"self": x})
-    lead = x.ndim - feature_dims
-    return tuple(x.shape[:lead]) + (1,) * feature_dims
+def _noise_shape(op: OpDef, x: Node) -> tuple[int, ...]:
+    """The shape of the keep-mask, as torch draws it: per element (dropout, alpha_dropout), or one draw
+    per (sample, channel) for the feature forms.  dropout1d/3d take an unbatched input (2D / 4D: one
+    draw per channel); dropout2d and feature_alpha_dropout read dims 0 and 1 as batch and channel
+    whatever the rank (torch's historical behaviour, which it keeps with a deprecation warning)."""
+    shape = tuple(x.shape)
+    if op.name in ("dropout", "alpha_dropout"):
+        return shape
+    batched_rank = {"dropout1d": 3, "dropout3d": 5}.get(op.name)
+    if op.name == "dropout1d" and x.ndim not in (2, 3):
+        raise op_error(RuntimeError, op.name, f"Expected 2D or 3D input, but received a {x.ndim}D input",
+                       {"self": x}, "use dropout for per-element dropout")
+    if batched_rank is not None and x.ndim != batched_rank:        # unbatched: the channel is dim 0
+        return shape[:1] + (1,) * (x.ndim - 1)
+    if x.ndim < 2:
+        raise op_error(RuntimeError, op.name, "Feature dropout requires at least 2 dimensions in the input",
+                       {"self": x})
+    return shape[:2] + (1,) * (x.ndim - 2)
 
 
 @builder("dropout")
@@ -46,7 +46,7 @@ def dropout(op: OpDef, schema: Schema, a: Args) -> Node:
     channel-wise forms draw one mask value per (sample, channel); alpha dropout sets dropped units
     to SELU's saturation value and rescales so that mean and variance are kept (torch's formula)."""
     x, p = a["self"], float(a["p"])
-    feature_dims, alpha = _DROPOUT_KINDS[op.name]
+    alpha = "alpha" in op.name
     if not 0.0 <= p <= 1.0:
         raise op_error(ValueError, op.name, f"probability p={p} is not in [0, 1]", {"self": x})
     if a["inplace"]:
@@ -57,7 +57,7 @@ def dropout(op: OpDef, schema: Schema, a: Args) -> Node:
     if not x.dtype.is_floating_point:
         raise op_error(TypeError, op.name, f"dtype {x.dtype.name} is not supported in training", {"self": x},
                        "dropout needs a floating point input")
-    shape = _noise_shape(op, x, feature_dims)
+    shape = _noise_shape(op, x)
     keep = generator().random(shape) >= p
     mask = Node.from_buffer(keep, shape, D.bool_)
     if p == 1.0:                                 # torch: x * 0 (NaN stays NaN)
