@@ -111,6 +111,7 @@ FAMILIES: dict[str, list[tuple]] = {
         ("SoftMarginLoss", (), {}, [f32(4, 3), sign(4, 3)]),
         ("MultiLabelSoftMarginLoss", (), {}, [f32(4, 3), (probs(4, 3) > 0.5).astype(np.float32)]),
         ("MultiMarginLoss", (), {"margin": 0.5}, [f32(4, 5), labels(4, 5)]),
+        ("MultiLabelMarginLoss", (), {}, [f32(3, 4), np.array([[3, 0, -1, 1], [1, 1, 2, -1], [-1, 0, 0, 0]])]),
         ("HingeEmbeddingLoss", (), {"reduction": "sum"}, [f32(4, 3), sign(4, 3)]),
         ("MarginRankingLoss", (0.2,), {}, [f32(5), f32(5), sign(5)]),
         ("CosineEmbeddingLoss", (), {"margin": 0.1}, [f32(4, 6), f32(4, 6), sign(4)]),
@@ -222,7 +223,7 @@ def test_every_torch_module_class_exists_or_is_refused():
 
 
 def test_unsupported_names_raise_clearly():
-    for name in ("DataParallel", "CTCLoss", "LazyConv2d", "MultiLabelMarginLoss", "SyncBatchNorm"):
+    for name in ("DataParallel", "CTCLoss", "LazyConv2d", "FractionalMaxPool2d", "SyncBatchNorm"):
         with pytest.raises(AttributeError, match=f"lazytorch.nn.{name} is not supported"):
             getattr(lnn, name)
         assert not hasattr(lnn, name)

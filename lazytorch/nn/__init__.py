@@ -28,7 +28,6 @@ UNSUPPORTED: dict[str, str] = {
     "CrossMapLRN2d": "it is a legacy Lua-torch layer; use LocalResponseNorm",
     "FractionalMaxPool2d": "its random pooling regions are not implemented",
     "FractionalMaxPool3d": "its random pooling regions are not implemented",
-    "MultiLabelMarginLoss": "it is not implemented",
     "LinearCrossEntropyLoss": "it is not implemented; use Linear + CrossEntropyLoss",
     "Container": "it is deprecated in torch; use Sequential or Module",
     **{f"Lazy{name}": f"lazily-shaped modules are not implemented; give {name} its input size"

@@ -68,3 +68,30 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     if mode == "sum":
         return total
     return total / member.sum(1, keepdim=True).clamp_min(1.0)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
+    """torch's multilabel_margin_loss: for each sample, the sum over its target classes j (the entries
+    of `target` before the first -1) and the non-target classes i of max(0, 1 - (x[j] - x[i])), over C."""
+    from .. import arange, where
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.ndim not in (1, 2) or tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"multilabel_margin_loss: expected a 1D or 2D input and a target of the same shape, got "
+                           f"input {tuple(input.shape)} and target {tuple(target.shape)}")
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"multilabel_margin_loss: expected an integer target, got {target.dtype.name}")
+    unbatched = input.ndim == 1
+    x, t = (input.unsqueeze(0), target.unsqueeze(0)) if unbatched else (input, target)
+    c = x.shape[1]
+    valid = (t != -1).to(x.dtype).cumprod(1)                      # (N, K): entries before the first -1
+    labels = where(valid > 0, t, 0)
+    hits = (labels.unsqueeze(2) == arange(c)).to(x.dtype) * valid.unsqueeze(2)        # (N, K, C)
+    is_target = hits.amax(1)                                      # (N, C): 1 for a target class
+    x_target = x.gather(1, labels)                                # (N, K)
+    margins = (1.0 - x_target.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0.0)
+    loss = (margins * valid.unsqueeze(2) * (1.0 - is_target).unsqueeze(1)).sum((1, 2)) / c
+    if unbatched:
+        loss = loss.squeeze(0)
+    return {"none": loss, "sum": loss.sum(), "mean": loss.mean()}[reduction]

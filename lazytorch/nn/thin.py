@@ -235,6 +235,8 @@ THIN: list[Thin] = [
     Thin("MultiLabelSoftMarginLoss",
          lambda m, x, t: F.multilabel_soft_margin_loss(x, t, m.weight, reduction=m.reduction),
          (("weight", None), *_LOSS), repr="", buffers=("weight",)),
+    Thin("MultiLabelMarginLoss", lambda m, x, t: F.multilabel_margin_loss(x, t, reduction=m.reduction), _LOSS,
+         repr=""),
     Thin("MultiMarginLoss", lambda m, x, t: F.multi_margin_loss(x, t, m.p, m.margin, m.weight,
                                                                 reduction=m.reduction),
          (("p", 1), ("margin", 1.0), ("weight", None), *_LOSS), repr="", buffers=("weight",)),
