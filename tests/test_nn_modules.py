@@ -223,7 +223,7 @@ def test_every_torch_module_class_exists_or_is_refused():
 
 
 def test_unsupported_names_raise_clearly():
-    for name in ("DataParallel", "CTCLoss", "LazyConv2d", "FractionalMaxPool2d", "SyncBatchNorm"):
+    for name in ("CTCLoss", "LazyConv2d", "FractionalMaxPool2d", "SyncBatchNorm"):
         with pytest.raises(AttributeError, match=f"lazytorch.nn.{name} is not supported"):
             getattr(lnn, name)
         assert not hasattr(lnn, name)
@@ -254,6 +254,17 @@ def test_lazy_linear_takes_its_input_size_from_the_first_input_or_a_state_dict()
     fresh = lnn.LazyLinear(3, bias=False)
     assert tuple(fresh(lt.tensor(x)).shape) == (3, 3) and fresh.in_features == 5
     assert tuple(fresh.weight.shape) == (3, 5) and type(fresh) is lnn.Linear
+
+
+def test_data_parallel_wraps_the_module_on_the_one_device():
+    tm, lm = torch.nn.Linear(3, 2), lnn.Linear(3, 2)
+    lm.load_state_dict(tm.state_dict())
+    twrap, lwrap = torch.nn.DataParallel(tm), lnn.DataParallel(lm)
+    assert repr(lwrap) == repr(twrap) and list(lwrap.state_dict()) == list(twrap.state_dict())
+    x = f32(4, 3)
+    np.testing.assert_allclose(lwrap(lt.tensor(x)).numpy(), twrap(torch.from_numpy(x)).detach().numpy(),
+                               rtol=1e-6)
+    assert lnn.parallel.DataParallel is lnn.DataParallel
 
 
 def test_constructor_errors_match_torch():

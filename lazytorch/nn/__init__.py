@@ -2,7 +2,7 @@
 docs/nn.md describes the package, the supported modules and the ones left out."""
 from __future__ import annotations
 
-from . import functional, init
+from . import functional, init, parallel
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
                    ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
@@ -11,6 +11,7 @@ from .layers import (Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupN
                      Linear, MultiheadAttention, PReLU, RMSNorm, Unflatten)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
+from .parallel import DataParallel
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .thin import CLASSES as _THIN
@@ -21,7 +22,6 @@ globals().update(_THIN)           # the table-made modules of thin.py (activatio
 
 # torch.nn classes lazytorch leaves out, and why; reading one raises AttributeError saying so.
 UNSUPPORTED: dict[str, str] = {
-    "DataParallel": "lazytorch runs one device per process (docs/nn.md); use the module itself",
     "SyncBatchNorm": "there is no multi-process training; use BatchNorm*d",
     "CTCLoss": "its dynamic-programming alignment is not implemented",
     "AdaptiveLogSoftmaxWithLoss": "it is not implemented; use Linear + CrossEntropyLoss",
