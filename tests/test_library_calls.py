@@ -161,3 +161,37 @@ def test_mlp_block_launches(backend):
         sample((16,), seed=4)
     assert kinds(mlp(lt, *[a.lt for a in args])) == ["library", "kernel", "library", "kernel"]
     check(mlp, *args, atol=1e-4)
+
+
+def test_bias_joins_the_gemm_on_mlx_backends():
+    """metal-emu plans as the metal backend: the bias add is the GEMM's C operand (mx.addmm), the
+    launch runs through runtime/mlx.py's library path (not the host fallback); cpu keeps the bias
+    in the epilogue kernel that follows the GEMM."""
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.mlx import host_library_launch
+    x, w, b = lt.randn(2, 6, 16), lt.randn(24, 16), lt.randn(24)
+    y = F(lt).linear(x, w, b)
+    emu = kernel_plan([y], "metal-emu")
+    assert [(launch.kind, [n.op for n in launch.nodes]) for launch in emu.launches] == \
+        [("library", ["view", "matmul", "add"])]
+    assert host_library_launch(emu.launches[0]) is not None
+    cpu = kernel_plan([y], "cpu")
+    assert [launch.kind for launch in cpu.launches] == ["library", "kernel"]
+
+
+@pytest.mark.parametrize("shape,bias_shape", [((2, 6, 16), (24,)), ((6, 16), (1, 24)), ((2, 2, 3, 16), (24,))])
+def test_addmm_path_values(shape, bias_shape):
+    lt.set_backend("metal-emu")
+    check(lambda m, x, w, b: m.matmul(x, w.t()) + b, sample(shape), sample((24, 16), seed=1, layout="transposed"),
+          sample(bias_shape, seed=2), atol=1e-4)
+    # not a row bias (broadcast over rows and columns): stays in a kernel
+    check(lambda m, x, w, b: m.matmul(x, w.t()) + b, sample(shape), sample((24, 16), seed=1),
+          sample(shape[:-1] + (1,), seed=3), atol=1e-4)
+
+
+def test_sdpa_and_written_attention_are_two_gemms_around_one_row_kernel():
+    q, k, v = (lt.randn(2, 3, 8, 4) for _ in range(3))
+    causal = F(lt).scaled_dot_product_attention(q, k, v, is_causal=True)
+    written = (q @ k.transpose(-2, -1) * 0.5).softmax(-1) @ v
+    for out in (causal, written):
+        assert kinds(out) == ["library", "kernel", "library"]

@@ -29,6 +29,7 @@ from ..ir.errors import op_error
 from . import compiler
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
+from .mlx import host_library_launch
 from .compiler import KernelCompileError, cache_dir
 
 # -O1: kernels are small and many; it compiles markedly faster than -O2 at similar speed here.
@@ -182,12 +183,15 @@ class MetalEmuBackend(Backend):
     """Runs plans with the Metal kernels of the metal backend, emulated on the CPU (numpy buffers)."""
 
     name = "metal-emu"
+    library_bias = True     # plans as the metal backend does: a linear layer's bias goes to the GEMM
 
     def scalar(self, value, dtype):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
         return super().scalar(value, scalar_dtype(dtype))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
+        if launch.kind == "library":        # the metal backend's MLX calls, on MLX's default device
+            return host_library_launch(launch)
         call = launch_call(launch, "metal")
         if call is None:
             return None
