@@ -47,8 +47,6 @@ def test_linear_permuted_activation_and_broadcast_bias(backend):
 
 
 def test_linear_float64_and_batch_broadcast_weight(backend):
-    if backend == "metal-emu":
-        pytest.skip("float64 is refused on the Metal backends")
     x, w = sample((2, 3, 4, 16), "float64"), sample((1, 16, 8), "float64", seed=1)
     check(lambda m, x, w: m.matmul(x, w), x, w)
 
@@ -195,3 +193,44 @@ def test_sdpa_and_written_attention_are_two_gemms_around_one_row_kernel():
     written = (q @ k.transpose(-2, -1) * 0.5).softmax(-1) @ v
     for out in (causal, written):
         assert kinds(out) == ["library", "kernel", "library"]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_runs_whole_on_mlx_backends(causal):
+    """On metal-emu (as on metal and cuda) sdpa in the fused form is ONE library launch
+    (mx.fast.scaled_dot_product_attention) reading the heads in place; a mask, or a causal
+    mask with fewer queries than keys (MLX aligns it bottom-right, torch top-left), decomposes."""
+    from lazytorch.realize import kernel_plan
+    B, T, C, H = 2, 6, 16, 4
+
+    def attn(m, x, w, causal=causal, scale=None):
+        q, k, v = (x @ w.t()).split(C, dim=2)
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+        return F(m).scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    x, w = sample((B, T, C)), sample((3 * C, C), seed=1)
+    plan = kernel_plan([attn(lt, x.lt, w.lt)], "metal-emu")
+    assert [launch.name.split("_", 1)[1] for launch in plan.launches] == ["matmul", "scaled_dot_product_attention"]
+    lt.set_backend("metal-emu")
+    check(attn, x, w, atol=1e-4)
+    check(lambda m, x, w: attn(m, x, w, scale=0.2), x, w, atol=1e-4)
+    q, k = sample((1, 2, 3, 4)), sample((1, 2, 5, 4), seed=1)
+    sdpa = F(lt).scaled_dot_product_attention(q.lt, k.lt, k.lt, is_causal=True)
+    assert "library" in kinds(sdpa) and "kernel" in kinds(sdpa)           # decomposed: L != S
+    check(lambda m, q, k: F(m).scaled_dot_product_attention(q, k, k, is_causal=True), q, k, atol=1e-4)
+
+
+def test_sdpa_reference_form_on_host():
+    """The host fallback of the kept sdpa (reference_ops) against torch, float32 and float16."""
+    import torch
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.reference import run_launch
+    for dtype, tol in (("float32", 1e-5), ("float16", 2e-3)):
+        q, k, v = (sample((2, 3, 5, 4), dtype, seed=s, low=-1, high=1) for s in range(3))
+        for causal in (False, True):
+            out = F(lt).scaled_dot_product_attention(q.lt, k.lt, v.lt, is_causal=causal, scale=0.7)
+            (launch,) = kernel_plan([out], "metal-emu").launches
+            got = run_launch(launch, [np.asarray(t.torch.float().numpy() if dtype == "float32" else t.torch.numpy())
+                                      for t in (q, k, v)])[0]
+            want = torch.nn.functional.scaled_dot_product_attention(q.torch.float(), k.torch.float(), v.torch.float(),
+                                                                    is_causal=causal, scale=0.7)
+            np.testing.assert_allclose(np.asarray(got, np.float32), want.numpy(), atol=tol, rtol=tol)

@@ -42,7 +42,7 @@ MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (an
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
 INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
-LIBRARY = frozenset({"matmul"})
+LIBRARY = frozenset({"matmul", "scaled_dot_product_attention"})   # (the latter where a backend keeps it)
 EXTRA_POINTWISE = frozenset({"to", "clone", "contiguous", "where"})
 
 

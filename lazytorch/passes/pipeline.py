@@ -33,12 +33,13 @@ class Options:
     evaluate: Evaluate | None = None        # constant folding's evaluator (None: no folding)
     verify: bool = False                    # run the IR verifier after every graph pass
     library_bias: bool = False              # the backend's GEMM adds a row bias (fuse.try_library_bias)
+    library_ops: frozenset[str] = frozenset()   # composites the backend runs whole (decompose's keep)
 
 
 Pass = Callable[[list[Node], Options], list[Node]]
 
 PASSES: list[tuple[str, Pass]] = [
-    ("decompose", lambda roots, o: decompose(roots)),
+    ("decompose", lambda roots, o: decompose(roots, o.library_ops)),
     ("legalize", lambda roots, o: legalize(roots)),
     ("simplify", lambda roots, o: simplify(roots, o.evaluate)),
 ]

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, launch_call, scalar_dtype
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.render import shader_dir
 from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
@@ -183,7 +183,9 @@ class MetalEmuBackend(Backend):
     """Runs plans with the Metal kernels of the metal backend, emulated on the CPU (numpy buffers)."""
 
     name = "metal-emu"
-    library_bias = True     # plans as the metal backend does: a linear layer's bias goes to the GEMM
+    # plans as the metal backend does: a linear layer's bias goes to the GEMM, sdpa stays whole
+    library_bias = True
+    library_ops = frozenset({"scaled_dot_product_attention"})
 
     def scalar(self, value, dtype):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
@@ -191,6 +193,7 @@ class MetalEmuBackend(Backend):
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":        # the metal backend's MLX calls, on MLX's default device
+            check_dtypes(launch, "metal")   # no float64 on Metal, as the metal backend refuses it
             return host_library_launch(launch)
         call = launch_call(launch, "metal")
         if call is None:

@@ -95,6 +95,7 @@ def to_mx(arr: np.ndarray, dtype: DType):
 
 class MlxBackend(Backend):
     library_bias = True          # fusion hands a linear layer's bias to the GEMM (mx.addmm)
+    library_ops = frozenset({"scaled_dot_product_attention"})    # mx.fast's fused attention
 
     def __init__(self, name: str, factory: KernelFactory) -> None:
         mx = _mx()
@@ -154,15 +155,16 @@ def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
     output), else `mx.matmul`; a batched (attention) product is one batched mx.matmul.  Views (a
     transposed key, heads split out of a fused qkv buffer) are mx.as_strided views of the buffers.
     1-d and size-0 operands run on the host (an early GPU run crashed there, not yet isolated)."""
-    *views, mm = launch.nodes
-    bias = None
-    if mm.op == "add" and views and views[-1].op == "matmul":
-        *views, mm, add = launch.nodes
-        bias = next(i for i in add.inputs if i is not mm)
-    if mm.op != "matmul" or any(v.op != "view" for v in views):
+    if launch.nodes[-1].op == "scaled_dot_product_attention":
+        return _attention_launch(launch)
+    views = [n for n in launch.nodes if n.op == "view"]
+    computed = [n for n in launch.nodes if n.op != "view"]
+    if [n.op for n in computed] not in (["matmul"], ["matmul", "add"]):
         return None
+    mm, *add = computed
+    bias = next((i for i in add[0].inputs if i is not mm), None) if add else None
     if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape
-           for n in (mm, *mm.inputs, *views)):
+           for n in (mm, *mm.inputs, *views) if n is not bias):
         return None
     mx = _mx()
     x, w = mm.inputs
@@ -179,12 +181,37 @@ def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
         return out.reshape(out_shape)
 
     def fn(reads: Sequence[Any]) -> list[Any]:
-        env = {id(node): arr for (node, _), arr in zip(launch.reads, reads)}
-        for node in views:
-            spec = node.attrs["view"]
-            env[id(node)] = mx.as_strided(env[id(node.inputs[0])].reshape(-1), spec.shape, spec.strides,
-                                          spec.offset)
+        env = _views(launch, views, reads)
         return [mx.contiguous(product(env[id(x)], env[id(w)], None if bias is None else env[id(bias)]))]
+    return fn
+
+
+def _views(launch, views, reads: Sequence[Any]) -> dict[int, Any]:
+    """id(node) -> MLX array of every value the launch reads, its view nodes included."""
+    mx = _mx()
+    env = {id(node): arr for (node, _), arr in zip(launch.reads, reads)}
+    for node in views:
+        spec = node.attrs["view"]
+        env[id(node)] = mx.as_strided(env[id(node.inputs[0])].reshape(-1), spec.shape, spec.strides, spec.offset)
+    return env
+
+
+def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """scaled_dot_product_attention kept whole (only in the form fused_attention_form accepts: no
+    mask but a causal one with L == S, no dropout) as one mx.fast.scaled_dot_product_attention."""
+    *views, node = launch.nodes
+    if any(v.op != "view" for v in views) or any(i.dtype not in MATMUL_DTYPES for i in node.inputs):
+        return None
+    mx = _mx()
+    q, k, v = node.inputs
+    scale = node.attrs["scale"]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    mask = "causal" if node.attrs["is_causal"] else None
+
+    def fn(reads: Sequence[Any]) -> list[Any]:
+        env = _views(launch, views, reads)
+        out = mx.fast.scaled_dot_product_attention(env[id(q)], env[id(k)], env[id(v)], scale=scale, mask=mask)
+        return [mx.contiguous(out)]
     return fn
 
 
