@@ -33,6 +33,11 @@ def test_linear_shapes_and_weight_layouts(backend, x_shape, w_layout):
     check(lambda m, x, w: F(m).linear(x, w), x, w, atol=1e-4)
 
 
+def test_linear_empty_inner_dim(backend):
+    # in_features 0: the product is all zeros, then the bias
+    check(lambda m, x, w, b: F(m).linear(x, w, b), sample((2, 3, 0)), sample((4, 0), seed=1), sample((4,), seed=2))
+
+
 @pytest.mark.parametrize("x_layout", ["transposed", "strided"])
 def test_linear_non_contiguous_activation(backend, x_layout):
     # a transposed (3, 5, 16) activation cannot fold its rows into a view: it is copied once

@@ -67,8 +67,8 @@ def gemm_plan(launch) -> GemmPlan | None:
     if a is None or b is None:
         return None
     x, w = mm.inputs
-    if 0 in mm.shape or mm.ndim == 0:
-        mode = "small"
+    if 0 in mm.shape:
+        mode = "small"                               # an empty result: nothing for BLAS to do
     elif x.ndim > 2 and math.prod(w.shape[:-2]) == 1:
         mode = "flat"
     else:
@@ -105,7 +105,7 @@ def _batched(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
 
 
 def _small(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    out[...] = np.matmul(x, y)                       # 0-d results and empty products
+    out[...] = np.matmul(x, y)
 
 
 _CALLS = {"flat": _flat, "batched": _batched, "small": _small}
