@@ -239,3 +239,11 @@ def test_sdpa_reference_form_on_host():
             want = torch.nn.functional.scaled_dot_product_attention(q.torch.float(), k.torch.float(), v.torch.float(),
                                                                     is_causal=causal, scale=0.7)
             np.testing.assert_allclose(np.asarray(got, np.float32), want.numpy(), atol=tol, rtol=tol)
+
+
+def test_flipped_and_expanded_operands(backend):
+    # negative and zero strides are not BLAS-readable: copied once, then one GEMM
+    x, w = sample((2, 3, 16)), sample((16, 8), seed=1)
+    check(lambda m, x, w: m.matmul(x.flip(-1), w), x, w, atol=1e-4)
+    check(lambda m, x, w: m.matmul(x.flip(1), w.flip(0)), x, w, atol=1e-4)
+    check(lambda m, x, w: m.matmul(x[:, :1].expand(2, 5, 16), w), x, w, atol=1e-4)
