@@ -187,6 +187,9 @@ def test_addmm_path_values(shape, bias_shape):
     lt.set_backend("metal-emu")
     check(lambda m, x, w, b: m.matmul(x, w.t()) + b, sample(shape), sample((24, 16), seed=1, layout="transposed"),
           sample(bias_shape, seed=2), atol=1e-4)
+    # a bias read through a view (every other element of a longer vector) joins as the view
+    check(lambda m, x, w, b: m.matmul(x, w.t()) + b[::2], sample(shape), sample((24, 16), seed=1),
+          sample((48,), seed=2), atol=1e-4)
     # not a row bias (broadcast over rows and columns): stays in a kernel
     check(lambda m, x, w, b: m.matmul(x, w.t()) + b, sample(shape), sample((24, 16), seed=1),
           sample(shape[:-1] + (1,), seed=3), atol=1e-4)
