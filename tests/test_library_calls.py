@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lazytorch as lt
-from lazytorch.runtime.library import blas_ready, fold_rows, gemm_plan
+from lazytorch.runtime.library import blas_readable, fold_rows, gemm_plan
 from oracle import check, sample
 
 
@@ -121,28 +121,31 @@ def test_linear_is_one_flat_gemm_and_attention_one_batched_call():
     assert plan.mode == "batched" and plan.b.view is not None   # the key read transposed, in place
 
 
-def test_fold_rows_views_or_refuses():
+def test_fold_rows_and_blas_readable():
+    """Layout decisions (strides in elements), checked against numpy's own reshape and views."""
     base = np.arange(2 * 3 * 5 * 4, dtype=np.float32).reshape(2, 3, 5, 4)
-    folded = fold_rows(base)
-    assert folded.shape == (30, 4) and np.shares_memory(folded, base)
-    np.testing.assert_array_equal(folded, base.reshape(30, 4))
-    head = base[:, 1]                                        # (2, 5, 4): batch stride 60, rows 4
-    assert fold_rows(head) is None
+
+    def elems(a):
+        return tuple(st // a.itemsize for st in a.strides)
+
+    def folded(a):
+        row, col = fold_rows(a.shape, elems(a))
+        return np.lib.stride_tricks.as_strided(a, (int(np.prod(a.shape[:-1])), a.shape[-1]),
+                                               (row * a.itemsize, col * a.itemsize))
+    np.testing.assert_array_equal(folded(base), base.reshape(30, 4))
     cols = base[..., :2]                                     # evenly strided rows of a wider buffer
-    np.testing.assert_array_equal(fold_rows(cols), cols.reshape(30, 2))
+    np.testing.assert_array_equal(folded(cols), cols.reshape(30, 2))
     single = base[:1, :1]                                    # size-1 leading dims are skipped
-    np.testing.assert_array_equal(fold_rows(single), single.reshape(5, 4))
+    np.testing.assert_array_equal(folded(single), single.reshape(5, 4))
+    head = base[:, 1]                                        # (2, 5, 4): batch stride 60, rows 4
+    assert fold_rows(head.shape, elems(head)) is None
+    swapped = base.transpose(1, 0, 2, 3)                     # leading dims out of order
+    assert fold_rows(swapped.shape, elems(swapped)) is None
 
-
-def test_blas_ready_copies_only_unreadable_matrices():
     m = np.ones((4, 6, 8), np.float32)
-    assert blas_ready(m) is m
-    t = m.transpose(0, 2, 1)
-    assert np.shares_memory(blas_ready(t), m)                # a transpose goes to BLAS as 'T'
-    strided = m[..., ::2]                                    # no unit stride: copied
-    ready = blas_ready(strided)
-    assert not np.shares_memory(ready, m) and ready.flags.c_contiguous
-    np.testing.assert_array_equal(ready, strided)
+    for arr, readable in [(m, True), (m.transpose(0, 2, 1), True), (m[..., ::2], False),
+                          (m[:, ::-1], False), (m[::-1], False), (np.broadcast_to(m[:, :1], m.shape), False)]:
+        assert blas_readable(arr.shape, elems(arr)) is readable, arr.strides
 
 
 # ---------------------------------------------------------------- launch counts

@@ -37,20 +37,34 @@ HOST_GEMM_DTYPES = (D.float32, D.float64)      # numpy's BLAS types; others run 
 
 @dataclass(frozen=True)
 class Operand:
-    slot: int                # index into the launch's reads
-    view: object | None      # the ViewSpec the matmul reads it through (None: the buffer itself)
+    """How one matmul operand is read from its buffer: a numpy view of `shape` and `strides`
+    (elements) at `offset`, copied to a contiguous array first when BLAS cannot read it (`copy`)."""
+    slot: int                     # index into the launch's reads
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+    copy: bool = False
+    view: object | None = None    # the ViewSpec the matmul reads it through (None: the buffer itself)
+
+    def array(self, base: np.ndarray) -> np.ndarray:
+        item = base.itemsize
+        arr = np.ndarray(self.shape, base.dtype, buffer=base, offset=self.offset * item,
+                         strides=tuple(st * item for st in self.strides))
+        return np.ascontiguousarray(arr) if self.copy else arr
 
 
 @dataclass(frozen=True)
 class GemmPlan:
     a: Operand
     b: Operand
-    mode: str                # "flat" (one 2-D GEMM over folded rows), "batched" or "small"
+    mode: str                     # "flat" (one 2-D GEMM over folded rows), "batched" or "small"
+    rows: int = 0                 # flat: the folded rows of a (and of the output)
 
 
 def gemm_plan(launch) -> GemmPlan | None:
     """How the launch's matmul is called, or None when it is not a float matmul of read buffers
-    (read directly or through views): those run on the reference executor."""
+    (read directly or through views): those run on the reference executor.  Every layout
+    decision is made here, once per launch, from the buffers' shapes and the views' strides."""
     *views, mm = launch.nodes
     if mm.op != "matmul" or any(v.op != "view" for v in views):
         return None
@@ -58,22 +72,32 @@ def gemm_plan(launch) -> GemmPlan | None:
         return None
     slot = {id(node): i for i, (node, _) in enumerate(launch.reads)}
 
-    def operand(x) -> Operand | None:
+    def layout(x) -> tuple[int, tuple, tuple, int, object] | None:
         if x.op == "view" and id(x.inputs[0]) in slot:
-            return Operand(slot[id(x.inputs[0])], x.attrs["view"])
-        return Operand(slot[id(x)], None) if id(x) in slot else None
-
-    a, b = (operand(x) for x in mm.inputs)
-    if a is None or b is None:
+            spec = x.attrs["view"]
+            return slot[id(x.inputs[0])], tuple(spec.shape), tuple(spec.strides), spec.offset, spec
+        if id(x) in slot:
+            return slot[id(x)], tuple(x.shape), contiguous_strides(tuple(x.shape)), 0, None
         return None
-    x, w = mm.inputs
-    if 0 in mm.shape:
-        mode = "small"                               # an empty result: nothing for BLAS to do
-    elif x.ndim > 2 and math.prod(w.shape[:-2]) == 1:
-        mode = "flat"
-    else:
-        mode = "batched"
-    return GemmPlan(a, b, mode)
+
+    la, lb = layout(mm.inputs[0]), layout(mm.inputs[1])
+    if la is None or lb is None:
+        return None
+    if 0 in mm.shape:                                # an empty result: nothing for BLAS to do
+        return GemmPlan(Operand(*la[:4], view=la[4]), Operand(*lb[:4], view=lb[4]), "small")
+    (ia, sa, ta, oa, va), (ib, sb, tb, ob, vb) = la, lb
+    if len(sa) > 2 and math.prod(sb[:-2]) == 1:
+        # a linear layer: (..., M, K) @ (K, N) as one (rows, K) @ (K, N) GEMM
+        rows = math.prod(sa[:-1])
+        folded = fold_rows(sa, ta)
+        a = (Operand(ia, (rows, sa[-1]), folded, oa, not blas_readable((rows, sa[-1]), folded), va)
+             if folded else Operand(ia, sa, ta, oa, True, va))      # rows step unevenly: one copy
+        b2, t2 = sb[-2:], tb[-2:]
+        b = Operand(ib, b2, t2, ob, not blas_readable(b2, t2), vb)
+        return GemmPlan(a, b, "flat", rows)
+    a = Operand(ia, sa, ta, oa, not blas_readable(sa, ta), va)
+    b = Operand(ib, sb, tb, ob, not blas_readable(sb, tb), vb)
+    return GemmPlan(a, b, "batched")
 
 
 def host_gemm(launch) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None] | None:
@@ -81,73 +105,57 @@ def host_gemm(launch) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], 
     plan = gemm_plan(launch)
     if plan is None:
         return None
-    call = _CALLS[plan.mode]
-    a, b = plan.a, plan.b
+    a, b, rows = plan.a, plan.b, plan.rows
+    cols = a.shape[-1]                               # K (reshape cannot infer it when it is 0)
 
-    def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
-        x, y = strided(reads[a.slot], a.view), strided(reads[b.slot], b.view)
-        with threads.blas_threads():
-            call(x, y, writes[0])
+    if plan.mode == "flat":
+        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            out = writes[0]
+            x = a.array(reads[a.slot]).reshape(rows, cols)    # (a view unless it was copied)
+            with threads.blas_threads():
+                np.matmul(x, b.array(reads[b.slot]), out=out.reshape(rows, out.shape[-1]))
+    elif plan.mode == "batched":
+        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            with threads.blas_threads():
+                np.matmul(a.array(reads[a.slot]), b.array(reads[b.slot]), out=writes[0])
+    else:
+        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            writes[0][...] = np.matmul(a.array(reads[a.slot]), b.array(reads[b.slot]))
     return run
 
 
-def _flat(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-    """(..., M, K) @ (K, N) as one (rows, K) @ (K, N) GEMM."""
-    w2 = blas_ready(w.reshape(w.shape[-2:]))
-    x2 = fold_rows(x)
-    if x2 is None:                                   # rows not evenly strided: one copy
-        x2 = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-    np.matmul(blas_ready(x2), w2, out=out.reshape(-1, out.shape[-1]))
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(out))
 
 
-def _batched(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    np.matmul(blas_ready(x), blas_ready(y), out=out)
-
-
-def _small(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    out[...] = np.matmul(x, y)
-
-
-_CALLS = {"flat": _flat, "batched": _batched, "small": _small}
-
-
-def fold_rows(x: np.ndarray) -> np.ndarray | None:
-    """x (..., M, K) as a (prod(...)*M, K) view when its leading dims step evenly (no copy), else None."""
-    rows = math.prod(x.shape[:-1])
-    stride = None                                    # the row stride every leading dim must follow
+def fold_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int] | None:
+    """The (row, column) strides of (..., M, K) read as (prod(...)*M, K) without a copy: when every
+    leading dim steps by the rows below it (size-1 dims aside), else None.  Strides in elements."""
+    row = None                                       # the row stride every leading dim must follow
     step = None
-    for size, st in zip(reversed(x.shape[:-1]), reversed(x.strides[:-1])):
+    for size, st in zip(reversed(shape[:-1]), reversed(strides[:-1])):
         if size == 1:
             continue
-        if stride is None:
-            stride, step = st, st * size
+        if row is None:
+            row, step = st, st * size
         elif st != step:
             return None
         else:
             step = st * size
-    stride = x.strides[-1] * x.shape[-1] if stride is None else stride
-    return np.lib.stride_tricks.as_strided(x, (rows, x.shape[-1]), (stride, x.strides[-1]))
+    return (strides[-1] * shape[-1] if row is None else row, strides[-1])
 
 
-def blas_ready(m: np.ndarray) -> np.ndarray:
-    """m, or a contiguous copy when its matrices are not BLAS-readable: BLAS takes a matrix with
-    one unit stride and the other at least the row length (numpy's own test); numpy would
-    otherwise multiply element by element."""
-    if m.ndim < 2 or m.size == 0:
-        return m
-    item = m.itemsize
-    (r, c), (sr, sc) = m.shape[-2:], m.strides[-2:]
-    row_major = (sc == item or c == 1) and sr >= c * item and sr % item == 0
-    col_major = (sr == item or r == 1) and sc >= r * item and sc % item == 0
-    if (row_major or col_major) and all(s % item == 0 and s >= 0 for s in m.strides[:-2]):
-        return m
-    return np.ascontiguousarray(m)
-
-
-def strided(base: np.ndarray, spec) -> np.ndarray:
-    """A numpy view of a contiguous buffer through a ViewSpec (no copy)."""
-    if spec is None:
-        return base
-    item = base.itemsize
-    return np.ndarray(spec.shape, base.dtype, buffer=base, offset=spec.offset * item,
-                      strides=tuple(st * item for st in spec.strides))
+def blas_readable(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether BLAS reads every matrix of a (..., r, c) operand in place (numpy's own test): one
+    unit stride and the other at least the row length; batch strides not negative.  Otherwise
+    numpy would multiply element by element, so the operand is copied once instead."""
+    if len(shape) < 2 or 0 in shape:
+        return True
+    (r, c), (sr, sc) = shape[-2:], strides[-2:]
+    row_major = (sc == 1 or c == 1) and sr >= c
+    col_major = (sr == 1 or r == 1) and sc >= r
+    return (row_major or col_major) and all(st >= 0 for st in strides[:-2])
