@@ -224,6 +224,9 @@ def test_sdpa_runs_whole_on_mlx_backends(causal):
     lt.set_backend("metal-emu")
     check(attn, x, w, atol=1e-4)
     check(lambda m, x, w: attn(m, x, w, scale=0.2), x, w, atol=1e-4)
+    # a value head dim other than the query's
+    check(lambda m, q, k, v: F(m).scaled_dot_product_attention(q, k, v, is_causal=causal), sample((1, 2, 4, 8)),
+          sample((1, 2, 4, 8), seed=1), sample((1, 2, 4, 5), seed=2), atol=1e-4)
     q, k = sample((1, 2, 3, 4)), sample((1, 2, 5, 4), seed=1)
     sdpa = F(lt).scaled_dot_product_attention(q.lt, k.lt, k.lt, is_causal=True)
     assert "library" in kinds(sdpa) and "kernel" in kinds(sdpa)           # decomposed: L != S
