@@ -123,10 +123,11 @@ def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[
 def options_for(backend: str) -> Options:
     """The pipeline's options on `backend`: its buffer cap, the reference executor for folding."""
     try:
-        cap = get_backend(backend).max_buffers
+        b = get_backend(backend)
     except Exception:   # noqa: BLE001  (metal/cuda off their hardware: plan with the strictest cap)
-        cap = Backend.max_buffers
-    return Options(max_buffers=cap, evaluate=run_node)
+        b = Backend
+    return Options(max_buffers=b.max_buffers, evaluate=run_node, library_bias=getattr(b, "library_bias", False),
+                   library_ops=getattr(b, "library_ops", frozenset()))
 
 
 def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:

@@ -1,9 +1,10 @@
-"""The decomposition pass: rewrite every composite node by its entry in DECOMPOSITIONS."""
+"""The decomposition pass: rewrite every composite node by its entry in DECOMPOSITIONS, except the
+ops the backend runs whole as library calls (`keep`, for nodes of the form LIBRARY_FORMS accepts)."""
 from __future__ import annotations
 
 from ..ir.build import named_inputs
 from ..ir.node import Node
-from .decompositions import DECOMPOSITIONS
+from .decompositions import DECOMPOSITIONS, LIBRARY_FORMS
 from .rewrite import rewrite
 
 
@@ -14,5 +15,12 @@ def lower(node: Node) -> Node | None:
     return fn(node, **named_inputs(node))
 
 
-def decompose(roots: list[Node]) -> list[Node]:
-    return rewrite(roots, lower)
+def decompose(roots: list[Node], keep: frozenset[str] = frozenset()) -> list[Node]:
+    if not keep:
+        return rewrite(roots, lower)
+
+    def lower_or_keep(node: Node) -> Node | None:
+        if node.op in keep and LIBRARY_FORMS[node.op](node):
+            return None
+        return lower(node)
+    return rewrite(roots, lower_or_keep)

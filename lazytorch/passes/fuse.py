@@ -23,7 +23,10 @@ read more than the cap materialises the largest of them: every launch, pointwise
 prologue or row program, fits the cap with Python scalars counted as the buffers they are.
 Each refused merge is recorded with its reason (`Fuser.refusals`); LAZYTORCH_DUMP=fusion prints
 them as "cannot fuse A into B: reason" (Inductor's WhyNoFuse is the model).
-matmul is a `library` launch; ops with no kernel form are `reference` launches.
+matmul is a `library` launch; ops with no kernel form are `reference` launches.  The epilogue of a
+linear layer (bias, activation, residual) fuses into the one kernel that follows the GEMM; on
+backends whose GEMM adds a bias itself (`library_bias`: MLX's addmm) a row-bias `add` joins the
+matmul's library launch instead (`try_library_bias`) and the rest forms that following kernel.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (an
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
 INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
-LIBRARY = frozenset({"matmul"})
+LIBRARY = frozenset({"matmul", "scaled_dot_product_attention"})   # (the latter where a backend keeps it)
 EXTRA_POINTWISE = frozenset({"to", "clone", "contiguous", "where"})
 
 
@@ -114,9 +117,10 @@ def bits(mask: int):
 
 
 class Fuser:
-    def __init__(self, roots: list[Node], max_buffers: int = MAX_BUFFERS):
+    def __init__(self, roots: list[Node], max_buffers: int = MAX_BUFFERS, library_bias: bool = False):
         self.roots = roots
         self.max_buffers = max_buffers
+        self.library_bias = library_bias
         self.refusals: list[tuple[Node, Node, str]] = []    # (node, a member of the group it did not join, why)
         self.order = toposort(roots)
         self.users = consumers(self.order)
@@ -202,6 +206,8 @@ class Fuser:
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
             if kind == "kernel" and n.op not in INLINED and n.shape != ():
+                if self.try_library_bias(n, direct, through):
+                    continue
                 if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
                     continue
             self.start(n, kind, direct, through)
@@ -273,6 +279,24 @@ class Fuser:
             if not self.acyclic(option, direct, through):
                 self.refuse(option, n, "cycle between launches (a group in between reads one and feeds the other)")
             elif self.merge_and_add(option, n, direct, through):
+                return True
+        return False
+
+    def try_library_bias(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
+        """`matmul(a, b) + bias` with a row bias (shape (N,), or with leading 1s) of the same dtype
+        joins the matmul's library launch (one addmm) on backends that ask for it.  The matmul's
+        only reader must be this add, so its launch still writes one value, and the bias must be a
+        stored buffer (or a view of one), which the GEMM reads as its C operand."""
+        if not self.library_bias or n.op != "add" or len(n.inputs) != 2:
+            return False
+        for mm, bias in (n.inputs, n.inputs[::-1]):
+            g = self.group_of.get(id(mm))
+            if (g is not None and g.kind == "library" and g.members == [mm] and mm.op == "matmul"
+                    and id(mm) not in self.root_ids and len(self.users[id(mm)]) == 1
+                    and row_bias(bias, mm) and n.dtype is mm.dtype and bias.dtype is mm.dtype
+                    and tuple(n.shape) == tuple(mm.shape)
+                    and (not self.inlined(bias) or (bias.op == "view" and not self.inlined(bias.inputs[0])))):
+                self.add(g, n, direct, through, role="full")
                 return True
         return False
 
@@ -406,6 +430,14 @@ class Fuser:
         return self._pos[id(n)]
 
 
+def row_bias(bias: Node, mm: Node) -> bool:
+    """A bias added to every row of a product: shape (N,) after leading 1s, N the product's columns."""
+    shape = tuple(bias.shape)
+    while shape and shape[0] == 1 and len(shape) > 1:
+        shape = shape[1:]
+    return mm.ndim >= 2 and shape == (mm.shape[-1],)
+
+
 def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids: set[int]) -> list[Node]:
     """Pointwise values of params only that every reader reads at another shape (say a bias
     computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
@@ -426,10 +458,12 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
 
 # ---------------------------------------------------------------- building the plan
 
-def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUFFERS) -> KernelPlan:
+def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUFFERS,
+               library_bias: bool = False) -> KernelPlan:
     """Fuse the final graph into launches and assign buffers (see passes/plan.py); `max_buffers`
-    is the backend's cap on the reads + writes of one kernel launch."""
-    fuser = Fuser(roots, max_buffers)
+    is the backend's cap on the reads + writes of one kernel launch, `library_bias` whether its
+    GEMM adds a row bias (see try_library_bias)."""
+    fuser = Fuser(roots, max_buffers, library_bias)
     groups = [g for g in fuser.run() if g.kind != "merged"]
     buffers: list[BufferRef] = []
     by_node: dict[int, BufferRef] = {}
@@ -482,7 +516,7 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
 
 def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_BUFFERS) -> Launch:
     if g.kind != "kernel":
-        name = g.members[-1].op
+        name = g.members[0].op                  # a library launch is named for its matmul
         return Launch(g.kind, f"{g.kind[:3]}{k}_{name}", nodes, reads, writes, g.kind)
     R = g.R if g.R is not None else ()
     if g.R is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..ir.node import Node, tracing
@@ -32,12 +32,14 @@ class Options:
     max_buffers: int = MAX_BUFFERS          # the backend's cap on one launch's reads + writes
     evaluate: Evaluate | None = None        # constant folding's evaluator (None: no folding)
     verify: bool = False                    # run the IR verifier after every graph pass
+    library_bias: bool = False              # the backend's GEMM adds a row bias (fuse.try_library_bias)
+    library_ops: frozenset[str] = frozenset()   # composites the backend runs whole (decompose's keep)
 
 
 Pass = Callable[[list[Node], Options], list[Node]]
 
 PASSES: list[tuple[str, Pass]] = [
-    ("decompose", lambda roots, o: decompose(roots)),
+    ("decompose", lambda roots, o: decompose(roots, o.library_ops)),
     ("legalize", lambda roots, o: legalize(roots)),
     ("simplify", lambda roots, o: simplify(roots, o.evaluate)),
 ]
@@ -53,7 +55,7 @@ def run(roots: list[Node], until: str | None = None, options: Options = Options(
     """Run the graph passes in order (up to and including `until`), dumping or verifying between
     (`verify=True` is short for options with verify set)."""
     if verify and not options.verify:
-        options = Options(options.max_buffers, options.evaluate, True)
+        options = replace(options, verify=True)
     if until is not None and until not in pass_names():
         raise ValueError(f"unknown pass '{until}'; passes are: {', '.join(pass_names())}")
     dump_all = os.environ.get("LAZYTORCH_DUMP") == "all"
@@ -76,7 +78,7 @@ def compile_plan(params: list[Node], roots: list[Node], options: Options = Optio
     backend's options; the defaults plan for the strictest cap without constant folding)."""
     roots = run(roots, options=options, verify=verify)
     with tracing(False):
-        plan = build_plan(params, roots, options.max_buffers)
+        plan = build_plan(params, roots, options.max_buffers, options.library_bias)
     dump = os.environ.get("LAZYTORCH_DUMP")
     if dump == "all":
         print(f"# after {FUSE}\n{plan}", file=sys.stderr)

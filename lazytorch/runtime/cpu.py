@@ -3,7 +3,8 @@
 `prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
 one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
 hands the plan to the backend-neutral executor.  Kernels write straight into the preallocated
-numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output buffer;
+numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output buffer
+(runtime/library.py);
 anything else without a kernel runs on the reference executor (compile_launch returns None).
 """
 from __future__ import annotations
@@ -15,11 +16,11 @@ import numpy as np
 
 from ..codegen.lower import Unsupported, lower
 from ..codegen.render import helper_library, render
-from ..ir import dtypes as D
 from . import compiler, threads
 from .backend import Backend, LaunchFn
 from .buffer_pool import BufferPool
 from .executor import PlanExecutor
+from .library import host_gemm
 
 _ptr_array = {n: ctypes.c_void_p * n for n in range(1, 131)}    # up to max_buffers + the error word
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -88,7 +89,7 @@ class CpuBackend(Backend):
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
-                return _blas_matmul(launch)
+                return host_gemm(launch)       # runtime/library.py: BLAS through numpy
             if launch.kind != "kernel" or launch.name not in sources:
                 return None
             return _kernel_launch(lib[_symbol(launch.name)], launch)
@@ -111,42 +112,3 @@ def _kernel_launch(fn, launch) -> LaunchFn:
             return 1
         return 0
     return run
-
-
-def _blas_matmul(launch) -> LaunchFn | None:
-    """float32/float64 matmul of two buffers, or of views of them (a transposed key in attention):
-    numpy's BLAS reads them in place through strides and writes straight into the output."""
-    *views, mm = launch.nodes
-    if mm.op != "matmul" or any(v.op != "view" for v in views):
-        return None
-    if mm.dtype not in (D.float32, D.float64) or any(i.dtype is not mm.dtype for i in mm.inputs):
-        return None
-    slot = {id(node): i for i, (node, _) in enumerate(launch.reads)}
-
-    def operand(x) -> tuple[int, object]:
-        if x.op == "view" and id(x.inputs[0]) in slot:
-            return slot[id(x.inputs[0])], x.attrs["view"]
-        return slot[id(x)], None
-
-    try:
-        (ia, va), (ib, vb) = (operand(x) for x in mm.inputs)
-    except KeyError:
-        return None
-
-    def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
-        a, b, out = _strided(reads[ia], va), _strided(reads[ib], vb), writes[0]
-        with threads.blas_threads():
-            if out.ndim and out.size:
-                np.matmul(a, b, out=out)
-            else:
-                out[...] = np.matmul(a, b)
-    return run
-
-
-def _strided(base: np.ndarray, spec) -> np.ndarray:
-    """A numpy view of a contiguous buffer through a ViewSpec (no copy)."""
-    if spec is None:
-        return base
-    item = base.itemsize
-    return np.ndarray(spec.shape, base.dtype, buffer=base, offset=spec.offset * item,
-                      strides=tuple(st * item for st in spec.strides))

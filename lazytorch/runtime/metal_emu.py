@@ -22,13 +22,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, launch_call, scalar_dtype
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.render import shader_dir
 from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
 from . import compiler
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
+from .mlx import host_library_launch
 from .compiler import KernelCompileError, cache_dir
 
 # -O1: kernels are small and many; it compiles markedly faster than -O2 at similar speed here.
@@ -182,12 +183,18 @@ class MetalEmuBackend(Backend):
     """Runs plans with the Metal kernels of the metal backend, emulated on the CPU (numpy buffers)."""
 
     name = "metal-emu"
+    # plans as the metal backend does: a linear layer's bias goes to the GEMM, sdpa stays whole
+    library_bias = True
+    library_ops = frozenset({"scaled_dot_product_attention"})
 
     def scalar(self, value, dtype):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
         return super().scalar(value, scalar_dtype(dtype))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
+        if launch.kind == "library":        # the metal backend's MLX calls, on MLX's default device
+            check_dtypes(launch, "metal")   # no float64 on Metal, as the metal backend refuses it
+            return host_library_launch(launch)
         call = launch_call(launch, "metal")
         if call is None:
             return None

@@ -4,11 +4,13 @@ Both launch generated kernels through MLX's custom-kernel API (`mx.fast.metal_ke
 silicon, `mx.fast.cuda_kernel` with MLX's CUDA build on an NVIDIA GPU) and hold their buffers as
 MLX arrays.  The kernels come from codegen/gpu.py::launch_call (the same MlxCall metal-emu runs);
 a `KernelFactory` row says what differs: the target, how to check MLX can run it, the factory
-function's extra arguments, and whether library launches (matmul) run as `mx.matmul`.
+function's extra arguments, and whether library launches (matmul) run as MLX calls (`mx.matmul`,
+`mx.addmm` with a linear layer's bias: `library_launch`; metal-emu runs the same calls on MLX's CPU).
 Float64 is refused on both (no doubles on the GPU); 0-d float64 Python scalars are read as float32.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -37,7 +39,7 @@ class KernelFactory(NamedTuple):
     unavailable: str                             # the error when it cannot
     make: Callable[[Any], Callable]              # mx -> mx.fast.<kind>_kernel
     extra: Callable[[MlxCall], dict]             # further keyword arguments of make(...)
-    matmul_on_device: bool                       # library launches as mx.matmul
+    matmul_on_device: bool                       # library launches as MLX calls (library_launch)
 
 
 def kernel_arguments(call: MlxCall, factory: "KernelFactory | None" = None) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def call_arguments(call: MlxCall, inputs: Sequence[Any]) -> dict[str, Any]:
 METAL = KernelFactory(
     "metal", lambda mx: bool(mx.metal.is_available()),
     "the metal backend needs Apple silicon with Metal; on other hosts use 'metal-emu' (the same kernels "
-    "on the CPU)", lambda mx: mx.fast.metal_kernel, lambda call: {}, matmul_on_device=False)
+    "on the CPU)", lambda mx: mx.fast.metal_kernel, lambda call: {}, matmul_on_device=True)
 CUDA = KernelFactory(
     "cuda", lambda mx: hasattr(mx, "cuda") and bool(mx.cuda.is_available()),
     "the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an NVIDIA GPU; on other hosts "
@@ -92,6 +94,9 @@ def to_mx(arr: np.ndarray, dtype: DType):
 
 
 class MlxBackend(Backend):
+    library_bias = True          # fusion hands a linear layer's bias to the GEMM (mx.addmm)
+    library_ops = frozenset({"scaled_dot_product_attention"})    # mx.fast's fused attention
+
     def __init__(self, name: str, factory: KernelFactory) -> None:
         mx = _mx()
         if not factory.available(mx):
@@ -124,7 +129,7 @@ class MlxBackend(Backend):
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":
             check_dtypes(launch, self.factory.target)
-            return _matmul_launch(launch) if self.factory.matmul_on_device else None
+            return _device_library_launch(launch) if self.factory.matmul_on_device else None
         call = launch_call(launch, self.factory.target)
         if call is None:
             return None
@@ -141,29 +146,99 @@ class MlxBackend(Backend):
         return fn
 
 
-def _matmul_launch(launch) -> LaunchFn | None:
-    """mx.matmul for a library launch of views and one float matmul (None: anything else)."""
-    # Matmuls of non-empty matrices, read directly or through views (a transposed key); 1-d and
-    # size-0 operands run on the host (an early GPU run crashed there, not yet isolated).
-    *views, node = launch.nodes
-    if node.op != "matmul" or any(v.op != "view" for v in views):
+def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """A library launch as MLX calls on MLX arrays (reads -> writes), or None for the host path.
+
+    The launch is views, one float matmul and, where fusion attached it (library_bias), a row-bias
+    add: a linear layer's (..., M, K) @ (K, N) [+ bias] runs as one 2-D GEMM over its folded rows,
+    through `mx.addmm` when it carries the bias (the GEMM's C operand: no separate pass over the
+    output), else `mx.matmul`; a batched (attention) product is one batched mx.matmul.  Views (a
+    transposed key, heads split out of a fused qkv buffer) are mx.as_strided views of the buffers.
+    1-d and size-0 operands run on the host (an early GPU run crashed there, not yet isolated)."""
+    if launch.nodes[-1].op == "scaled_dot_product_attention":
+        return _attention_launch(launch)
+    views = [n for n in launch.nodes if n.op == "view"]
+    computed = [n for n in launch.nodes if n.op != "view"]
+    if [n.op for n in computed] not in (["matmul"], ["matmul", "add"]):
         return None
+    mm, *add = computed
+    bias = next((i for i in add[0].inputs if i is not mm), None) if add else None
     if any(n.dtype not in MATMUL_DTYPES or len(n.shape) < 2 or 0 in n.shape
-           for n in (node, *node.inputs, *views)):
+           for n in (mm, *mm.inputs, *views) if n is not bias):
         return None
     mx = _mx()
+    x, w = mm.inputs
+    flat = x.ndim > 2 and math.prod(w.shape[:-2]) == 1
+    out_shape = tuple(mm.shape)
+
+    def product(a, b, c):
+        if flat:
+            a, b = a.reshape(-1, a.shape[-1]), b.reshape(b.shape[-2:])
+        if c is None:
+            out = mx.matmul(a, b)
+        else:
+            out = mx.addmm(c.reshape(-1) if flat else c, a, b)
+        return out.reshape(out_shape)
+
+    def fn(reads: Sequence[Any]) -> list[Any]:
+        env = _views(launch, views, reads)
+        return [mx.contiguous(product(env[id(x)], env[id(w)], None if bias is None else env[id(bias)]))]
+    return fn
+
+
+def _views(launch, views, reads: Sequence[Any]) -> dict[int, Any]:
+    """id(node) -> MLX array of every value the launch reads, its view nodes included."""
+    mx = _mx()
+    env = {id(node): arr for (node, _), arr in zip(launch.reads, reads)}
+    for node in views:
+        spec = node.attrs["view"]
+        env[id(node)] = mx.as_strided(env[id(node.inputs[0])].reshape(-1), spec.shape, spec.strides, spec.offset)
+    return env
+
+
+def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
+    """scaled_dot_product_attention kept whole (only in the form fused_attention_form accepts: no
+    mask but a causal one with L == S, no dropout) as one mx.fast.scaled_dot_product_attention."""
+    *views, node = launch.nodes
+    if any(v.op != "view" for v in views) or any(i.dtype not in MATMUL_DTYPES for i in node.inputs):
+        return None
+    mx = _mx()
+    q, k, v = node.inputs
+    scale = node.attrs["scale"]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    mask = "causal" if node.attrs["is_causal"] else None
+
+    def fn(reads: Sequence[Any]) -> list[Any]:
+        env = _views(launch, views, reads)
+        out = mx.fast.scaled_dot_product_attention(env[id(q)], env[id(k)], env[id(v)], scale=scale, mask=mask)
+        return [mx.contiguous(out)]
+    return fn
+
+
+def _device_library_launch(launch) -> LaunchFn | None:
+    """library_launch over MlxBuffers (the metal and cuda backends)."""
+    run = library_launch(launch)
+    if run is None:
+        return None
 
     def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
-        env = {id(node): buf.array for (node, _), buf in zip(launch.reads, reads)}
-        for node in launch.nodes:
-            x = [env[id(i)] for i in node.inputs]
-            if node.op == "view":
-                spec = node.attrs["view"]
-                env[id(node)] = mx.as_strided(x[0].reshape(-1), spec.shape, spec.strides, spec.offset)
-            else:
-                env[id(node)] = mx.matmul(*x)
-        for (node, _), w in zip(launch.writes, writes):
-            w.array = mx.contiguous(env[id(node)]).reshape(w.array.shape)
+        (out,) = run([r.array for r in reads])
+        writes[0].array = out.reshape(writes[0].array.shape)
+    return fn
+
+
+def host_library_launch(launch) -> LaunchFn | None:
+    """library_launch over numpy buffers, on MLX's default device: metal-emu runs the metal
+    backend's library launches through the same MLX calls (on the CPU with mlx[cpu])."""
+    run = library_launch(launch)
+    if run is None:
+        return None
+    dtypes = [b.dtype for _, b in launch.reads]
+    out_dtype = launch.writes[0][1].dtype
+
+    def fn(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+        (out,) = run([to_mx(np.asarray(r), d) for r, d in zip(reads, dtypes)])
+        np.copyto(writes[0], np.asarray(MlxBuffer(out, out_dtype)).reshape(writes[0].shape), casting="no")
     return fn
 
 

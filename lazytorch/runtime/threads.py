@@ -10,7 +10,11 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone.
 - Library calls run BLAS on one thread (`blas_threads`): two pools on two cores stall each
   other even with short spins (OpenBLAS's workers spin ~0.1 s after a call).  Measured on the
-  demo under a competing process: both pools parallel 85-115 ms, BLAS on one thread 9-12 ms.
+  demo under a competing process: both pools parallel 85-115 ms, BLAS on one thread 9-12 ms;
+  re-measured with the library launches of runtime/library.py at load average 3 (alternating,
+  40 calls each): one thread median 19.6 ms (min 7.0), OpenBLAS's default two 79.9 ms (min 14.3).
+  Splitting one GEMM's rows over two Python threads (each BLAS on one thread, no spinning) was
+  slower too at load average 27 (demo's c_fc GEMM: min 1.21 ms against 0.99 ms serial).
 - When libgomp was loaded before us (by torch, say) with its default 3 ms spin, kernels run on
   one thread (`lt_parallel = 0` in each kernel library): its spinning workers would take the cores
   from everything between kernels (demo: 54 ms with parallel kernels, 11.5 ms without).

@@ -15,6 +15,10 @@ from ...ir.build import call as B
 from ...ir.node import Node
 
 DECOMPOSITIONS: dict[str, Callable[..., Node]] = {}
+# Composite ops a backend may run whole, as one library call, instead of their decomposition
+# (the backend lists them: Options.library_ops); the test says whether a node means exactly what
+# that call computes (else it decomposes as everywhere).
+LIBRARY_FORMS: dict[str, Callable[[Node], bool]] = {}
 
 
 def decomposes(*names: str):

@@ -14,7 +14,7 @@ from ...ir import dtypes as D
 from ...ir.build import call as B
 from ...ir.creation import iota
 from ...ir.node import Node
-from . import back, decomposes, opmath
+from . import LIBRARY_FORMS, back, decomposes, opmath
 
 
 # ---------------------------------------------------------------- softmax family
@@ -192,3 +192,36 @@ def scaled_dot_product_attention(node: Node, query: Node, key: Node, value: Node
     elif attn_mask is not None:
         scores = B("add", scores, opmath(attn_mask))
     return back(B("matmul", softmax_of(scores, -1), v), node.dtype)
+
+
+FUSED_ATTENTION_DTYPES = (D.float32, D.float16, D.bfloat16)
+
+
+def _plain(x) -> bool:
+    return type(x) in (bool, int, float)     # not a runtime scalar (a pass must not read those)
+
+
+def fused_attention_form(node: Node) -> bool:
+    """Whether this sdpa means exactly what one fused attention call computes (MLX's
+    mx.fast.scaled_dot_product_attention, run whole by the MLX backends): q, k, v of shapes
+    (B, H, L, E), (B, H, S, E), (B, H, S, Ev) in one float32/half dtype; no mask, or the causal one
+    with as many queries as keys (MLX aligns its causal mask bottom-right and torch top-left: they
+    agree only when L == S); no dropout, no grouped heads, a plain scale."""
+    a = node.attrs
+    if len(node.inputs) != 3 or a.get("attn_mask") is not None:
+        return False
+    if not (_plain(a["dropout_p"]) and a["dropout_p"] == 0 and _plain(a["is_causal"]) and a["enable_gqa"] is False):
+        return False
+    if a["scale"] is not None and not _plain(a["scale"]):
+        return False
+    q, k, v = node.inputs
+    if not (q.ndim == k.ndim == v.ndim == 4 and 0 not in q.shape + k.shape + v.shape):
+        return False
+    if not (q.shape[:2] == k.shape[:2] == v.shape[:2] and q.shape[3] == k.shape[3] and k.shape[2] == v.shape[2]):
+        return False
+    if a["is_causal"] and q.shape[2] != k.shape[2]:
+        return False
+    return q.dtype in FUSED_ATTENTION_DTYPES and q.dtype is k.dtype is v.dtype is node.dtype
+
+
+LIBRARY_FORMS["scaled_dot_product_attention"] = fused_attention_form

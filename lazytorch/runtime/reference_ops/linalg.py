@@ -21,3 +21,22 @@ def _matmul(node: Node, a, b):
     if acc is D.int64 and node.dtype is not D.int64:
         out = out.astype(node.dtype.np)           # wraps around as torch's integer matmul does
     return finish(out, node)
+
+
+@ref("scaled_dot_product_attention")
+def _sdpa(node: Node, q, k, v):
+    """sdpa in the form a backend keeps whole (passes/decompositions/nn.py::fused_attention_form:
+    no mask but the causal one, no dropout): its host fallback, computed in float32 (float64 for
+    float64) as the decomposition does."""
+    acc = D.float64 if node.dtype is D.float64 else D.float32
+    q, k, v = (np_compute(x, i.dtype, acc) for x, i in zip((q, k, v), node.inputs))
+    scale = node.attrs["scale"]
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    with np.errstate(all="ignore"):
+        s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, acc.np)
+        if node.attrs["is_causal"]:
+            L, S = s.shape[-2:]
+            s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        out = np.matmul(s / s.sum(-1, keepdims=True), v)
+    return finish(out, node)
