@@ -66,7 +66,10 @@ def sum_to(g: Node, shape: tuple[int, ...]) -> Node:
     lead = g.ndim - len(shape)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
     if dims:
-        g = C("sum", g, dims, True)
+        # reduced without kept dims when that is already `shape` (a bias's gradient): a reshape
+        # of the result would be a view, which costs a copy where it is stored as a gradient
+        keep = tuple(s for k, s in enumerate(g.shape) if k not in dims) != shape
+        g = C("sum", g, dims, keep)
     return g if g.shape == shape else C("reshape", g, shape)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..ir.graph import consumers, toposort
 from ..ir.node import Node
 from ..ir.registry import ops
+from .horizontal import merge_independent
 from .plan import BufferRef, KernelPlan, Launch, Refusal
 
 ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
@@ -201,7 +202,7 @@ class Fuser:
                 continue
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
-            if kind == "kernel" and n.op not in INLINED and n.shape != ():
+            if kind == "kernel" and n.op not in INLINED:
                 if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
                     continue
             self.start(n, kind, direct, through)
@@ -430,7 +431,9 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     """Fuse the final graph into launches and assign buffers (see passes/plan.py); `max_buffers`
     is the backend's cap on the reads + writes of one kernel launch."""
     fuser = Fuser(roots, max_buffers)
-    groups = [g for g in fuser.run() if g.kind != "merged"]
+    fuser.run()
+    merge_independent(fuser, MAX_GROUP_NODES)
+    groups = [g for g in fuser.groups if g.kind != "merged"]
     buffers: list[BufferRef] = []
     by_node: dict[int, BufferRef] = {}
 

@@ -1,0 +1,86 @@
+"""Horizontal fusion: independent kernel groups over the same domain become one launch.
+
+The main fusion loop (passes/fuse.py) joins a node to the groups of the values it reads, or to a
+sibling reading the same values.  Groups that share neither stay apart even when they iterate the
+same domain: the squared sums of two same-shaped gradients (a clipped norm), the update of two
+same-shaped parameters by an optimizer, the bias gradients of two layers.  A training step has
+dozens of those.  After the loop, `merge_independent` merges such groups: same shape I, same
+reduced dims R (both None: pointwise), neither depending on the other, and the union still one
+valid launch (the backend's buffer cap, the node cap, no cycle through a third group).  A merged
+kernel computes each member exactly as before, so values are bit-identical; it only saves
+launches (and, on GPUs, re-reads of shared scalars).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .fuse import Fuser, Group
+
+
+def merge_independent(fuser: "Fuser", max_nodes: int) -> int:
+    """Merge independent same-domain kernel groups of `fuser` in place; returns the merges done."""
+    buckets: dict[tuple, list["Group"]] = {}
+    for g in fuser.groups:
+        if g.kind == "kernel" and g.members:
+            buckets.setdefault((g.I, g.R), []).append(g)
+    merges = 0
+    for groups in buckets.values():
+        if len(groups) < 2:
+            continue
+        open_: list["Group"] = []            # merged groups of this domain still taking members
+        for g in groups:
+            for target in open_:
+                if _can_merge(fuser, target, g, max_nodes):
+                    _merge(fuser, target, g)
+                    merges += 1
+                    break
+            else:
+                open_.append(g)
+    return merges
+
+
+def _writes(fuser: "Fuser", g: "Group") -> set[int]:
+    """Members of g stored by its launch: roots and values read outside g."""
+    group_of = fuser.group_of
+    return {id(m) for m in g.members
+            if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)])}
+
+
+def _can_merge(fuser: "Fuser", a: "Group", b: "Group", max_nodes: int) -> bool:
+    if a.deps & b.alias or b.deps & a.alias:
+        return False                                  # one reads the other: not horizontal
+    if len(a.members) + len(b.members) > max_nodes:
+        return False
+    ids = a.alias | b.alias
+    outside = (a.deps | b.deps) & ~ids
+    if any(fuser.groups[h].deps & ids for h in _bits(outside)):
+        return False                                  # a third group sits between them
+    reads = a.reads | b.reads
+    writes = len(_writes(fuser, a)) + len(_writes(fuser, b))
+    return len(reads) + writes <= fuser.max_buffers
+
+
+def _merge(fuser: "Fuser", a: "Group", b: "Group") -> None:
+    for m in b.members:
+        fuser.group_of[id(m)] = a
+    a.members = sorted(a.members + b.members, key=fuser.position)
+    a.role.update(b.role)
+    a.after_reduce |= b.after_reduce
+    a.revisits = a.revisits or b.revisits
+    a.reads |= b.reads
+    a.stored |= b.stored
+    a.open |= b.open
+    a.deps = (a.deps | b.deps) & ~(a.alias | b.alias)
+    a.alias |= b.alias
+    a.has_users = a.has_users or b.has_users
+    b.members = []
+    b.kind = "merged"
+    fuser.propagate(a)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
