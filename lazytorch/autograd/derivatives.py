@@ -438,6 +438,72 @@ def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node
     return total
 
 
+def sum_cotangents(parts: list[Node]) -> Node:
+    """The sum of the cotangents reaching one node, in arrival order.  Slices written into zeros
+    that tile the node along one dim (the adjoint of split/chunk/unbind: q, k and v of one
+    projection) are one `cat` of the slices instead of a write per slice and their sum."""
+    writes = [p.op == "view_assign" for p in parts]
+    slices = [(k, _slice_write(p) if sum(writes) > 1 and w else None) for k, (p, w) in enumerate(zip(parts, writes))]
+    by_dim: dict[int, list[tuple[int, int, Node]]] = {}
+    for k, found in slices:
+        if found is not None:
+            by_dim.setdefault(found[0], []).append((found[1], k, found[2]))
+    for d, pieces in by_dim.items():
+        pieces.sort(key=lambda t: t[0])
+        size, start = parts[pieces[0][1]].shape[d], 0
+        for begin, _, src in pieces:
+            if begin != start:
+                break
+            start += src.shape[d]
+        else:
+            if len(pieces) > 1 and start == size:
+                used = {k for _, k, _ in pieces}
+                cat = C("cat", tuple(src for _, _, src in pieces), d)
+                parts = [cat] + [p for k, p in enumerate(parts) if k not in used]
+                break
+    total = parts[0]
+    for p in parts[1:]:
+        total = C("add", total, p)
+    return total
+
+
+def _slice_write(n: Node) -> tuple[int, int, Node] | None:
+    """(dim, start, slice) when n writes a value into zeros through a view that reads a box of its
+    base, whole except along one dim (as view_adjoint makes for split's pieces, reshaped or
+    transposed after the split); `slice` is the value laid out as that box.  Else None."""
+    if n.op != "view_assign" or n.inputs[0].op != "full" or getattr(n.inputs[0].inputs[0], "value", 1) != 0:
+        return None
+    spec, base = n.attrs["view"], tuple(n.shape)
+    if spec.numel == 0 or not base:
+        return None
+    flat = np.full(spec.shape, spec.offset, dtype=np.int64)
+    for j, (size, st) in enumerate(zip(spec.shape, spec.strides)):
+        flat = flat + np.arange(size).reshape((-1,) + (1,) * (len(spec.shape) - j - 1)) * st
+    if flat.min() < 0 or flat.max() >= math.prod(base):
+        return None
+    coords = np.unravel_index(flat, base)
+    box = [(int(c.min()), int(c.max()) + 1) for c in coords]
+    partial = [d for d, (lo, hi) in enumerate(box) if (lo, hi) != (0, base[d])]
+    if len(partial) != 1:
+        return None
+    d = partial[0]
+    sub = base[:d] + (box[d][1] - box[d][0],) + base[d + 1:]
+    if math.prod(sub) != spec.numel:
+        return None
+    local = np.ravel_multi_index(tuple(c - (box[d][0] if k == d else 0) for k, c in enumerate(coords)), sub)
+    origin = (0,) * len(spec.shape)
+    strides = tuple(int(local[tuple(1 if k == j else 0 for k in range(len(spec.shape)))] - local[origin])
+                    if spec.shape[j] > 1 else 0 for j in range(len(spec.shape)))
+    relative = V.ViewSpec(spec.shape, strides, int(local[origin]))
+    expect = np.full(spec.shape, relative.offset, dtype=np.int64)
+    for j, (size, st) in enumerate(zip(spec.shape, strides)):
+        expect = expect + np.arange(size).reshape((-1,) + (1,) * (len(spec.shape) - j - 1)) * st
+    if not np.array_equal(expect, local):
+        return None
+    piece = _bijective_inverse(n.inputs[1], sub, relative)
+    return None if piece is None else (d, box[d][0], piece)
+
+
 MAX_OVERLAP_TERMS = 64
 
 

@@ -118,16 +118,17 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
                  accumulate: bool = True, capture: Sequence[Node] = ()) -> dict[int, Node]:
     """Build the gradient graph; accumulate into leaves' .grad (if `accumulate`) and return the
     gradients reaching the nodes in `capture` (by id)."""
-    grads: dict[int, Node] = {}
+    grads: dict[int, list[Node]] = {}          # node -> the cotangents reaching it so far
     for r, g in zip(roots, root_grads):
         _add(grads, r, g)
     wanted = {id(n) for n in capture}
     captured: dict[int, Node] = {}
     with no_grad():
         for node in reversed(_order(roots)):
-            g = grads.pop(id(node), None)
-            if g is None:
+            parts = grads.pop(id(node), None)
+            if parts is None:
                 continue
+            g = R.sum_cotangents(parts)          # summed once all have arrived (see its docstring)
             rec = RECORDS[node]
             if id(node) in wanted:
                 captured[id(node)] = g
@@ -149,9 +150,8 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     return captured
 
 
-def _add(grads: dict[int, Node], node: Node, g: Node) -> None:
-    prev = grads.get(id(node))
-    grads[id(node)] = g if prev is None else call("add", prev, g)
+def _add(grads: dict[int, list[Node]], node: Node, g: Node) -> None:
+    grads.setdefault(id(node), []).append(g)
 
 
 def accumulate_leaf(tensor, g: Node) -> None:
