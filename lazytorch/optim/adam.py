@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ir.dtypes import float64
+from ..tensor import Tensor
 from .optimizer import Optimizer, assign
 
 
@@ -29,16 +31,15 @@ class Adam(Optimizer):
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-        for p, g, state in zip(params, grads, states):
-            if not state:
-                state["step"] = 0.0
+        steps = self.advance_steps(states)
+        corrections: dict[tuple, tuple[Tensor, Tensor]] = {}     # (step tensor, dtype) -> factors
+        for p, g, state, step in zip(params, grads, states, steps):
+            if "exp_avg" not in state:
                 state["exp_avg"] = p.new_zeros(tuple(p.shape))
                 state["exp_avg_sq"] = p.new_zeros(tuple(p.shape))
                 if amsgrad:
                     state["max_exp_avg_sq"] = p.new_zeros(tuple(p.shape))
             g = -g if maximize else g
-            state["step"] += 1
-            step = state["step"]
             if wd != 0:
                 if group["decoupled_weight_decay"]:
                     assign(p, p.mul(1 - lr * wd))
@@ -47,16 +48,25 @@ class Adam(Optimizer):
             m, v = state["exp_avg"], state["exp_avg_sq"]
             assign(m, m.lerp(g, 1 - beta1))
             assign(v, v.mul(beta2).addcmul(g, g, value=1 - beta2))
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
+            key = (id(step), p.dtype)
+            if key not in corrections:
+                corrections[key] = _bias_corrections(step, lr, beta1, beta2, p.dtype)
+            neg_step_size, bias_correction2_sqrt = corrections[key]
             if amsgrad:
                 vmax = state["max_exp_avg_sq"]
                 assign(vmax, vmax.maximum(v))
                 v = vmax
             denom = (v.sqrt() / bias_correction2_sqrt).add(eps)
-            assign(p, p.addcdiv(m, denom, value=-step_size))
+            assign(p, p + (m / denom) * neg_step_size)          # p.addcdiv(m, denom, value=-step_size)
+
+
+def _bias_corrections(step: Tensor, lr: float, beta1: float, beta2: float, dtype) -> tuple[Tensor, Tensor]:
+    """(-lr / (1 - beta1**step), sqrt(1 - beta2**step)) from the step count tensor, in float64 as
+    torch computes them from `step.item()` in Python, then cast to the parameter's dtype (as torch
+    casts a Python scalar operand): the same numbers, with no Python number to recompile on."""
+    t = step.to(float64)
+    step_size = lr / (1 - beta1 ** t)
+    return (-step_size).to(dtype), ((1 - beta2 ** t) ** 0.5).to(dtype)
 
 
 class AdamW(Adam):

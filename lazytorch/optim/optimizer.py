@@ -12,10 +12,12 @@ does not recompile anything.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any, Callable, Iterable
 
 from ..autograd import enable_grad, no_grad, recent_roots
 from ..ir.creation import fill
+from ..ir.dtypes import float32
 from ..tensor import Tensor
 
 _REQUIRED = object()
@@ -98,6 +100,34 @@ class Optimizer:
                states: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
+    def advance_steps(self, states: list[dict[str, Any]]) -> list[Tensor]:
+        """Add one to the step count of each state and return the counts, aligned with `states`.
+
+        A count is a 0-d float32 tensor, as torch keeps it, so a compiled step (lt.compile)
+        replays its increment; a Python number would be frozen into the trace.  Parameters that
+        start together share one count tensor (their values are always equal), so a group's bias
+        corrections are built once, not once per parameter; when only some of the holders of a
+        shared count step (others had no gradient), those get a new tensor of their own."""
+        from ..interop import tensor as make_tensor
+        fresh = [s for s in states if "step" not in s]
+        if fresh:
+            shared = make_tensor(0.0, dtype=float32)
+            for s in fresh:
+                s["step"] = shared
+        holders = Counter(id(s["step"]) for s in self.state.values() if "step" in s)
+        stepping: dict[int, list[dict[str, Any]]] = {}
+        for s in states:
+            stepping.setdefault(id(s["step"]), []).append(s)
+        for same in stepping.values():
+            count = same[0]["step"]
+            if holders[id(count)] == len(same):
+                assign(count, count + 1)
+            else:
+                advanced = count + 1
+                for s in same:
+                    s["step"] = advanced
+        return [s["step"] for s in states]
+
     def materialize(self) -> None:
         """Evaluate parameters, state, gradients and the last backward's roots together."""
         from .. import eval as lt_eval
@@ -149,10 +179,10 @@ class Optimizer:
 
 def _state_value(key: str, value, param: Tensor):
     """A loaded state entry as this optimizer keeps it: tensors cloned (in the param's dtype), the
-    step count a Python number (torch stores it as a 0-d tensor)."""
+    step count a 0-d float32 tensor (as torch stores it)."""
     from ..interop import tensor as make_tensor
-    if key == "step":
-        return float(value.item() if hasattr(value, "item") else value)
+    if key == "step":                      # a 0-d float32 tensor of its own, as torch keeps it
+        return make_tensor(float(value.item() if hasattr(value, "item") else value), dtype=float32)
     if isinstance(value, Tensor):
         return value.clone()
     if hasattr(value, "detach") and hasattr(value, "numpy"):       # a torch tensor

@@ -20,15 +20,14 @@ class RMSprop(Optimizer):
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
         momentum, centered = group["momentum"], group["centered"]
+        self.advance_steps(states)
         for p, g, state in zip(params, grads, states):
-            if not state:
-                state["step"] = 0.0
+            if "square_avg" not in state:
                 state["square_avg"] = p.new_zeros(tuple(p.shape))
                 if momentum > 0:
                     state["momentum_buffer"] = p.new_zeros(tuple(p.shape))
                 if centered:
                     state["grad_avg"] = p.new_zeros(tuple(p.shape))
-            state["step"] += 1
             g = -g if group["maximize"] else g
             if wd != 0:
                 g = g.add(p, alpha=wd)
