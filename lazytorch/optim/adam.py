@@ -5,7 +5,7 @@ from typing import Any
 
 from ..ir.dtypes import float64
 from ..tensor import Tensor
-from .optimizer import Optimizer, assign
+from .optimizer import Optimizer, assign, stored_zeros
 
 
 class Adam(Optimizer):
@@ -28,17 +28,23 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, decoupled_weight_decay=decoupled))
 
+    counts_steps = True
+
+    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
+        zeros = {k: stored_zeros(p) for k in ("exp_avg", "exp_avg_sq")}
+        if group["amsgrad"]:
+            zeros["max_exp_avg_sq"] = stored_zeros(p)
+        return zeros
+
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         steps = self.advance_steps(states)
         corrections: dict[tuple, tuple[Tensor, Tensor]] = {}     # (step tensor, dtype) -> factors
         for p, g, state, step in zip(params, grads, states, steps):
-            if "exp_avg" not in state:
-                state["exp_avg"] = p.new_zeros(tuple(p.shape))
-                state["exp_avg_sq"] = p.new_zeros(tuple(p.shape))
-                if amsgrad:
-                    state["max_exp_avg_sq"] = p.new_zeros(tuple(p.shape))
+            if "exp_avg" not in state or (amsgrad and "max_exp_avg_sq" not in state):
+                for k, v in self.init_state(group, p).items():     # none made ahead (see Optimizer)
+                    state.setdefault(k, v)
             g = -g if maximize else g
             if wd != 0:
                 if group["decoupled_weight_decay"]:

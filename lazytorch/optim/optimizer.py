@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 from ..autograd import enable_grad, no_grad, recent_roots
 from ..ir.creation import fill
 from ..ir.dtypes import float32
+from ..interop import tensor as make_tensor
 from ..tensor import Tensor
 
 _REQUIRED = object()
@@ -30,6 +31,10 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}
         self.param_groups: list[dict[str, Any]] = []
+        # State made when a parameter joins, moved into self.state at its first step (torch's
+        # state is empty until then).  Made ahead so that a step compiled with lt.compile finds
+        # it as captured tensors and only updates it in place, which a replay repeats.
+        self._fresh: dict[Tensor, dict[str, Any]] = {}
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
@@ -65,6 +70,21 @@ class Optimizer:
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+        with no_grad():
+            count = make_tensor(0.0, dtype=float32) if self.counts_steps else None
+            for p in group["params"]:
+                if p.requires_grad:
+                    fresh = self.init_state(group, p)
+                    if count is not None:
+                        fresh["step"] = count
+                    self._fresh[p] = fresh
+
+    # a subclass that counts steps (Adam, RMSprop) keeps the count as state["step"]
+    counts_steps = False
+
+    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
+        """A parameter's state before its first step (zeros), as the subclass's update expects."""
+        return {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -93,12 +113,18 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     grads = [p.grad for p in params]
-                    states = [self.state.setdefault(p, {}) for p in params]
+                    states = [self._state_of(p) for p in params]
                     self.update(group, params, grads, states)
 
     def update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor],
                states: list[dict[str, Any]]) -> None:
         raise NotImplementedError
+
+    def _state_of(self, p: Tensor) -> dict[str, Any]:
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = self._fresh.pop(p, {})
+        return state
 
     def advance_steps(self, states: list[dict[str, Any]]) -> list[Tensor]:
         """Add one to the step count of each state and return the counts, aligned with `states`.
@@ -108,13 +134,13 @@ class Optimizer:
         start together share one count tensor (their values are always equal), so a group's bias
         corrections are built once, not once per parameter; when only some of the holders of a
         shared count step (others had no gradient), those get a new tensor of their own."""
-        from ..interop import tensor as make_tensor
         fresh = [s for s in states if "step" not in s]
         if fresh:
             shared = make_tensor(0.0, dtype=float32)
             for s in fresh:
                 s["step"] = shared
-        holders = Counter(id(s["step"]) for s in self.state.values() if "step" in s)
+        holders = Counter(id(s["step"]) for table in (self.state, self._fresh) for s in table.values()
+                          if "step" in s)
         stepping: dict[int, list[dict[str, Any]]] = {}
         for s in states:
             stepping.setdefault(id(s["step"]), []).append(s)
@@ -172,6 +198,7 @@ class Optimizer:
                 if k != "params":
                     mine[k] = copy.deepcopy(v)
         self.state = {}
+        self._fresh = {p: {k: v for k, v in s.items() if k != "step"} for p, s in self._fresh.items()}
         for i, s in state_dict["state"].items():
             p = by_index[int(i)]
             self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
@@ -180,7 +207,6 @@ class Optimizer:
 def _state_value(key: str, value, param: Tensor):
     """A loaded state entry as this optimizer keeps it: tensors cloned (in the param's dtype), the
     step count a 0-d float32 tensor (as torch stores it)."""
-    from ..interop import tensor as make_tensor
     if key == "step":                      # a 0-d float32 tensor of its own, as torch keeps it
         return make_tensor(float(value.item() if hasattr(value, "item") else value), dtype=float32)
     if isinstance(value, Tensor):
@@ -188,6 +214,13 @@ def _state_value(key: str, value, param: Tensor):
     if hasattr(value, "detach") and hasattr(value, "numpy"):       # a torch tensor
         return make_tensor(value.detach().numpy(), dtype=param.dtype)
     return copy.deepcopy(value)
+
+
+def stored_zeros(p: Tensor) -> Tensor:
+    """Zeros like p, already stored (a buffer, not a pending fill): state made ahead needs no eval
+    of its own, not even in the first call of an lt.compile'd step."""
+    import numpy as np
+    return make_tensor(np.zeros(tuple(p.shape), dtype=p.dtype.storage), dtype=p.dtype)
 
 
 def assign(target: Tensor, value: Tensor) -> None:
