@@ -417,8 +417,8 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
             from_params.add(id(n))
     chosen: set[int] = set()
     for n in reversed(order):
-        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids:
-            continue
+        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids or n.shape == ():
+            continue    # (0-d values: one small launch beats recomputing, say, Adam's pow per element)
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
         if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
             chosen.add(id(n))
