@@ -476,32 +476,38 @@ def _slice_write(n: Node) -> tuple[int, int, Node] | None:
     spec, base = n.attrs["view"], tuple(n.shape)
     if spec.numel == 0 or not base:
         return None
-    flat = np.full(spec.shape, spec.offset, dtype=np.int64)
-    for j, (size, st) in enumerate(zip(spec.shape, spec.strides)):
-        flat = flat + np.arange(size).reshape((-1,) + (1,) * (len(spec.shape) - j - 1)) * st
-    if flat.min() < 0 or flat.max() >= math.prod(base):
+    bstrides = V.contiguous_strides(base)
+    # each view dim's stride (and the offset) as whole steps along base dims; the view stays in a
+    # box when no sum of steps carries into an outer base dim
+    steps = [_digits(st, bstrides, base) if size > 1 else (0,) * len(base) for size, st in zip(spec.shape, spec.strides)]
+    origin = _digits(spec.offset, bstrides, base)
+    if origin is None or any(c is None for c in steps):
         return None
-    coords = np.unravel_index(flat, base)
-    box = [(int(c.min()), int(c.max()) + 1) for c in coords]
-    partial = [d for d, (lo, hi) in enumerate(box) if (lo, hi) != (0, base[d])]
+    hi = [o + sum((size - 1) * c[k] for size, c in zip(spec.shape, steps)) + 1 for k, o in enumerate(origin)]
+    if any(h > b for h, b in zip(hi, base)):
+        return None
+    partial = [k for k in range(len(base)) if (origin[k], hi[k]) != (0, base[k])]
     if len(partial) != 1:
         return None
     d = partial[0]
-    sub = base[:d] + (box[d][1] - box[d][0],) + base[d + 1:]
-    if math.prod(sub) != spec.numel:
-        return None
-    local = np.ravel_multi_index(tuple(c - (box[d][0] if k == d else 0) for k, c in enumerate(coords)), sub)
-    origin = (0,) * len(spec.shape)
-    strides = tuple(int(local[tuple(1 if k == j else 0 for k in range(len(spec.shape)))] - local[origin])
-                    if spec.shape[j] > 1 else 0 for j in range(len(spec.shape)))
-    relative = V.ViewSpec(spec.shape, strides, int(local[origin]))
-    expect = np.full(spec.shape, relative.offset, dtype=np.int64)
-    for j, (size, st) in enumerate(zip(spec.shape, strides)):
-        expect = expect + np.arange(size).reshape((-1,) + (1,) * (len(spec.shape) - j - 1)) * st
-    if not np.array_equal(expect, local):
-        return None
+    sub = base[:d] + (hi[d] - origin[d],) + base[d + 1:]
+    sstrides = V.contiguous_strides(sub)
+    relative = V.ViewSpec(spec.shape, tuple(sum(ck * sk for ck, sk in zip(c, sstrides)) for c in steps), 0)
     piece = _bijective_inverse(n.inputs[1], sub, relative)
-    return None if piece is None else (d, box[d][0], piece)
+    return None if piece is None else (d, origin[d], piece)
+
+
+def _digits(offset: int, strides: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A non-negative element offset as whole steps along each dim of a contiguous layout."""
+    if offset < 0:
+        return None
+    out = []
+    for k, st in enumerate(strides):
+        q, offset = divmod(offset, st) if st else (0, offset)
+        if k and q >= sizes[k]:
+            return None
+        out.append(q)
+    return tuple(out) if offset == 0 else None
 
 
 MAX_OVERLAP_TERMS = 64
