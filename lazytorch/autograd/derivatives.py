@@ -450,22 +450,22 @@ def sum_cotangents(parts: list[Node]) -> Node:
     projection) are one `cat` of the slices instead of a write per slice and their sum."""
     writes = [p.op == "view_assign" for p in parts]
     slices = [(k, _slice_write(p) if sum(writes) > 1 and w else None) for k, (p, w) in enumerate(zip(parts, writes))]
-    by_dim: dict[int, list[tuple[int, int, Node]]] = {}
+    by_dim: dict[int, list[tuple[int, int, tuple[int, ...], Node]]] = {}
     for k, found in slices:
         if found is not None:
-            by_dim.setdefault(found[0], []).append((found[1], k, found[2]))
+            d, begin, box, layout = found
+            by_dim.setdefault(d, []).append((begin, k, box, layout))
     for d, pieces in by_dim.items():
         pieces.sort(key=lambda t: t[0])
-        size, start = parts[pieces[0][1]].shape[d], 0
-        for begin, _, src in pieces:
+        base, start = tuple(parts[pieces[0][1]].shape), 0
+        for begin, _, box, _ in pieces:
             if begin != start:
                 break
-            start += src.shape[d]
+            start += box[d]
         else:
-            if len(pieces) > 1 and start == size:
-                used = {k for _, k, _ in pieces}
-                cat = C("cat", tuple(src for _, _, src in pieces), d)
-                parts = [cat] + [p for k, p in enumerate(parts) if k not in used]
+            if len(pieces) > 1 and start == base[d]:
+                used = {k for _, k, _, _ in pieces}
+                parts = [_tiling_cat(pieces, d, base)] + [p for k, p in enumerate(parts) if k not in used]
                 break
     total = parts[0]
     for p in parts[1:]:
@@ -473,10 +473,41 @@ def sum_cotangents(parts: list[Node]) -> Node:
     return total
 
 
-def _slice_write(n: Node) -> tuple[int, int, Node] | None:
-    """(dim, start, slice) when n writes a value into zeros through a view that reads a box of its
-    base, whole except along one dim (as view_adjoint makes for split's pieces, reshaped or
-    transposed after the split); `slice` is the value laid out as that box.  Else None."""
+def _tiling_cat(pieces, d: int, base: tuple[int, ...]) -> Node:
+    """The cat of slices that tile `base` along dim d.  When the slices are equal and their
+    layouts (transposed views) split the base's dims the same way, they are stacked in that finer
+    layout and the result reshaped to base: the cat reads the views in place, with no copy of each
+    transposed piece into the slice's shape first."""
+    layouts = [layout for _, _, _, layout in pieces]
+    fine = tuple(layouts[0].shape)
+    at = _group_start(pieces[0][2], fine, d)
+    if at is not None and all(tuple(x.shape) == fine for x in layouts):
+        return C("reshape", C("cat", tuple(C("unsqueeze", x, at) for x in layouts), at), base)
+    return C("cat", tuple(C("reshape", layout, box) for _, _, box, layout in pieces), d)
+
+
+def _group_start(box: tuple[int, ...], fine: tuple[int, ...], d: int) -> int | None:
+    """Where box's dim d begins among the dims of `fine` (box's elements in the same order, split
+    into finer dims, none of size 1), when every dim of box is a run of whole fine dims."""
+    j = 0
+    for k, size in enumerate(box):
+        first = j
+        acc = 1
+        while acc < size and j < len(fine):
+            acc *= fine[j]
+            j += 1
+        if acc != size:
+            return None
+        if k == d:
+            return first
+    return None
+
+
+def _slice_write(n: Node) -> tuple[int, int, tuple[int, ...], Node] | None:
+    """(dim, start, box, layout) when n writes a value into zeros through a view that reads a box
+    of its base, whole except along one dim (as view_adjoint makes for split's pieces, reshaped or
+    transposed after the split); `layout` is a view of the value holding the box's elements in
+    order (reshaped to `box`, it is the slice).  Else None."""
     if n.op != "view_assign" or n.inputs[0].op != "full" or getattr(n.inputs[0].inputs[0], "value", 1) != 0:
         return None
     spec, base = n.attrs["view"], tuple(n.shape)
@@ -499,8 +530,8 @@ def _slice_write(n: Node) -> tuple[int, int, Node] | None:
     sub = base[:d] + (hi[d] - origin[d],) + base[d + 1:]
     sstrides = V.contiguous_strides(sub)
     relative = V.ViewSpec(spec.shape, tuple(sum(ck * sk for ck, sk in zip(c, sstrides)) for c in steps), 0)
-    piece = _bijective_inverse(n.inputs[1], sub, relative)
-    return None if piece is None else (d, origin[d], piece)
+    layout = _bijective_inverse(n.inputs[1], sub, relative, layout_only=True)
+    return None if layout is None else (d, origin[d], sub, layout)
 
 
 def _digits(offset: int, strides: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -545,9 +576,10 @@ def _peel_for_injective(spec: V.ViewSpec) -> list[int]:
     return best[1]
 
 
-def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
+def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec, layout_only: bool = False) -> Node | None:
     """When the view reads every base element exactly once, its inverse is again a view of g:
-    flip the reversed dims, order the dims by stride, reshape to the base."""
+    flip the reversed dims, order the dims by stride, reshape to the base (`layout_only`: stop
+    before that reshape, at the base's elements in order as a view of g, dims of size 1 dropped)."""
     if spec.numel != math.prod(base_shape) or spec.numel == 0:
         return None
     dims = [d for d in range(len(spec.shape)) if spec.shape[d] != 1]
@@ -565,7 +597,7 @@ def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
     perm = [dims.index(d) for d in order]
     if perm != sorted(perm):
         g = C("permute", g, perm)
-    return C("reshape", g, tuple(base_shape))
+    return g if layout_only else C("reshape", g, tuple(base_shape))
 
 
 @rule("view")
