@@ -12,15 +12,17 @@ launches (and, on GPUs, re-reads of shared scalars).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from .fuse import Fuser, Group
+# The fusion state this module works on: passes/fuse.py's Fuser and its Groups (fuse.py imports
+# this module, so they are not imported here).
+Fuser = Any
+Group = Any
 
 
-def merge_independent(fuser: "Fuser", max_nodes: int) -> int:
+def merge_independent(fuser: Fuser, max_nodes: int) -> int:
     """Merge independent same-domain kernel groups of `fuser` in place; returns the merges done."""
-    buckets: dict[tuple, list["Group"]] = {}
+    buckets: dict[tuple, list[Group]] = {}
     for g in fuser.groups:
         if g.kind == "kernel" and g.members:
             buckets.setdefault((g.I, g.R), []).append(g)
@@ -28,7 +30,7 @@ def merge_independent(fuser: "Fuser", max_nodes: int) -> int:
     for groups in buckets.values():
         if len(groups) < 2:
             continue
-        open_: list["Group"] = []            # merged groups of this domain still taking members
+        open_: list[Group] = []            # merged groups of this domain still taking members
         for g in groups:
             for target in open_:
                 if _can_merge(fuser, target, g, max_nodes):
@@ -40,14 +42,14 @@ def merge_independent(fuser: "Fuser", max_nodes: int) -> int:
     return merges
 
 
-def _writes(fuser: "Fuser", g: "Group") -> set[int]:
+def _writes(fuser: Fuser, g: Group) -> set[int]:
     """Members of g stored by its launch: roots and values read outside g."""
     group_of = fuser.group_of
     return {id(m) for m in g.members
             if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)])}
 
 
-def _can_merge(fuser: "Fuser", a: "Group", b: "Group", max_nodes: int) -> bool:
+def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int) -> bool:
     if a.deps & b.alias or b.deps & a.alias:
         return False                                  # one reads the other: not horizontal
     if len(a.members) + len(b.members) > max_nodes:
@@ -61,7 +63,7 @@ def _can_merge(fuser: "Fuser", a: "Group", b: "Group", max_nodes: int) -> bool:
     return len(reads) + writes <= fuser.max_buffers
 
 
-def _merge(fuser: "Fuser", a: "Group", b: "Group") -> None:
+def _merge(fuser: Fuser, a: Group, b: Group) -> None:
     for m in b.members:
         fuser.group_of[id(m)] = a
     a.members = sorted(a.members + b.members, key=fuser.position)
