@@ -41,8 +41,11 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
                                "so it cannot be clipped. To disable this error and scale the gradients by the "
                                "non-finite norm anyway, set `error_if_nonfinite=False`")
         coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+        cast = {}                                     # the factor in each gradient dtype, once
         for g in grads:
-            g._rebind(g.mul(coef.to(g.dtype)).node, "clip_grad_norm_")
+            if g.dtype not in cast:
+                cast[g.dtype] = coef.to(g.dtype)
+            g._rebind(g.mul(cast[g.dtype]).node, "clip_grad_norm_")
     return total
 
 
