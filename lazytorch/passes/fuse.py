@@ -21,6 +21,8 @@ Inlining copies a value's reads into every reader, so before grouping (`bound_in
 stays inlined only while it reads at most half the cap, and a node whose inlined inputs together
 read more than the cap materialises the largest of them: every launch, pointwise, reduction
 prologue or row program, fits the cap with Python scalars counted as the buffers they are.
+After the loop, passes/horizontal.py merges independent groups over the same domain (the updates
+of same-shaped parameters, their squared sums) into one launch each, under the same caps.
 Each refused merge is recorded with its reason (`Fuser.refusals`); LAZYTORCH_DUMP=fusion prints
 them as "cannot fuse A into B: reason" (Inductor's WhyNoFuse is the model).
 matmul is a `library` launch; ops with no kernel form are `reference` launches.

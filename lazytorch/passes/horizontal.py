@@ -27,14 +27,17 @@ def merge_independent(fuser: Fuser, max_nodes: int) -> int:
         if g.kind == "kernel" and g.members:
             buckets.setdefault((g.I, g.R), []).append(g)
     merges = 0
+    writes: dict[int, int] = {}            # group id -> values its launch stores
     for groups in buckets.values():
         if len(groups) < 2:
             continue
         open_: list[Group] = []            # merged groups of this domain still taking members
         for g in groups:
-            for target in open_:
-                if _can_merge(fuser, target, g, max_nodes):
+            # the latest few targets only: bounds the work on programs with thousands of groups
+            for target in reversed(open_[-RECENT:]):
+                if _can_merge(fuser, target, g, max_nodes, writes):
                     _merge(fuser, target, g)
+                    writes[target.id] += writes.pop(g.id)      # independent: no write becomes internal
                     merges += 1
                     break
             else:
@@ -42,14 +45,17 @@ def merge_independent(fuser: Fuser, max_nodes: int) -> int:
     return merges
 
 
-def _writes(fuser: Fuser, g: Group) -> set[int]:
-    """Members of g stored by its launch: roots and values read outside g."""
+RECENT = 16     # open groups of one domain a group tries to join
+
+
+def _writes(fuser: Fuser, g: Group) -> int:
+    """How many members of g its launch stores: roots and values read outside g."""
     group_of = fuser.group_of
-    return {id(m) for m in g.members
-            if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)])}
+    return sum(1 for m in g.members
+               if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)]))
 
 
-def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int) -> bool:
+def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int, writes: dict[int, int]) -> bool:
     if a.deps & b.alias or b.deps & a.alias:
         return False                                  # one reads the other: not horizontal
     if len(a.members) + len(b.members) > max_nodes:
@@ -58,9 +64,10 @@ def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int) -> bool:
     outside = (a.deps | b.deps) & ~ids
     if any(fuser.groups[h].deps & ids for h in _bits(outside)):
         return False                                  # a third group sits between them
-    reads = a.reads | b.reads
-    writes = len(_writes(fuser, a)) + len(_writes(fuser, b))
-    return len(reads) + writes <= fuser.max_buffers
+    for g in (a, b):
+        if g.id not in writes:
+            writes[g.id] = _writes(fuser, g)
+    return len(a.reads | b.reads) + writes[a.id] + writes[b.id] <= fuser.max_buffers
 
 
 def _merge(fuser: Fuser, a: Group, b: Group) -> None:
