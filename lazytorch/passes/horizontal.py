@@ -82,10 +82,12 @@ def _merge(fuser: Fuser, a: Group, b: Group) -> None:
     a.open |= b.open
     a.deps = (a.deps | b.deps) & ~(a.alias | b.alias)
     a.alias |= b.alias
-    a.has_users = a.has_users or b.has_users
+    users = a.has_users or b.has_users
+    a.has_users = users
     b.members = []
     b.kind = "merged"
-    fuser.propagate(a)
+    if users:                    # (nothing depends on either: no dependency sets to update)
+        fuser.propagate(a)
 
 
 def _bits(mask: int):
