@@ -198,10 +198,10 @@ class Optimizer:
                 if k != "params":
                     mine[k] = copy.deepcopy(v)
         self.state = {}
-        self._fresh = {p: {k: v for k, v in s.items() if k != "step"} for p, s in self._fresh.items()}
         for i, s in state_dict["state"].items():
             p = by_index[int(i)]
             self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+        self._fresh = {p: s for p, s in self._fresh.items() if p not in self.state}
 
 
 def _state_value(key: str, value, param: Tensor):
