@@ -59,7 +59,7 @@ def test_second_derivative_matches_torch(name):
         lt.set_backend(previous)
 
 
-@pytest.mark.filterwarnings("ignore:Using backward\(\) with create_graph")
+@pytest.mark.filterwarnings(r"ignore:Using backward\(\) with create_graph")
 def test_backward_create_graph_accumulates_a_differentiable_grad(backend):
     """backward(create_graph=True): .grad requires grad; a gradient penalty trains through it."""
     rng = np.random.default_rng(0)
