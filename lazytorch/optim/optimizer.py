@@ -1,6 +1,7 @@
 """The Optimizer base: param groups, state, zero_grad, state_dict, and a step that evaluates.
 
-Subclasses write `update(group, params, grads, states)`: the update of every parameter of a group
+Subclasses write `init_state(group, p)` (the zeros a parameter starts from, made when it joins)
+and `update(group, params, grads, states)`: the update of every parameter of a group
 as lazy tensor arithmetic (torch's single-tensor formulas, in torch's order, so the numbers match
 torch step by step).  `step()` builds all groups' updates under no_grad, then materialises the
 parameters, the optimizer state, the gradients and the loss of the last backward in ONE
@@ -14,6 +15,8 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from typing import Any, Callable, Iterable
+
+import numpy as np
 
 from ..autograd import enable_grad, no_grad, recent_roots
 from ..ir.creation import fill
@@ -219,7 +222,6 @@ def _state_value(key: str, value, param: Tensor):
 def stored_zeros(p: Tensor) -> Tensor:
     """Zeros like p, already stored (a buffer, not a pending fill): state made ahead needs no eval
     of its own, not even in the first call of an lt.compile'd step."""
-    import numpy as np
     return make_tensor(np.zeros(tuple(p.shape), dtype=p.dtype.storage), dtype=p.dtype)
 
 
