@@ -174,13 +174,13 @@ def train_run(module_name: str) -> Callable:
         raise ValueError(f"W10 runs the model's torch code on {' or '.join(MODEL_MODULES)}, not {module_name}")
     module = importlib.import_module(module_name)
     tg = _train_gpt()
-    state: dict = {}
+    _, chars = tg.load_text()
+    # made before the first call (a compiled step then captures the model and optimizer instead of
+    # building them inside its trace); the position table covers the largest block of W10's sizes
+    block = max(s["block"] for s in (BY_NAME["W10"].sizes, BY_NAME["W10"].quick_sizes))
+    t = tg.Trainer(module, tg.Config(vocab=len(chars), block=block), 10 ** 6, 3e-3)
 
     def step(x, y):
-        if "trainer" not in state:
-            _, chars = tg.load_text()
-            state["trainer"] = tg.Trainer(module, tg.Config(vocab=len(chars), block=x.shape[1]), 10 ** 6, 3e-3)
-        t = state["trainer"]
         _, loss = t.model(x, y)
         t.opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -52,29 +52,28 @@ def _root_grads(outputs: list, grad_outputs: list, what: str) -> list:
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False,
              inputs=None) -> None:
     """Accumulate the gradient of `tensors` into the .grad of the leaves they depend on."""
-    if create_graph:
-        raise NotImplementedError("backward(create_graph=True): higher-order gradients are not supported")
+    retain_graph = create_graph if retain_graph is None else retain_graph
     outputs = _as_list(tensors)
     roots = [t.node for t in outputs]
     grads = _root_grads(outputs, _as_list(grad_tensors), "backward")
     if inputs is not None:
         from .engine import accumulate_leaf
         wanted = _as_list(inputs)
-        captured = run_backward(roots, grads, bool(retain_graph), accumulate=False, capture=[t.node for t in wanted])
-        with no_grad():
+        captured = run_backward(roots, grads, bool(retain_graph), accumulate=False, capture=[t.node for t in wanted],
+                                create_graph=create_graph)
+        with set_grad_enabled(create_graph):
             for t in wanted:
                 if id(t.node) in captured:
                     accumulate_leaf(t, captured[id(t.node)])
     else:
-        run_backward(roots, grads, bool(retain_graph))
+        run_backward(roots, grads, bool(retain_graph), create_graph=create_graph)
     remember_roots(outputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
          allow_unused: bool | None = None, materialize_grads: bool = False) -> tuple:
     """The gradients of `outputs` with respect to `inputs` (lazy tensors), leaving every .grad alone."""
-    if create_graph:
-        raise NotImplementedError("autograd.grad(create_graph=True): higher-order gradients are not supported")
+    retain_graph = create_graph if retain_graph is None else retain_graph
     outs, ins = _as_list(outputs), _as_list(inputs)
     for i, t in enumerate(ins):
         if not (MODE.any_leaf and classify(t.node)):
@@ -82,9 +81,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
                                "require grad")
     grads = _root_grads(outs, _as_list(grad_outputs), "autograd.grad")
     captured = run_backward([t.node for t in outs], grads, bool(retain_graph), accumulate=False,
-                            capture=[t.node for t in ins])
+                            capture=[t.node for t in ins], create_graph=create_graph)
     result = []
-    with no_grad():
+    with set_grad_enabled(create_graph):     # (create_graph: the gradients require grad in turn)
         _collect(ins, captured, allow_unused or materialize_grads, materialize_grads, result)
     return tuple(result)
 

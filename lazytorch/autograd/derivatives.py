@@ -66,7 +66,10 @@ def sum_to(g: Node, shape: tuple[int, ...]) -> Node:
     lead = g.ndim - len(shape)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1]
     if dims:
-        g = C("sum", g, dims, True)
+        # reduced without kept dims when that is already `shape` (a bias's gradient): a reshape
+        # of the result would be a view, which costs a copy where it is stored as a gradient
+        keep = tuple(s for k, s in enumerate(g.shape) if k not in dims) != shape
+        g = C("sum", g, dims, keep)
     return g if g.shape == shape else C("reshape", g, shape)
 
 
@@ -180,7 +183,13 @@ def _gelu(a, out, g):
         d = C("add", C("mul", C("add", t, 1.0), 0.5),
               C("mul", C("mul", C("mul", x, 0.5), C("sub", 1.0, C("mul", t, t))), dinner))
         return {"self": C("mul", g, d)}
-    cdf = C("mul", C("add", C("erf", C("mul", x, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+    if x.dtype in (D.float32, D.float64):
+        # Phi(x) = gelu(x) / x from the forward's output: one erf per element for forward and
+        # backward together instead of two (erf dominates a GPT step's pointwise time)
+        # (below 1e-30, x * Phi(x) nears the subnormals, and Phi(x) is 0.5 to every digit)
+        cdf = C("where", C("lt", C("abs", x), 1e-30), 0.5, C("div", out, x))
+    else:                                   # (a half-precision output would lose Phi's digits)
+        cdf = C("mul", C("add", C("erf", C("mul", x, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
     pdf = C("mul", C("exp", C("mul", C("mul", x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
     return {"self": C("mul", g, C("add", cdf, C("mul", x, pdf)))}
 
@@ -435,6 +444,109 @@ def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node
     return total
 
 
+def sum_cotangents(parts: list[Node]) -> Node:
+    """The sum of the cotangents reaching one node, in arrival order.  Slices written into zeros
+    that tile the node along one dim (the adjoint of split/chunk/unbind: q, k and v of one
+    projection) are one `cat` of the slices instead of a write per slice and their sum."""
+    writes = [p.op == "view_assign" for p in parts]
+    slices = [(k, _slice_write(p) if sum(writes) > 1 and w else None) for k, (p, w) in enumerate(zip(parts, writes))]
+    by_dim: dict[int, list[tuple[int, int, tuple[int, ...], Node]]] = {}
+    for k, found in slices:
+        if found is not None:
+            d, begin, box, layout = found
+            by_dim.setdefault(d, []).append((begin, k, box, layout))
+    for d, pieces in by_dim.items():
+        pieces.sort(key=lambda t: t[0])
+        base, start = tuple(parts[pieces[0][1]].shape), 0
+        for begin, _, box, _ in pieces:
+            if begin != start:
+                break
+            start += box[d]
+        else:
+            if len(pieces) > 1 and start == base[d]:
+                used = {k for _, k, _, _ in pieces}
+                parts = [_tiling_cat(pieces, d, base)] + [p for k, p in enumerate(parts) if k not in used]
+                break
+    total = parts[0]
+    for p in parts[1:]:
+        total = C("add", total, p)
+    return total
+
+
+def _tiling_cat(pieces, d: int, base: tuple[int, ...]) -> Node:
+    """The cat of slices that tile `base` along dim d.  When the slices are equal and their
+    layouts (transposed views) split the base's dims the same way, they are stacked in that finer
+    layout and the result reshaped to base: the cat reads the views in place, with no copy of each
+    transposed piece into the slice's shape first."""
+    layouts = [layout for _, _, _, layout in pieces]
+    fine = tuple(layouts[0].shape)
+    at = _group_start(pieces[0][2], fine, d)
+    if at is not None and all(tuple(x.shape) == fine for x in layouts):
+        return C("reshape", C("cat", tuple(C("unsqueeze", x, at) for x in layouts), at), base)
+    return C("cat", tuple(C("reshape", layout, box) for _, _, box, layout in pieces), d)
+
+
+def _group_start(box: tuple[int, ...], fine: tuple[int, ...], d: int) -> int | None:
+    """Where box's dim d begins among the dims of `fine` (box's elements in the same order, split
+    into finer dims, none of size 1), when every dim of box is a run of whole fine dims."""
+    j = 0
+    for k, size in enumerate(box):
+        first = j
+        acc = 1
+        while acc < size and j < len(fine):
+            acc *= fine[j]
+            j += 1
+        if acc != size:
+            return None
+        if k == d:
+            return first
+    return None
+
+
+def _slice_write(n: Node) -> tuple[int, int, tuple[int, ...], Node] | None:
+    """(dim, start, box, layout) when n writes a value into zeros through a view that reads a box
+    of its base, whole except along one dim (as view_adjoint makes for split's pieces, reshaped or
+    transposed after the split); `layout` is a view of the value holding the box's elements in
+    order (reshaped to `box`, it is the slice).  Else None."""
+    if n.op != "view_assign" or n.inputs[0].op != "full" or getattr(n.inputs[0].inputs[0], "value", 1) != 0:
+        return None
+    spec, base = n.attrs["view"], tuple(n.shape)
+    if spec.numel == 0 or not base:
+        return None
+    bstrides = V.contiguous_strides(base)
+    # each view dim's stride (and the offset) as whole steps along base dims; the view stays in a
+    # box when no sum of steps carries into an outer base dim
+    steps = [_digits(st, bstrides, base) if size > 1 else (0,) * len(base) for size, st in zip(spec.shape, spec.strides)]
+    origin = _digits(spec.offset, bstrides, base)
+    if origin is None or any(c is None for c in steps):
+        return None
+    hi = [o + sum((size - 1) * c[k] for size, c in zip(spec.shape, steps)) + 1 for k, o in enumerate(origin)]
+    if any(h > b for h, b in zip(hi, base)):
+        return None
+    partial = [k for k in range(len(base)) if (origin[k], hi[k]) != (0, base[k])]
+    if len(partial) != 1:
+        return None
+    d = partial[0]
+    sub = base[:d] + (hi[d] - origin[d],) + base[d + 1:]
+    sstrides = V.contiguous_strides(sub)
+    relative = V.ViewSpec(spec.shape, tuple(sum(ck * sk for ck, sk in zip(c, sstrides)) for c in steps), 0)
+    layout = _bijective_inverse(n.inputs[1], sub, relative, layout_only=True)
+    return None if layout is None else (d, origin[d], sub, layout)
+
+
+def _digits(offset: int, strides: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A non-negative element offset as whole steps along each dim of a contiguous layout."""
+    if offset < 0:
+        return None
+    out = []
+    for k, st in enumerate(strides):
+        q, offset = divmod(offset, st) if st else (0, offset)
+        if k and q >= sizes[k]:
+            return None
+        out.append(q)
+    return tuple(out) if offset == 0 else None
+
+
 MAX_OVERLAP_TERMS = 64
 
 
@@ -464,9 +576,10 @@ def _peel_for_injective(spec: V.ViewSpec) -> list[int]:
     return best[1]
 
 
-def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
+def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec, layout_only: bool = False) -> Node | None:
     """When the view reads every base element exactly once, its inverse is again a view of g:
-    flip the reversed dims, order the dims by stride, reshape to the base."""
+    flip the reversed dims, order the dims by stride, reshape to the base (`layout_only`: stop
+    before that reshape, at the base's elements in order as a view of g, dims of size 1 dropped)."""
     if spec.numel != math.prod(base_shape) or spec.numel == 0:
         return None
     dims = [d for d in range(len(spec.shape)) if spec.shape[d] != 1]
@@ -484,7 +597,7 @@ def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec) -> Node | None:
     perm = [dims.index(d) for d in order]
     if perm != sorted(perm):
         g = C("permute", g, perm)
-    return C("reshape", g, tuple(base_shape))
+    return g if layout_only else C("reshape", g, tuple(base_shape))
 
 
 @rule("view")

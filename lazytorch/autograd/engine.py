@@ -16,7 +16,7 @@ from ..ir.build import TENSORISH, call, contiguous
 from ..ir.node import Node
 from ..ir.registry import get
 from . import derivatives as R
-from .grad_mode import no_grad
+from .grad_mode import set_grad_enabled
 from .state import RECORDS, Record
 
 # Node ops that are not registry ops (or whose node does not follow the op's schema).
@@ -115,19 +115,22 @@ FREED = ("Trying to backward through the graph a second time (or directly access
 
 
 def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bool,
-                 accumulate: bool = True, capture: Sequence[Node] = ()) -> dict[int, Node]:
+                 accumulate: bool = True, capture: Sequence[Node] = (), create_graph: bool = False) -> dict[int, Node]:
     """Build the gradient graph; accumulate into leaves' .grad (if `accumulate`) and return the
-    gradients reaching the nodes in `capture` (by id)."""
-    grads: dict[int, Node] = {}
+    gradients reaching the nodes in `capture` (by id).  With `create_graph` the gradient nodes
+    are built with grad mode on: the tensors that wrap them are recorded like any forward
+    value (state.track), so they can be differentiated again (higher-order gradients)."""
+    grads: dict[int, list[Node]] = {}          # node -> the cotangents reaching it so far
     for r, g in zip(roots, root_grads):
         _add(grads, r, g)
     wanted = {id(n) for n in capture}
     captured: dict[int, Node] = {}
-    with no_grad():
+    with set_grad_enabled(create_graph):
         for node in reversed(_order(roots)):
-            g = grads.pop(id(node), None)
-            if g is None:
+            parts = grads.pop(id(node), None)
+            if parts is None:
                 continue
+            g = R.sum_cotangents(parts)          # summed once all have arrived (see its docstring)
             rec = RECORDS[node]
             if id(node) in wanted:
                 captured[id(node)] = g
@@ -149,9 +152,8 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     return captured
 
 
-def _add(grads: dict[int, Node], node: Node, g: Node) -> None:
-    prev = grads.get(id(node))
-    grads[id(node)] = g if prev is None else call("add", prev, g)
+def _add(grads: dict[int, list[Node]], node: Node, g: Node) -> None:
+    grads.setdefault(id(node), []).append(g)
 
 
 def accumulate_leaf(tensor, g: Node) -> None:

@@ -1,9 +1,13 @@
 """Adam, AdamW (decoupled weight decay) with amsgrad and maximize, in torch's single-tensor order."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from .optimizer import Optimizer, assign
+from ..ir.dtypes import float32, float64
+from ..runtime import backend_name
+from ..tensor import Tensor
+from .optimizer import Optimizer, assign, stored_zeros
 
 
 class Adam(Optimizer):
@@ -26,19 +30,24 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, decoupled_weight_decay=decoupled))
 
+    counts_steps = True
+
+    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
+        zeros = {k: stored_zeros(p) for k in ("exp_avg", "exp_avg_sq")}
+        if group["amsgrad"]:
+            zeros["max_exp_avg_sq"] = stored_zeros(p)
+        return zeros
+
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-        for p, g, state in zip(params, grads, states):
-            if not state:
-                state["step"] = 0.0
-                state["exp_avg"] = p.new_zeros(tuple(p.shape))
-                state["exp_avg_sq"] = p.new_zeros(tuple(p.shape))
-                if amsgrad:
-                    state["max_exp_avg_sq"] = p.new_zeros(tuple(p.shape))
+        steps = self.advance_steps(states)
+        corrections: dict[tuple, tuple[Tensor, Tensor]] = {}     # (step tensor, dtype) -> factors
+        for p, g, state, step in zip(params, grads, states, steps):
+            if "exp_avg" not in state or (amsgrad and "max_exp_avg_sq" not in state):
+                for k, v in self.init_state(group, p).items():     # none made ahead (see Optimizer)
+                    state.setdefault(k, v)
             g = -g if maximize else g
-            state["step"] += 1
-            step = state["step"]
             if wd != 0:
                 if group["decoupled_weight_decay"]:
                     assign(p, p.mul(1 - lr * wd))
@@ -47,16 +56,38 @@ class Adam(Optimizer):
             m, v = state["exp_avg"], state["exp_avg_sq"]
             assign(m, m.lerp(g, 1 - beta1))
             assign(v, v.mul(beta2).addcmul(g, g, value=1 - beta2))
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
+            key = (id(step), p.dtype)
+            if key not in corrections:
+                corrections[key] = _bias_corrections(step, lr, beta1, beta2, p.dtype)
+            neg_step_size, bias_correction2_sqrt = corrections[key]
             if amsgrad:
                 vmax = state["max_exp_avg_sq"]
                 assign(vmax, vmax.maximum(v))
                 v = vmax
             denom = (v.sqrt() / bias_correction2_sqrt).add(eps)
-            assign(p, p.addcdiv(m, denom, value=-step_size))
+            assign(p, p + (m / denom) * neg_step_size)          # p.addcdiv(m, denom, value=-step_size)
+
+
+def _bias_corrections(step: Tensor, lr: float, beta1: float, beta2: float, dtype) -> tuple[Tensor, Tensor]:
+    """(-lr / (1 - beta1**step), sqrt(1 - beta2**step)) from the step count tensor, with no Python
+    number that changes between steps (so nothing recompiles and lt.compile replays the step).
+
+    Where the backend computes float64, as torch computes them from `step.item()` in Python, then
+    cast to the parameter's dtype (as torch casts a Python scalar operand): torch's numbers.  The
+    GPU backends have no float64: there 1 - beta**t is -expm1(t * log(beta)) in float32, which
+    avoids the cancellation of 1 - 0.999**t (a relative error of about 1e-7, not 1e-5)."""
+    if backend_name() in FLOAT64_BACKENDS:
+        t = step.to(float64)
+        step_size = lr / (1 - beta1 ** t)
+        return (-step_size).to(dtype), ((1 - beta2 ** t) ** 0.5).to(dtype)
+    t = step.to(float32)
+    bias_correction1 = -(t * math.log(beta1)).expm1() if beta1 > 0 else t * 0 + 1
+    bias_correction2 = -(t * math.log(beta2)).expm1() if beta2 > 0 else t * 0 + 1
+    return (-lr / bias_correction1).to(dtype), bias_correction2.sqrt().to(dtype)
+
+
+# backends whose kernels compute in float64 (Metal and CUDA have no doubles on the GPU)
+FLOAT64_BACKENDS = frozenset({"cpu", "reference"})
 
 
 class AdamW(Adam):

@@ -1,6 +1,7 @@
 """The Optimizer base: param groups, state, zero_grad, state_dict, and a step that evaluates.
 
-Subclasses write `update(group, params, grads, states)`: the update of every parameter of a group
+Subclasses write `init_state(group, p)` (the zeros a parameter starts from, made when it joins)
+and `update(group, params, grads, states)`: the update of every parameter of a group
 as lazy tensor arithmetic (torch's single-tensor formulas, in torch's order, so the numbers match
 torch step by step).  `step()` builds all groups' updates under no_grad, then materialises the
 parameters, the optimizer state, the gradients and the loss of the last backward in ONE
@@ -12,10 +13,15 @@ does not recompile anything.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any, Callable, Iterable
+
+import numpy as np
 
 from ..autograd import enable_grad, no_grad, recent_roots
 from ..ir.creation import fill
+from ..ir.dtypes import float32
+from ..interop import tensor as make_tensor
 from ..tensor import Tensor
 
 _REQUIRED = object()
@@ -28,6 +34,10 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}
         self.param_groups: list[dict[str, Any]] = []
+        # State made when a parameter joins, moved into self.state at its first step (torch's
+        # state is empty until then).  Made ahead so that a step compiled with lt.compile finds
+        # it as captured tensors and only updates it in place, which a replay repeats.
+        self._fresh: dict[Tensor, dict[str, Any]] = {}
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
@@ -63,6 +73,21 @@ class Optimizer:
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+        with no_grad():
+            count = make_tensor(0.0, dtype=float32) if self.counts_steps else None
+            for p in group["params"]:
+                if p.requires_grad:
+                    fresh = self.init_state(group, p)
+                    if count is not None:
+                        fresh["step"] = count
+                    self._fresh[p] = fresh
+
+    # a subclass that counts steps (Adam, RMSprop) keeps the count as state["step"]
+    counts_steps = False
+
+    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
+        """A parameter's state before its first step (zeros), as the subclass's update expects."""
+        return {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -91,12 +116,46 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     grads = [p.grad for p in params]
-                    states = [self.state.setdefault(p, {}) for p in params]
+                    states = [self._state_of(p) for p in params]
                     self.update(group, params, grads, states)
 
     def update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor],
                states: list[dict[str, Any]]) -> None:
         raise NotImplementedError
+
+    def _state_of(self, p: Tensor) -> dict[str, Any]:
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = self._fresh.pop(p, {})
+        return state
+
+    def advance_steps(self, states: list[dict[str, Any]]) -> list[Tensor]:
+        """Add one to the step count of each state and return the counts, aligned with `states`.
+
+        A count is a 0-d float32 tensor, as torch keeps it, so a compiled step (lt.compile)
+        replays its increment; a Python number would be frozen into the trace.  Parameters that
+        start together share one count tensor (their values are always equal), so a group's bias
+        corrections are built once, not once per parameter; when only some of the holders of a
+        shared count step (others had no gradient), those get a new tensor of their own."""
+        fresh = [s for s in states if "step" not in s]
+        if fresh:
+            shared = make_tensor(0.0, dtype=float32)
+            for s in fresh:
+                s["step"] = shared
+        holders = Counter(id(s["step"]) for table in (self.state, self._fresh) for s in table.values()
+                          if "step" in s)
+        stepping: dict[int, list[dict[str, Any]]] = {}
+        for s in states:
+            stepping.setdefault(id(s["step"]), []).append(s)
+        for same in stepping.values():
+            count = same[0]["step"]
+            if holders[id(count)] == len(same):
+                assign(count, count + 1)
+            else:
+                advanced = count + 1
+                for s in same:
+                    s["step"] = advanced
+        return [s["step"] for s in states]
 
     def materialize(self) -> None:
         """Evaluate parameters, state, gradients and the last backward's roots together."""
@@ -145,19 +204,25 @@ class Optimizer:
         for i, s in state_dict["state"].items():
             p = by_index[int(i)]
             self.state[p] = {k: _state_value(k, v, p) for k, v in s.items()}
+        self._fresh = {p: s for p, s in self._fresh.items() if p not in self.state}
 
 
 def _state_value(key: str, value, param: Tensor):
     """A loaded state entry as this optimizer keeps it: tensors cloned (in the param's dtype), the
-    step count a Python number (torch stores it as a 0-d tensor)."""
-    from ..interop import tensor as make_tensor
-    if key == "step":
-        return float(value.item() if hasattr(value, "item") else value)
+    step count a 0-d float32 tensor (as torch stores it)."""
+    if key == "step":                      # a 0-d float32 tensor of its own, as torch keeps it
+        return make_tensor(float(value.item() if hasattr(value, "item") else value), dtype=float32)
     if isinstance(value, Tensor):
         return value.clone()
     if hasattr(value, "detach") and hasattr(value, "numpy"):       # a torch tensor
         return make_tensor(value.detach().numpy(), dtype=param.dtype)
     return copy.deepcopy(value)
+
+
+def stored_zeros(p: Tensor) -> Tensor:
+    """Zeros like p, already stored (a buffer, not a pending fill): state made ahead needs no eval
+    of its own, not even in the first call of an lt.compile'd step."""
+    return make_tensor(np.zeros(tuple(p.shape), dtype=p.dtype.storage), dtype=p.dtype)
 
 
 def assign(target: Tensor, value: Tensor) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, assign, required
+from .optimizer import Optimizer, assign, stored_zeros, required
 
 
 class SGD(Optimizer):
@@ -20,6 +20,13 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
+
+    def init_state(self, group: dict[str, Any], p) -> dict[str, Any]:
+        # Without dampening, momentum * 0 + g is exactly torch's first buffer (a clone of g), so the
+        # buffer can start as zeros made ahead and every step runs the same update (see Optimizer).
+        if group["momentum"] != 0 and group["dampening"] == 0:
+            return {"momentum_buffer": stored_zeros(p)}
+        return {}
 
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]

@@ -21,6 +21,8 @@ Inlining copies a value's reads into every reader, so before grouping (`bound_in
 stays inlined only while it reads at most half the cap, and a node whose inlined inputs together
 read more than the cap materialises the largest of them: every launch, pointwise, reduction
 prologue or row program, fits the cap with Python scalars counted as the buffers they are.
+After the loop, passes/horizontal.py merges independent groups over the same domain (the updates
+of same-shaped parameters, their squared sums) into one launch each, under the same caps.
 Each refused merge is recorded with its reason (`Fuser.refusals`); LAZYTORCH_DUMP=fusion prints
 them as "cannot fuse A into B: reason" (Inductor's WhyNoFuse is the model).
 matmul is a `library` launch; ops with no kernel form are `reference` launches.  The epilogue of a
@@ -33,6 +35,7 @@ from __future__ import annotations
 from ..ir.graph import consumers, toposort
 from ..ir.node import Node
 from ..ir.registry import ops
+from .horizontal import merge_independent
 from .plan import BufferRef, KernelPlan, Launch, Refusal
 
 ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
@@ -205,7 +208,7 @@ class Fuser:
                 continue
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
-            if kind == "kernel" and n.op not in INLINED and n.shape != ():
+            if kind == "kernel" and n.op not in INLINED:
                 if self.try_library_bias(n, direct, through):
                     continue
                 if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
@@ -448,8 +451,8 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
             from_params.add(id(n))
     chosen: set[int] = set()
     for n in reversed(order):
-        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids:
-            continue
+        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids or n.shape == ():
+            continue    # (0-d values: one small launch beats recomputing, say, Adam's pow per element)
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
         if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
             chosen.add(id(n))
@@ -464,7 +467,9 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     is the backend's cap on the reads + writes of one kernel launch, `library_bias` whether its
     GEMM adds a row bias (see try_library_bias)."""
     fuser = Fuser(roots, max_buffers, library_bias)
-    groups = [g for g in fuser.run() if g.kind != "merged"]
+    fuser.run()
+    merge_independent(fuser, MAX_GROUP_NODES)
+    groups = [g for g in fuser.groups if g.kind != "merged"]
     buffers: list[BufferRef] = []
     by_node: dict[int, BufferRef] = {}
 

@@ -25,8 +25,14 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     if not grads:
         return tensor(0.0)
     with no_grad():
-        if norm_type == 2.0:             # one sqrt over all squared sums: no per-gradient sqrt kernels
-            total = stack([(g * g).sum() for g in grads]).sum().sqrt()
+        if norm_type == 2.0:
+            # one sqrt over the sum of the squared sums, added as 0-d values (no stack: a host
+            # concatenation); the adds and the clip factor fuse into a reduction's kernel
+            squares = [(g * g).sum() for g in grads]
+            total = squares[0]
+            for sq in squares[1:]:
+                total = total + sq
+            total = total.sqrt()
         else:
             norms = stack([g.norm(norm_type) for g in grads])
             total = norms.amax() if math.isinf(norm_type) else norms.norm(norm_type)
@@ -35,8 +41,11 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
                                "so it cannot be clipped. To disable this error and scale the gradients by the "
                                "non-finite norm anyway, set `error_if_nonfinite=False`")
         coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+        cast = {}                                     # the factor in each gradient dtype, once
         for g in grads:
-            g._rebind(g.mul(coef.to(g.dtype)).node, "clip_grad_norm_")
+            if g.dtype not in cast:
+                cast[g.dtype] = coef.to(g.dtype)
+            g._rebind(g.mul(cast[g.dtype]).node, "clip_grad_norm_")
     return total
 
 
