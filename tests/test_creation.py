@@ -133,3 +133,12 @@ def test_creation_errors():
     check_error(lambda m: m.randint(5, 5, (2,)), exc=RuntimeError, match=("randint", "low=5"))
     check_error(lambda m: m.randn(2, dtype=m.int64), exc=TypeError, match=("randn", "int64"))
     check_error(lambda m: m.from_numpy([1, 2]), exc=TypeError, match=("from_numpy", "list"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_rand_never_reaches_one(dtype):
+    """A float32 draw rounded to a narrower dtype could round up to 1.0; rand is [0, 1) in its dtype."""
+    lt.manual_seed(0)
+    x = lt.rand(200_000, dtype=getattr(lt, dtype)).float().numpy()
+    assert x.max() < 1.0 and x.min() >= 0.0
+    assert abs(x.mean() - 0.5) < 0.01

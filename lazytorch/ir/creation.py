@@ -82,9 +82,20 @@ def _float_dtype(op: str, dtype) -> D.DType:
 def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
     """rand (uniform [0, 1)) or randn (standard normal) values drawn now from the seeded generator."""
     g = generator()
-    data = g.standard_normal(size) if op.startswith("randn") else g.random(size)
+    data = g.standard_normal(size) if op.startswith("randn") else _uniform(g, size, dtype)
     return Node.from_buffer(D.from_compute(data.astype(np.float32 if dtype is not D.float64 else np.float64),
                                            dtype), size, dtype)
+
+
+# Significand bits per float dtype: a uniform draw keeps only as many, so rounding it to the dtype
+# can never reach 1.0 (torch draws rand the same way).
+_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _uniform(g, size: tuple[int, ...], dtype: D.DType) -> np.ndarray:
+    """Uniform [0, 1) values exactly representable in `dtype`."""
+    scale = 2.0 ** _DIGITS[dtype.name]
+    return np.floor(g.random(size) * scale) / scale
 
 
 @builder("random")
