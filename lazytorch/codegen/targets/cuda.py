@@ -121,6 +121,14 @@ DIALECT = Dialect(
         "shared": "__shared__", "barrier": "__syncthreads();",
         "simd_any": f"__any_sync({FULL_MASK}, {{0}})", "simd_all": f"__all_sync({FULL_MASK}, {{0}})",
         "simd_flag": f"__any_sync({FULL_MASK}, {{0}})",   # OR of a 0/1 flag across the warp
+        "unroll": "#pragma unroll",
+        # the linear template's vector words: n elements of `bytes` bytes in all move as one
+        # load/store (taken only when every vector pointer is aligned to its word, checked at run time)
+        "vec_words": {"4": "unsigned int", "8": "uint2", "16": "uint4"},
+        "vec_decl": "alignas({bytes}) {T} {v}[{n}];",
+        "vec_load": "*reinterpret_cast<{W}*>({v}) = *reinterpret_cast<const {W}*>({ptr} + {idx});",
+        "vec_store": "*reinterpret_cast<{W}*>({ptr} + {idx}) = *reinterpret_cast<const {W}*>({v});",
+        "vec_aligned": "(size_t)({ptr}) % {bytes} == 0",
     },
 )
 
