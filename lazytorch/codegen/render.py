@@ -77,6 +77,8 @@ SIMD_ROWS_PER_GROUP = 8
 ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
 ROW_MAX_PER_THREAD = 16
 MAX_THREADS = 1024
+SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
+COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
 GEOMETRY_ENV = "LAZYTORCH_GPU_GEOMETRY"
 
 
@@ -86,7 +88,7 @@ class Geometry:
     the domain, `per_thread` consecutive elements per thread and step (vector loads where the
     dialect has them).  rows: `rows` rows per group (> 1: one simdgroup per row), `threads`
     per group, `per_thread` elements of the row each thread keeps in registers (0: none, every
-    pass re-reads the row)."""
+    pass re-reads the row).  columns: 32 outputs per group, `rows` slices of the reduced domain."""
     threads: int
     groups: int
     rows: int = 1
@@ -126,7 +128,19 @@ def rows_geometry(outer: int, inner: int, revisits: bool) -> Geometry:
         threads = min(MAX_THREADS, max(64, _pow2_at_least(_ceil(inner, ROW_PER_THREAD))))
         per = _ceil(inner, threads)
         return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0)
-    return Geometry(min(LINEAR_THREADS, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0)
+    most = LINEAR_THREADS if outer >= COLUMN_GROUPS else MAX_THREADS   # few long rows: wider groups
+    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0)
+
+
+def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
+    """32 adjacent outputs per group; slices of the reduced domain per group: 8, or 32 when the
+    outputs alone give too few groups to fill the GPU; fewer when the partials of all slices
+    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory."""
+    groups = max(1, _ceil(outer, SIMD))
+    slices = 8 if groups >= COLUMN_GROUPS or inner < 64 else 32
+    while slices > 1 and slices * SIMD * partial_bytes > SHARED_BYTES:
+        slices //= 2
+    return Geometry(SIMD * slices, groups, slices, 0)
 
 
 def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geometry:
@@ -153,6 +167,9 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
         per = max(1, g.per_thread)
         return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per,
                        groups=max(1, min(g.groups, _ceil(max(outer * inner, 1), g.threads * per))))
+    if template == "columns":
+        rows = max(1, min(g.rows, MAX_THREADS // SIMD))
+        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0)
     if g.rows > 1:
         rows = min(g.rows, MAX_THREADS // SIMD)
         g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
@@ -330,7 +347,7 @@ class _Renderer:
         kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
         self.k = kernel
         if self.d.gpu:
-            self.geo = self.geometry(kernel)
+            self.geo = self.geometry(kernel, "columns" if self._columns_kernel() else "rows")
             if self.geo.per_thread and not self.linear:
                 self.cached_loads = _revisited_loads(kernel)
             if self.linear and self.geo.per_thread > 1:
@@ -361,9 +378,14 @@ class _Renderer:
         return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo)
 
     # ---- GPU geometry and what depends on it
-    def geometry(self, k: Kernel) -> Geometry:
+    def geometry(self, k: Kernel, template: str) -> Geometry:
         if self.linear:
             return forced_geometry(linear_geometry(k.numel), "linear", 1, k.numel)
+        if template == "columns":
+            per_thread = sum(r.dtype.itemsize + (8 if r.index else 0) + (4 if REDUCTIONS[r.op].nan else 0)
+                             for r in k.stages[2].reduces)
+            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread), "columns",
+                                   k.outer_numel, k.inner_numel)
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
         g = rows_geometry(k.outer_numel, k.inner_numel, revisits)
         return forced_geometry(g, "rows", k.outer_numel, k.inner_numel)
@@ -416,14 +438,18 @@ class _Renderer:
                          for acc, slot in sorted(self.cached_loads.items(), key=lambda t: t[1])]
         return ctx
 
-    def _columns(self, stages: list[_Stage]) -> bool:
+    def _columns_kernel(self) -> bool:
+        """_columns before rendering (GPU geometry depends on it): the simd test only matters to C."""
+        return self._columns(None)
+
+    def _columns(self, stages: list[_Stage] | None) -> bool:
         """A reduction over a non-innermost dim (sum(x, 0)) whose rows are columns in memory: the
         "columns" template walks the reduced dim outermost and accumulates a block of outputs, so
-        it reads memory contiguously.  Only single-pass reductions without argmax, and only for
-        dialects that have the template."""
+        it reads memory contiguously.  Only single-pass reductions (C: without argmax), and only
+        for dialects that have the template."""
         k = self.k
-        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(stages) != 4
-                or not k.outer or not stages[2].simd or k.row_cache):
+        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(k.stages) != 4
+                or not k.outer or not (self.d.gpu or stages[2].simd) or k.row_cache):
             return False
         loads = [k.accesses[op.attrs["access"]] for op in k.stages[2].ops if op.op == "load"]
         walked = [a for a in loads if any(a.inner)]

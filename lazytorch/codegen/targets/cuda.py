@@ -108,7 +108,7 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "(({T})(int64_t)({0}))",
           "float16": "__half2float(__float2half_rn((float)({0})))",
           "bfloat16": "__bfloat162float(__float2bfloat16_rn((float)({0})))", "*": "(({T})({0}))"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="cuda_preamble.cuh.j2",
     in_qualifier="const",
     restrict="",

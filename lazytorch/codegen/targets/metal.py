@@ -200,7 +200,7 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "{T}(int64_t({0}))",
           "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
           "*": "{T}({0})"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="metal_preamble.metal.j2",
     in_qualifier="const",
     restrict="",
