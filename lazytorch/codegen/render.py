@@ -175,6 +175,9 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
         g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
     else:
         g = replace(g, threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)), groups=max(1, outer))
+    if g.per_thread and "per_thread" not in fields:      # the row over the forced threads
+        per = _ceil(inner, g.row_threads)
+        g = replace(g, per_thread=per if per <= ROW_MAX_PER_THREAD else 0)
     if g.per_thread and g.per_thread * g.row_threads < inner:
         g = replace(g, per_thread=0)           # the row does not fit: no register cache
     return g
