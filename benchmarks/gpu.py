@@ -104,6 +104,7 @@ def kernel_times(names: list[str], geometry: str = "", rounds: int = 5, quick: b
     from .workloads import BY_NAME, make_inputs
 
     os.environ["LAZYTORCH_GPU_GEOMETRY"] = geometry     # read when each kernel is rendered
+    lt.set_backend("cuda")                               # the plan as the cuda backend builds it
     rows = []
     for name in names:
         w = BY_NAME[name]
