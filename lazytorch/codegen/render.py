@@ -410,7 +410,7 @@ class _Renderer:
 
     def gpu_context(self, k: Kernel, stages: list[_Stage]) -> dict:
         g, d = self.geo, self.d
-        ctx: dict = {"unroll": d.extra.get("unroll", "")}
+        ctx: dict = {"unroll": d.extra.get("unroll", ""), "unroll_some": d.extra.get("unroll_some", "")}
         if self.linear:
             n = g.per_thread
             stride = g.groups * g.threads * n

@@ -26,7 +26,7 @@ namespace mlx::core::cu {
 
 namespace cg = cooperative_groups;
 
-__global__ void custom_kernel_lt_a0ee7facde06(
+__global__ void custom_kernel_lt_f38246276943(
     const float* a0,
     const float* a1,
     float* a2) {
@@ -37,7 +37,8 @@ const uint lt_lid = (threadIdx.x % 32);
 const uint lt_lsize = 32;
 const int32_t o0 = o;
 float acc4 = 0;
-for (int32_t i = lt_lid; i < 40; i += lt_lsize) {
+#pragma unroll 4
+for (int32_t i = lt_lid; i < 40; i += 32) {   // constant stride: unrolled, loads in flight
     const int32_t i0 = i;
     const float v1 = a0[o0 * 40 + i0];
     const float v2 = a1[o0 * 40 + i0];

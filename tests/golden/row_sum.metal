@@ -5,7 +5,7 @@ inline int64_t lt_shuffle_xor(int64_t v, ushort m) {
     uint2 h = as_type<uint2>(v);
     return as_type<int64_t>(uint2(metal::simd_shuffle_xor(h.x, m), metal::simd_shuffle_xor(h.y, m)));
 }
-[[kernel]] void custom_kernel_lt_693f1cb39f4c_float_float_float(
+[[kernel]] void custom_kernel_lt_61e72b3d0f96_float_float_float(
   const device float* a0 [[buffer(0)]],
   const device float* a1 [[buffer(1)]],
   device float* a2 [[buffer(2)]],
@@ -19,7 +19,7 @@ const uint lt_lid = thread_index_in_simdgroup;
 const uint lt_lsize = 32;
 const int32_t o0 = o;
 float acc4 = 0;
-for (int32_t i = lt_lid; i < 40; i += lt_lsize) {
+for (int32_t i = lt_lid; i < 40; i += 32) {   // constant stride: unrolled, loads in flight
     const int32_t i0 = i;
     const float v1 = a0[o0 * 40 + i0];
     const float v2 = a1[o0 * 40 + i0];

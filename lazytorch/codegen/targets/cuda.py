@@ -122,6 +122,7 @@ DIALECT = Dialect(
         "simd_any": f"__any_sync({FULL_MASK}, {{0}})", "simd_all": f"__all_sync({FULL_MASK}, {{0}})",
         "simd_flag": f"__any_sync({FULL_MASK}, {{0}})",   # OR of a 0/1 flag across the warp
         "unroll": "#pragma unroll",
+        "unroll_some": "#pragma unroll 4",     # loops whose trip count varies by thread: 4 loads in flight
         # the linear template's vector words: n elements of `bytes` bytes in all move as one
         # load/store (taken only when every vector pointer is aligned to its word, checked at run time)
         "vec_words": {"4": "unsigned int", "8": "uint2", "16": "uint4"},
