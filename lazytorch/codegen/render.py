@@ -3,8 +3,9 @@
 render.py turns each Op, Reduce and Store into statements using the dialect's expression
 tables and index arithmetic from the Accesses; the templates only arrange them into loops (or
 threads).  Templates: "linear" for pointwise kernels whose accesses are all linear (one flat
-index), "rows" for everything else (outer index x inner loop; pointwise strided kernels iterate
-their last dim as the inner loop).
+index), "columns" for single-pass reductions over non-innermost dims, "rows" for everything else
+(outer index x inner loop; pointwise strided kernels iterate their last dim as the inner loop).
+On the GPU dialects the launch geometry comes from the geometry section below (docs/gpu.md).
 """
 from __future__ import annotations
 

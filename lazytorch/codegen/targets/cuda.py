@@ -1,9 +1,9 @@
 """The CUDA target: its Dialect table, its MLX call and the full source MLX's CUDA build compiles.
 
-CUDA kernels use the GPU templates Metal uses (`shaders/gpu_linear.j2`: one thread per element;
-`shaders/gpu_rows.j2`: one block per outer index, threads stride over the inner domain, then
-combine through warp shuffles (`__shfl_down_sync`, width 32), `__shared__` memory and
-`__syncthreads()`); the table's `extra` spells CUDA's thread indices and collectives.  Math is
+CUDA kernels use the GPU templates Metal uses (`shaders/gpu_linear.j2`, `gpu_rows.j2`,
+`gpu_columns.j2`; docs/gpu.md): warp shuffles (`__shfl_down_sync`/`__shfl_xor_sync`, width 32),
+`__shared__` memory and `__syncthreads()`, 16-byte vector loads in pointwise kernels; the table's
+`extra` spells CUDA's thread indices, collectives and vector words.  Math is
 CUDA's libm-named device functions (expf, log1pf, erff, ...; no fast math); the helpers CUDA lacks
 (torch's division, NaN-propagating max/min, warp shuffles of any type) come from
 `shaders/cuda_preamble.cuh.j2`, cut to the ones a kernel calls and passed as its header.  Being
