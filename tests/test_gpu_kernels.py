@@ -68,7 +68,8 @@ def check(got, want, tol=1e-5):
 
 def test_geometry_table():
     assert rows_geometry(4096, 4096, True) == Geometry(512, 4096, 1, 8)      # W3: the row in registers
-    assert rows_geometry(8192, 1024, True) == Geometry(128, 8192, 1, 8)      # W4
+    assert rows_geometry(8192, 1024, True) == Geometry(256, 1024, 8, 32)     # W4: a warp per row
+    assert rows_geometry(8192, 1025, True) == Geometry(256, 8192, 1, 5)
     assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
     assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
     assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # a full reduction: wide
@@ -146,7 +147,7 @@ def F_torch_layer_norm(x, w=None, b=None):
 def test_long_rows_in_registers(gpu):
     (x, tx) = pair(data((3, 3000)))
     (b, tb) = pair(data((2, 1500), seed=1), "bf16")
-    (h, th) = pair(data((2, 700), np.float16, seed=2))
+    (h, th) = pair(data((2, 1100), np.float16, seed=2))
     outs = [lt.softmax(x, dim=-1), F.layer_norm(b, (1500,)), lt.log_softmax(h, dim=-1)]
     ps = paths(*outs)
     assert all("rows=1 " in p and "per_thread=0" not in p for p in ps), ps
@@ -154,6 +155,17 @@ def test_long_rows_in_registers(gpu):
     check(outs[0], torch.softmax(tx, -1))
     check(outs[1], F_torch_layer_norm(tb.float()).to(torch.bfloat16), 3e-2)
     check(outs[2], torch.log_softmax(th.float(), -1).half(), 3e-3)
+
+
+def test_revisited_rows_up_to_1024_a_warp_each(gpu):
+    (x, tx), (w, tw), (b, tb) = pair(data((9, 1000))), pair(data(1000, seed=1)), pair(data(1000, seed=2))
+    (h, th) = pair(data((5, 700), np.float16, seed=3))
+    outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(h, dim=-1)]
+    ps = paths(*outs)
+    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=22" in ps[1], ps
+    lt.eval(*outs)
+    check(outs[0], F_torch_layer_norm(tx, tw, tb), 1e-4)
+    check(outs[1], torch.softmax(th.float(), -1).half(), 2e-3)
 
 
 def test_longest_revisited_row_and_beyond(gpu):

@@ -65,15 +65,19 @@ _HELPER = re.compile(r"\blt_\w+")
 # experiments (docs/gpu.md).  The numbers: a warp/simdgroup is 32 lanes; 256 threads per group
 # keeps 8 groups resident per SM; LINEAR_MAX_GROUPS (about two waves of 256-thread groups on the
 # largest GPUs, 132 SMs x 8) bounds the grid of pointwise kernels, whose threads then stride;
-# rows of up to SIMD_ROW elements take one simdgroup each (several rows per group, combined by
-# shuffles alone), longer rows a whole group with up to ROW_PER_THREAD elements per thread held
-# in registers between the passes over the row (fuse.ROW_LIMIT, 16384, = 1024 x 16 bounds rows
-# that are revisited, so every multi-pass row fits).
+# rows of up to SIMD_ROW elements (SIMD_ROW_REVISITED for rows a later pass revisits, held in
+# registers, up to 32 per lane) take one simdgroup each (several rows per group, combined by
+# shuffles alone: no barrier, every load of the row in flight at once; the H100 sweep's best
+# layer_norm 8192x1024 point was a warp per row), longer rows a whole group with up to
+# ROW_PER_THREAD elements per thread held in registers between the passes over the row
+# (fuse.ROW_LIMIT, 16384, = 1024 x 16 bounds rows that are revisited, so every multi-pass row fits).
 SIMD = 32
 LINEAR_THREADS = 256
 LINEAR_VECTOR = 4
 LINEAR_MAX_GROUPS = 2048
 SIMD_ROW = 256
+SIMD_ROW_REVISITED = 1024
+SIMD_MAX_PER_THREAD = 32
 SIMD_ROWS_PER_GROUP = 8
 ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
 ROW_MAX_PER_THREAD = 16
@@ -122,7 +126,7 @@ def linear_geometry(numel: int) -> Geometry:
 def rows_geometry(outer: int, inner: int, revisits: bool) -> Geometry:
     """Short rows: a simdgroup each; longer ones: one group, in registers if a later pass revisits
     the row (softmax, layer_norm), else threads striding over it."""
-    if inner <= SIMD_ROW:
+    if inner <= SIMD_ROW or (revisits and inner <= SIMD_ROW_REVISITED):
         rows = max(1, min(SIMD_ROWS_PER_GROUP, outer))
         return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows, _ceil(inner, SIMD) if revisits else 0)
     if revisits:
@@ -178,7 +182,7 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
         g = replace(g, threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)), groups=max(1, outer))
     if g.per_thread and "per_thread" not in fields:      # the row over the forced threads
         per = _ceil(inner, g.row_threads)
-        g = replace(g, per_thread=per if per <= ROW_MAX_PER_THREAD else 0)
+        g = replace(g, per_thread=per if per <= (SIMD_MAX_PER_THREAD if g.rows > 1 else ROW_MAX_PER_THREAD) else 0)
     if g.per_thread and g.per_thread * g.row_threads < inner:
         g = replace(g, per_thread=0)           # the row does not fit: no register cache
     return g
