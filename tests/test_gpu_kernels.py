@@ -210,11 +210,16 @@ def test_column_reductions(gpu):
 
 # ---------------------------------------------------------------- forced geometries still compute right
 
-@pytest.mark.parametrize("spec", ["rows:threads=64,per_thread=0", "rows:rows=2", "linear:per_thread=1,groups=1"])
-def test_forced_geometry(gpu, monkeypatch, spec):
+@pytest.mark.parametrize("spec, cols, want", [
+    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0"),
+    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10"),
+    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1")])
+def test_forced_geometry(gpu, monkeypatch, spec, cols, want):
+    # a shape of its own per case: no plan compiled under another setting is reused
     monkeypatch.setenv(GEOMETRY_ENV, spec)
-    (x, tx) = pair(data((5, 300)))
-    outs = [lt.softmax(x * 2.0, dim=-1), (x * 3.0).exp()]
+    (x, tx), (y, ty) = pair(data((5, cols))), pair(data(cols * 3, seed=1))
+    outs = [lt.softmax(x * 2.0, dim=-1), (y * 3.0).exp()]
+    assert any(p.endswith("geometry " + want) for p in paths(*outs)), paths(*outs)
     lt.eval(*outs)
     check(outs[0], torch.softmax(tx * 2.0, -1))
-    check(outs[1], (tx * 3.0).exp(), 1e-4)
+    check(outs[1], (ty * 3.0).exp(), 1e-4)

@@ -167,6 +167,8 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
                              "[linear:|rows:]threads=N, groups=N, rows=N, per_thread=N")
         fields[key] = int(value)
+    if template == "rows" and "threads" in fields and "rows" not in fields:
+        fields["rows"] = 1                     # threads alone: one group per row
     g = replace(g, **fields)
     if template == "linear":
         per = max(1, g.per_thread)
