@@ -193,6 +193,9 @@ def select(backends: list[str], peers: list[str], compiled: list[str] = ()) -> l
 
 def by_name(name: str) -> Framework:
     """A framework from its column name (W8's subprocess gets names on its command line)."""
+    if name == "lazytorch[cuda]":    # the GPU row: device-resident inputs, as in benchmarks/gpu.py
+        from .gpu import lazytorch_gpu
+        return lazytorch_gpu("cuda")
     if name.startswith("lazytorch[") and name.endswith("]"):
         return lazytorch(name[len("lazytorch["):-1])
     if name.startswith("lazytorch.compile[") and name.endswith("]"):

@@ -78,3 +78,76 @@ def copy_bandwidth(nbytes: int, plan: Plan) -> dict[str, Any]:
     size = src.numel() * 4
     return {"array_bytes": size, "bytes_per_copy": 2 * size, "gb_per_s": 2 * size / t.median_s / 1e9,
             "device": torch.cuda.get_device_name(), "how": "torch cuda copy_ (device to device)", **t.as_dict()}
+
+
+# ---------------------------------------------------------------- kernel-only timings
+# What the GPU itself spends in each generated kernel of a workload, without lazytorch's host path
+# (graph building, plan lookup): the kernels are launched straight through mx.fast.cuda_kernel on
+# device-resident inputs, BATCH launches per mx.eval (MLX queues them while the GPU runs), so the
+# time per launch is the kernel's.  `LAZYTORCH_GPU_GEOMETRY` (see docs/gpu.md) forces a geometry:
+#
+#   python -m benchmarks.gpu kernels W1,W2,W3,W4 [--geometry "threads=512" --geometry "rows:per_thread=4"]
+BATCH = 20
+
+
+def kernel_times(names: list[str], geometry: str = "", rounds: int = 5, quick: bool = False) -> list[dict]:
+    """One row per workload: the summed median time of its kernels (s), the kernels' geometries and
+    GB/s against the workload's bytes_moved."""
+    import os
+    import time
+    import lazytorch as lt
+    import mlx.core as mx
+    from lazytorch.codegen.gpu import launch_call
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.mlx import CUDA, call_arguments, kernel_arguments, mx_dtype
+    from .frameworks import _lazytorch_ops
+    from .workloads import BY_NAME, make_inputs
+
+    os.environ["LAZYTORCH_GPU_GEOMETRY"] = geometry     # read when each kernel is rendered
+    lt.set_backend("cuda")                               # the plan as the cuda backend builds it
+    rows = []
+    for name in names:
+        w = BY_NAME[name]
+        arrays = make_inputs(w, quick)
+        out = w.math(_lazytorch_ops(), *[lt.tensor(a) for a in arrays])
+        total, shapes = 0.0, []
+        for launch in kernel_plan([out]).launches:
+            call = launch_call(launch, "cuda")
+            if call is None:
+                continue
+            kernel = mx.fast.cuda_kernel(**kernel_arguments(call, CUDA))
+            ins = [mx.random.normal(s).astype(mx_dtype(d)) for s, d in zip(call.input_shapes, call.input_dtypes)]
+            mx.eval(ins)
+            args = call_arguments(call, ins)
+            mx.eval(kernel(**args))                      # compile
+            samples = []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                mx.eval([kernel(**args)[0] for _ in range(BATCH)])
+                samples.append((time.perf_counter() - t0) / BATCH)
+            total += sorted(samples)[len(samples) // 2]
+            shapes.append(call.source.splitlines()[0].split("geometry ")[-1])
+        size = w.size(quick)
+        nbytes = w.bytes_moved(size) if w.bytes_moved else None
+        rows.append({"workload": name, "geometry_env": geometry, "kernel_s": total, "geometry": shapes,
+                     "gb_per_s": nbytes / total / 1e9 if nbytes and total else None})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import json
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu")
+    p.add_argument("what", choices=("kernels",))
+    p.add_argument("workloads")
+    p.add_argument("--geometry", action="append", default=None,
+                   help="LAZYTORCH_GPU_GEOMETRY values to compare (default: the built-in table)")
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    for geo in args.geometry or [""]:
+        for row in kernel_times(args.workloads.split(","), geo, quick=args.quick):
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,9 @@
 #
 #   bash benchmarks/gpu_run.sh setup smoke ops      # op suite on the cuda backend  -> $OUT/ops.log, ops.xml
 #   bash benchmarks/gpu_run.sh setup bench          # python -m benchmarks --device gpu -> $OUT/bench/
+#   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
+#       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
+#        KERNELS_TAG labels the rows, e.g. before/after)
 #
 # The mlx-cuda-13 wheel travels split in two (.whlA/mlxcuda.part00 copied to ~/w by an earlier call,
 # .whlB/mlxcuda.part01 + the mlx wheel); `setup` joins and installs them into /tmp/site once per
@@ -69,6 +72,15 @@ ops() {
     set -o pipefail
     LAZYTORCH_TEST_BACKENDS=cuda timeout ${OPS_TIMEOUT:-420} python3 -m pytest $OPS_TESTS -q -n 16 --tb=line \
         -p no:cacheprovider --junitxml="$OUT/ops.xml" -rf 2>&1 | tee "$OUT/ops.log" | tail -n 80
+}
+
+kernels() {
+    local args=() g
+    IFS=';' read -ra geos <<< "${GEOMETRIES:-}"
+    for g in "${geos[@]}"; do args+=(--geometry "$g"); done
+    [ ${#args[@]} -eq 0 ] && args=(--geometry "")
+    timeout ${KERNELS_TIMEOUT:-200} python3 -m benchmarks.gpu kernels ${WORKLOADS:-W1,W2,W3,W4} "${args[@]}" \
+        | sed "s/^{/{\"tag\": \"${KERNELS_TAG:-}\", /" | tee -a "$OUT/kernels.jsonl"
 }
 
 bench() {

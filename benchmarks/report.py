@@ -72,7 +72,7 @@ def markdown(run: dict) -> str:
            f"Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
            + f"; lazytorch commit {m['lazytorch_commit']}; {m['date']}; "
            f"load average {m['load_average']} at the start.", "",
-           f"Copy bandwidth (numpy copyto, {bw['array_bytes'] / 2 ** 20:.0f} MiB array, read + write): "
+           f"Copy bandwidth ({bw.get('how', 'numpy copyto')}, {bw['array_bytes'] / 2 ** 20:.0f} MiB array, read + write): "
            f"{bw['gb_per_s']:.1f} GB/s (median of {bw['samples']}).", ""]
     for w in run["workloads"]:
         sizes = ", ".join(f"{k}={v}" for k, v in w["sizes"].items())

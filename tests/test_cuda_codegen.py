@@ -64,6 +64,8 @@ PROGRAMS = {
     "f64_scalar": lambda: lt.log_softmax(t((5, 20)), dim=-1) + t((5, 20)).remainder(0.7) * 1e-3,
     "strided": lambda: t((16, 12)).t()[:, ::2].exp() + t((8,)),
     "broadcast_where": lambda: lt.where(t((4, 1, 5)) > 0, t((3, 5)), -t((4, 3, 1))).round(),
+    # long rows: one block per row (register-cached with a block-wide combine, or striding)
+    "long_rows": lambda: (lt.softmax(t((3, 5000)), dim=-1), t((2, 3000)).argmax(dim=1)),
     "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
                       + lt.maximum(t((9,)), t((9,), seed=4)) * 2).to(lt.float16),
 }
@@ -119,10 +121,14 @@ def test_golden_source(name):
 
 def test_launch_shape_and_buffers():
     (call,) = calls(PROGRAMS["softmax"])
-    assert call.threadgroup == (32, 1, 1) and call.grid == (6 * 32, 1, 1)   # one block per row
+    # rows of 40: one warp per row, the 6 rows in one block; the grid counts threads
+    assert call.threadgroup == (6 * 32, 1, 1) and call.grid == (6 * 32, 1, 1)
     assert call.input_dtypes == (D.float32,) and call.output_shapes == ((240,),)
     (call,) = calls(PROGRAMS["pointwise_chain"])
-    assert call.grid == (240, 1, 1) and call.threadgroup == (256, 1, 1)    # grid counts threads
+    assert call.grid == (256, 1, 1) and call.threadgroup == (256, 1, 1)    # 4 elements per thread
+    assert "geometry threads=256 groups=1 rows=1 per_thread=4" in call.source
+    long_softmax = calls(PROGRAMS["long_rows"])[0]
+    assert long_softmax.threadgroup == (1024, 1, 1) and long_softmax.grid == (3 * 1024, 1, 1)
     assert function_name(call) == "custom_kernel_" + call.name
 
 
@@ -134,9 +140,10 @@ def test_float64_is_refused_naming_the_op():
 
 
 def test_dialect_spells_cuda():
-    src = "\n".join(assemble(c) for c in calls(PROGRAMS["argmax"]) + calls(PROGRAMS["bfloat16"]))
-    for token in ("__shfl_down_sync", "__syncthreads();", "__shared__", "blockIdx.x", "__nv_bfloat16",
-                  "__bfloat162float", "erff("):
+    src = "\n".join(assemble(c) for c in calls(PROGRAMS["argmax"]) + calls(PROGRAMS["bfloat16"])
+                    + calls(PROGRAMS["long_rows"]) + calls(PROGRAMS["pointwise_chain"]))
+    for token in ("__shfl_down_sync", "__shfl_xor_sync", "__syncthreads();", "__shared__", "blockIdx.x",
+                  "__nv_bfloat16", "__bfloat162float", "erff(", "#pragma unroll", "reinterpret_cast<const uint4*>"):
         assert token in src, token
     assert "simd_" not in src and "threadgroup_barrier" not in src and "metal::" not in src
     assert CUDA.expr("maximum", D.float64, ["a", "b"]) == "lt_max(a, b)"

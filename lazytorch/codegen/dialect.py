@@ -33,7 +33,7 @@ class Dialect:
     restrict: str = "restrict"
     gpu: bool = False                    # one thread per element / threadgroup per row (Metal, CUDA)
     template_helpers: dict[str, frozenset[str]] = field(default_factory=dict)  # shape -> helpers it calls
-    extra: dict[str, str] = field(default_factory=dict)   # target-specific (barrier, simd_*, thread ids)
+    extra: dict = field(default_factory=dict)   # target-specific (barrier, simd_*, thread ids, vector words)
 
     def expr(self, op: str, dtype: DType, args: list[str]) -> str:
         cat = "float" if dtype.is_floating_point else "bool" if dtype.is_bool else "int"

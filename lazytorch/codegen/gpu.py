@@ -97,10 +97,14 @@ def launch_call(launch, target: str) -> MlxCall | None:
     if launch.kind != "kernel" or not supports(launch):
         return None
     try:
-        kernel = narrow_scalars(lower(launch))
+        # costly values a later pass over the row needs (softmax's exp) stay in registers when the
+        # geometry holds the row there; otherwise they are recomputed
+        kernel = narrow_scalars(lower(launch, row_cache=True))
     except Unsupported:
         return None
     rendered = render(kernel, target)
+    if kernel.row_cache and not (rendered.geometry and rendered.geometry.per_thread):
+        rendered = render(narrow_scalars(lower(launch)), target)
     return mlx_call(target, rendered, header(target, rendered))
 
 

@@ -3,12 +3,14 @@
 render.py turns each Op, Reduce and Store into statements using the dialect's expression
 tables and index arithmetic from the Accesses; the templates only arrange them into loops (or
 threads).  Templates: "linear" for pointwise kernels whose accesses are all linear (one flat
-index), "rows" for everything else (outer index x inner loop; pointwise strided kernels iterate
-their last dim as the inner loop).
+index), "columns" for single-pass reductions over non-innermost dims, "rows" for everything else
+(outer index x inner loop; pointwise strided kernels iterate their last dim as the inner loop).
+On the GPU dialects the launch geometry comes from the geometry section below (docs/gpu.md).
 """
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +21,7 @@ from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .dialect import INT_TYPES, Dialect
 from .helpers import HelperLibrary
-from .kernel_ir import Access, Kernel, Reduce, Stage
+from .kernel_ir import I32_LIMIT, Access, Kernel, Reduce, Stage
 from .reductions import REDUCTIONS
 from .targets import get_dialect
 
@@ -58,17 +60,134 @@ def header(dialect_name: str, *rendered: "Rendered") -> str:
 
 _HELPER = re.compile(r"\blt_\w+")
 
-# GPU launch geometry: threads per threadgroup of the linear template, most threads of the rows one
-LINEAR_THREADGROUP = 256
-MAX_ROWS_THREADGROUP = 256
+# ---------------------------------------------------------------- GPU launch geometry
+# Chosen per kernel from its shape, here and nowhere else; LAZYTORCH_GPU_GEOMETRY overrides it for
+# experiments (docs/gpu.md).  The numbers: a warp/simdgroup is 32 lanes; 256 threads per group
+# keeps 8 groups resident per SM; LINEAR_MAX_GROUPS (about two waves of 256-thread groups on the
+# largest GPUs, 132 SMs x 8) bounds the grid of pointwise kernels, whose threads then stride;
+# rows of up to SIMD_ROW elements (SIMD_ROW_REVISITED for rows a later pass revisits, held in
+# registers, up to 32 per lane) take one simdgroup each (several rows per group, combined by
+# shuffles alone: no barrier, every load of the row in flight at once; the H100 sweep's best
+# layer_norm 8192x1024 point was a warp per row), longer rows a whole group with up to
+# ROW_PER_THREAD elements per thread held in registers between the passes over the row
+# (fuse.ROW_LIMIT, 16384, = 1024 x 16 bounds rows that are revisited, so every multi-pass row fits).
+SIMD = 32
+LINEAR_THREADS = 256
+LINEAR_VECTOR = 4
+LINEAR_MAX_GROUPS = 2048
+SIMD_ROW = 256
+SIMD_ROW_REVISITED = 1024
+SIMD_MAX_PER_THREAD = 32
+SIMD_ROWS_PER_GROUP = 8
+ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
+ROW_MAX_PER_THREAD = 16
+MAX_THREADS = 1024
+SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
+COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
+GEOMETRY_ENV = "LAZYTORCH_GPU_GEOMETRY"
 
 
-def rows_threadgroup(inner_numel: int) -> int:
-    """Threads per row: a multiple of the simd width, about 4 elements per thread, at most 256."""
-    tg = 32
-    while tg < MAX_ROWS_THREADGROUP and tg * 4 < inner_numel:
-        tg *= 2
-    return tg
+@dataclass(frozen=True)
+class Geometry:
+    """How a GPU kernel is launched.  linear: `threads` per group, `groups` groups striding over
+    the domain, `per_thread` consecutive elements per thread and step (vector loads where the
+    dialect has them).  rows: `rows` rows per group (> 1: one simdgroup per row), `threads`
+    per group, `per_thread` elements of the row each thread keeps in registers (0: none, every
+    pass re-reads the row).  columns: 32 outputs per group, `rows` slices of the reduced domain."""
+    threads: int
+    groups: int
+    rows: int = 1
+    per_thread: int = 1
+
+    def __str__(self) -> str:
+        return f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
+
+    @property
+    def row_threads(self) -> int:
+        return SIMD if self.rows > 1 else self.threads
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def linear_geometry(numel: int) -> Geometry:
+    vec = LINEAR_VECTOR if numel >= LINEAR_VECTOR * SIMD else 1
+    return Geometry(LINEAR_THREADS, max(1, min(LINEAR_MAX_GROUPS, _ceil(numel, LINEAR_THREADS * vec))), 1, vec)
+
+
+def rows_geometry(outer: int, inner: int, revisits: bool) -> Geometry:
+    """Short rows: a simdgroup each; longer ones: one group, in registers if a later pass revisits
+    the row (softmax, layer_norm), else threads striding over it."""
+    if inner <= SIMD_ROW or (revisits and inner <= SIMD_ROW_REVISITED):
+        rows = max(1, min(SIMD_ROWS_PER_GROUP, outer))
+        return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows, _ceil(inner, SIMD) if revisits else 0)
+    if revisits:
+        threads = min(MAX_THREADS, max(64, _pow2_at_least(_ceil(inner, ROW_PER_THREAD))))
+        per = _ceil(inner, threads)
+        return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0)
+    most = LINEAR_THREADS if outer >= COLUMN_GROUPS else MAX_THREADS   # few long rows: wider groups
+    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0)
+
+
+def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
+    """32 adjacent outputs per group; slices of the reduced domain per group: 8, or 32 when the
+    outputs alone give too few groups to fill the GPU; fewer when the partials of all slices
+    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory."""
+    groups = max(1, _ceil(outer, SIMD))
+    slices = 8 if groups >= COLUMN_GROUPS or inner < 64 else 32
+    while slices > 1 and slices * SIMD * partial_bytes > SHARED_BYTES:
+        slices //= 2
+    return Geometry(SIMD * slices, groups, slices, 0)
+
+
+def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geometry:
+    """`g` with the fields LAZYTORCH_GPU_GEOMETRY sets (e.g. "threads=512,per_thread=8"; for one
+    template only: "rows:threads=128"), made consistent with the kernel's shape."""
+    spec = os.environ.get(GEOMETRY_ENV, "").strip()
+    if not spec:
+        return g
+    fields = {}
+    for part in spec.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        scope, _, kv = part.rpartition(":")
+        key, _, value = kv.partition("=")
+        if scope and scope != template:
+            continue
+        if key not in ("threads", "groups", "rows", "per_thread") or not value.strip().isdigit():
+            raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
+                             "[linear:|rows:]threads=N, groups=N, rows=N, per_thread=N")
+        fields[key] = int(value)
+    if template == "rows" and "threads" in fields and "rows" not in fields:
+        fields["rows"] = 1                     # threads alone: one group per row
+    g = replace(g, **fields)
+    if template == "linear":
+        per = max(1, g.per_thread)
+        return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per,
+                       groups=max(1, min(g.groups, _ceil(max(outer * inner, 1), g.threads * per))))
+    if template == "columns":
+        rows = max(1, min(g.rows, MAX_THREADS // SIMD))
+        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0)
+    if g.rows > 1:
+        rows = min(g.rows, MAX_THREADS // SIMD)
+        g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
+    else:
+        g = replace(g, threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)), groups=max(1, outer))
+    if g.per_thread and "per_thread" not in fields:      # the row over the forced threads
+        per = _ceil(inner, g.row_threads)
+        g = replace(g, per_thread=per if per <= (SIMD_MAX_PER_THREAD if g.rows > 1 else ROW_MAX_PER_THREAD) else 0)
+    if g.per_thread and g.per_thread * g.row_threads < inner:
+        g = replace(g, per_thread=0)           # the row does not fit: no register cache
+    return g
 
 
 @dataclass(frozen=True)
@@ -82,6 +201,7 @@ class Rendered:
     grid: tuple[int, int, int] = (1, 1, 1)
     threadgroup: tuple[int, int, int] = (1, 1, 1)
     parallel: bool = False
+    geometry: Geometry | None = None              # GPU: what the grid and threadgroup came from
 
 
 def _literal(value, dt: DType) -> str:
@@ -115,6 +235,12 @@ class _Renderer:
         self.types: dict[str, DType] = {}
         self.helpers: set[str] = set()
         self.idx = "int32_t" if kernel.index_type == "i32" else "int64_t"
+        self.geo: Geometry | None = None
+        self.cached_loads: dict[int, int] = {}   # GPU rows: access -> register array kept across passes
+        self.filled: dict[int, int] = {}         # access -> id of the stage that loads it from memory
+        self.vector: dict[int, tuple[int, str]] = {}   # GPU linear: access -> (bytes, word type) of its vector load
+        self.in_vector = False                   # rendering the vector body (lanes lt_q of a vector)
+        self.stage_id = 0
 
     # ---- index expressions
     def index(self, a: Access, scope: str) -> str:
@@ -138,15 +264,26 @@ class _Renderer:
         d = self.d
         T = d.register_type(op.dtype)
         self.types[op.var] = op.dtype
+        slot_index = "lt_j" if self.d.gpu else "i"     # GPU: the thread's j-th element of the row
         if op.op == "row_put":
-            return f"lt_row{op.attrs['slot']}[i] = {op.args[0]};"
+            return f"lt_row{op.attrs['slot']}[{slot_index}] = {op.args[0]};"
         if op.op == "row_get":
-            return f"const {T} {op.var} = lt_row{op.attrs['slot']}[i];"
+            return f"const {T} {op.var} = lt_row{op.attrs['slot']}[{slot_index}];"
         if op.op == "load":
-            a = self.k.accesses[op.attrs["access"]]
+            acc = op.attrs["access"]
+            a = self.k.accesses[acc]
             st = op.attrs["storage"]
             fmt = d.load.get(st.name, d.load["*"])
-            e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
+            if scope == "elem" and acc in self.cached_loads:
+                slot = self.cached_loads[acc]
+                if self.filled.setdefault(acc, self.stage_id) != self.stage_id:
+                    return f"const {T} {op.var} = lt_c{slot}[lt_j];"
+                e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
+                return self.note(f"const {T} {op.var} = {e}; lt_c{slot}[lt_j] = {op.var};")
+            if self.in_vector and acc in self.vector:
+                e = fmt.format(ptr=f"lt_l{acc}", idx="lt_q")
+            else:
+                e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
         elif op.op == "index":
             e = f"({T})({self.at(self.k.accesses[op.attrs['access']], scope)})"
         elif op.op == "const":
@@ -167,6 +304,8 @@ class _Renderer:
     def store_line(self, st, scope: str) -> str:
         a = self.k.accesses[st.access]
         fmt = self.d.store.get(st.dtype.name, self.d.store["*"])
+        if self.in_vector and st.access in self.vector:
+            return self.note(f"lt_s{st.access}[lt_q] = {fmt.format(st.value)};")
         return self.note(f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};")
 
     def reduce(self, r: Reduce, out: _Stage) -> None:
@@ -198,8 +337,14 @@ class _Renderer:
 
     def stage(self, s: Stage) -> _Stage:
         out = _Stage(s.scope)
+        self.stage_id += 1
         for op in s.ops:
-            out.lines.append(self.op_line(op, s.scope))
+            line = self.op_line(op, s.scope)
+            # GPU rows: a load the whole row shares (a broadcast operand, W2's scale[o]) is read
+            # once per row, before the loop over the row
+            hoist = (self.d.gpu and not self.linear and s.scope == "elem" and op.op == "load"
+                     and self.k.accesses[op.attrs["access"]].row_only and op.attrs["access"] not in self.cached_loads)
+            (out.init if hoist else out.lines).append(line)
         for r in s.reduces:
             self.reduce(r, out)
         for st in s.stores:
@@ -211,6 +356,12 @@ class _Renderer:
         self.linear = k.pattern == "pointwise" and k.contiguous
         kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
         self.k = kernel
+        if self.d.gpu:
+            self.geo = self.geometry(kernel, "columns" if self._columns_kernel() else "rows")
+            if self.geo.per_thread and not self.linear:
+                self.cached_loads = _revisited_loads(kernel)
+            if self.linear and self.geo.per_thread > 1:
+                self.vector = self.vector_accesses(kernel, self.geo.per_thread)
         stages = [self.stage(s) for s in kernel.stages]
         args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
                  "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
@@ -221,29 +372,121 @@ class _Renderer:
                    numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,
                    parallel=parallel, chunk=16384, reductions=REDUCTIONS,
                    row_cache=[self.d.register_type(dt) for dt in kernel.row_cache], restrict=self.d.restrict,
-                   extra=self.d.extra)
+                   extra=self.d.extra, geo=self.geo)
+        if self.d.gpu:
+            ctx.update(self.gpu_context(kernel, stages))
         source = environment().get_template(self.d.templates[shape]).render(**ctx)
         self.helpers.update(self.d.template_helpers.get(shape, ()))
+        if self.d.gpu and shape == "rows" and self.geo.rows > 1:     # simdgroup rows combine by butterfly
+            self.helpers.discard("lt_shuffle_down")
+            self.helpers.add("lt_shuffle_xor")
         grid, tg = (1, 1, 1), (1, 1, 1)
-        if self.d.gpu and shape == "linear":
-            grid, tg = (kernel.numel, 1, 1), (LINEAR_THREADGROUP, 1, 1)
-        elif self.d.gpu:
-            width = rows_threadgroup(kernel.inner_numel)
-            grid, tg = (kernel.outer_numel * width, 1, 1), (width, 1, 1)
-        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel)
+        if self.d.gpu:
+            empty = kernel.numel == 0 if shape == "linear" else kernel.outer_numel == 0
+            grid = (0 if empty else self.geo.groups * self.geo.threads, 1, 1)
+            tg = (self.geo.threads, 1, 1)
+        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo)
 
-    def _columns(self, stages: list[_Stage]) -> bool:
+    # ---- GPU geometry and what depends on it
+    def geometry(self, k: Kernel, template: str) -> Geometry:
+        if self.linear:
+            return forced_geometry(linear_geometry(k.numel), "linear", 1, k.numel)
+        if template == "columns":
+            per_thread = sum(r.dtype.itemsize + (8 if r.index else 0) + (4 if REDUCTIONS[r.op].nan else 0)
+                             for r in k.stages[2].reduces)
+            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread), "columns",
+                                   k.outer_numel, k.inner_numel)
+        revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
+        g = rows_geometry(k.outer_numel, k.inner_numel, revisits)
+        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel)
+
+    def vector_accesses(self, k: Kernel, n: int) -> dict[int, tuple[int, str]]:
+        """The accesses of a linear kernel loaded and stored as one n-element word (dialects with
+        vector words: CUDA): linear ones whose offset keeps the word aligned."""
+        words = self.d.extra.get("vec_words")
+        if not words:
+            return {}
+        out = {}
+        for i, a in enumerate(k.accesses):
+            if a.arg is None or a.uniform or a.offset % n:
+                continue
+            nbytes = k.args[a.arg].dtype.itemsize * n
+            if str(nbytes) in words:
+                out[i] = (nbytes, words[str(nbytes)])
+        return out
+
+    def gpu_context(self, k: Kernel, stages: list[_Stage]) -> dict:
+        g, d = self.geo, self.d
+        ctx: dict = {"unroll": d.extra.get("unroll", ""), "unroll_some": d.extra.get("unroll_some", "")}
+        if self.linear:
+            n = g.per_thread
+            stride = g.groups * g.threads * n
+            ctx["lidx"] = self.idx if k.numel + stride <= I32_LIMIT else "int64_t"
+            ctx["stride"] = stride
+            loads, decls, stores, aligned = [], [], [], []
+            body = k.stages[2] if len(k.stages) > 2 else k.stages[-1]
+            stored = {st.access for st in body.stores}
+            for acc, (nbytes, word) in self.vector.items():
+                a = k.accesses[acc]
+                T = d.storage_type(k.args[a.arg].dtype)
+                ptr = f"{k.args[a.arg].name} + {a.offset}" if a.offset else k.args[a.arg].name
+                aligned.append(d.extra["vec_aligned"].format(ptr=ptr, bytes=nbytes))
+                if acc in stored:
+                    decls.append(d.extra["vec_decl"].format(T=T, v=f"lt_s{acc}", n=n, bytes=nbytes))
+                    stores.append(d.extra["vec_store"].format(ptr=ptr, idx="lt_base", v=f"lt_s{acc}", W=word))
+                else:
+                    loads.append(d.extra["vec_decl"].format(T=T, v=f"lt_l{acc}", n=n, bytes=nbytes) + " "
+                                 + d.extra["vec_load"].format(ptr=ptr, idx="lt_base", v=f"lt_l{acc}", W=word))
+            self.in_vector = True
+            vbody = self.stage(body) if n > 1 else None
+            self.in_vector = False
+            ctx.update(vec_loads=loads, vec_decls=decls, vec_stores=stores, vbody=vbody,
+                       aligned=" && ".join(aligned))
+            return ctx
+        ctx["row_threads"] = g.row_threads
+        ctx["cached"] = [(slot, d.register_type(_load_dtype(k, acc)))
+                         for acc, slot in sorted(self.cached_loads.items(), key=lambda t: t[1])]
+        return ctx
+
+    def _columns_kernel(self) -> bool:
+        """_columns before rendering (GPU geometry depends on it): the simd test only matters to C."""
+        return self._columns(None)
+
+    def _columns(self, stages: list[_Stage] | None) -> bool:
         """A reduction over a non-innermost dim (sum(x, 0)) whose rows are columns in memory: the
         "columns" template walks the reduced dim outermost and accumulates a block of outputs, so
-        it reads memory contiguously.  Only single-pass reductions without argmax, and only for
-        dialects that have the template."""
+        it reads memory contiguously.  Only single-pass reductions (C: without argmax), and only
+        for dialects that have the template."""
         k = self.k
-        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(stages) != 4
-                or not k.outer or not stages[2].simd or k.row_cache):
+        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(k.stages) != 4
+                or not k.outer or not (self.d.gpu or stages[2].simd) or k.row_cache):
             return False
         loads = [k.accesses[op.attrs["access"]] for op in k.stages[2].ops if op.op == "load"]
         walked = [a for a in loads if any(a.inner)]
         return bool(walked) and all(a.inner[-1] != 1 for a in walked) and any(a.outer[-1] == 1 for a in walked)
+
+
+def _revisited_loads(k: Kernel) -> dict[int, int]:
+    """Accesses over the row that more than one pass loads: each gets a register array (slot),
+    filled by the first pass, read by the later ones."""
+    seen: dict[int, set[int]] = {}
+    for n, s in enumerate(k.stages):
+        if s.scope != "elem":
+            continue
+        for op in s.ops:
+            if op.op == "load" and not k.accesses[op.attrs["access"]].row_only:
+                seen.setdefault(op.attrs["access"], set()).add(n)
+    again = [acc for acc, where in seen.items() if len(where) > 1]
+    return {acc: slot for slot, acc in enumerate(again)}
+
+
+def _load_dtype(k: Kernel, acc: int) -> DType:
+    """The register dtype of what access `acc` loads."""
+    for s in k.stages:
+        for op in s.ops:
+            if op.op == "load" and op.attrs["access"] == acc:
+                return op.dtype
+    raise KeyError(acc)
 
 
 def _split_last(k: Kernel) -> Kernel:

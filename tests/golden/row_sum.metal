@@ -1,29 +1,25 @@
-// simd_shuffle_down for every register type: 64-bit values move as two 32-bit halves.
-template <typename T> inline T lt_shuffle_down(T v, ushort d) { return metal::simd_shuffle_down(v, d); }
-inline bool lt_shuffle_down(bool v, ushort d) { return metal::simd_shuffle_down(uint(v), d) != 0; }
-inline int64_t lt_shuffle_down(int64_t v, ushort d) {
+// simd_shuffle_xor likewise: a butterfly step, after which every lane holds the combined value.
+template <typename T> inline T lt_shuffle_xor(T v, ushort m) { return metal::simd_shuffle_xor(v, m); }
+inline bool lt_shuffle_xor(bool v, ushort m) { return metal::simd_shuffle_xor(uint(v), m) != 0; }
+inline int64_t lt_shuffle_xor(int64_t v, ushort m) {
     uint2 h = as_type<uint2>(v);
-    return as_type<int64_t>(uint2(metal::simd_shuffle_down(h.x, d), metal::simd_shuffle_down(h.y, d)));
+    return as_type<int64_t>(uint2(metal::simd_shuffle_xor(h.x, m), metal::simd_shuffle_xor(h.y, m)));
 }
-[[kernel]] void custom_kernel_lt_f91d3678fa45_float_float_float(
+[[kernel]] void custom_kernel_lt_61e72b3d0f96_float_float_float(
   const device float* a0 [[buffer(0)]],
   const device float* a1 [[buffer(1)]],
   device float* a2 [[buffer(2)]],
   uint simdgroup_index_in_threadgroup [[simdgroup_index_in_threadgroup]],
   uint thread_index_in_simdgroup [[thread_index_in_simdgroup]],
-  uint3 thread_position_in_threadgroup [[thread_position_in_threadgroup]],
-  uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]],
-  uint3 threads_per_threadgroup [[threads_per_threadgroup]]) {
-// rows: k0_reduce, reduce, outer [6] x inner [40], one threadgroup per outer index
-const int32_t o = int32_t(threadgroup_position_in_grid.x);
-const uint lt_lid = thread_position_in_threadgroup.x;
-const uint lt_lsize = threads_per_threadgroup.x;
-const uint lt_lane = thread_index_in_simdgroup;
-const uint lt_sg = simdgroup_index_in_threadgroup;
-const uint lt_nsg = (lt_lsize + 31) / 32;
+  uint3 threadgroup_position_in_grid [[threadgroup_position_in_grid]]) {
+// rows: k0_reduce, reduce, outer [6] x inner [40]; geometry threads=192 groups=1 rows=6 per_thread=0
+const int32_t o = int32_t(threadgroup_position_in_grid.x) * 6 + int32_t(simdgroup_index_in_threadgroup);
+if (o >= 6) return;   // a whole simdgroup: no barrier follows
+const uint lt_lid = thread_index_in_simdgroup;
+const uint lt_lsize = 32;
 const int32_t o0 = o;
 float acc4 = 0;
-for (int32_t i = lt_lid; i < 40; i += lt_lsize) {
+for (int32_t i = lt_lid; i < 40; i += 32) {   // constant stride: unrolled, loads in flight
     const int32_t i0 = i;
     const float v1 = a0[o0 * 40 + i0];
     const float v2 = a1[o0 * 40 + i0];
@@ -31,11 +27,7 @@ for (int32_t i = lt_lid; i < 40; i += lt_lsize) {
     acc4 += v3;
 }
 acc4 = simd_sum(acc4);
-threadgroup decltype(acc4) lt_sh_acc4[32];
-if (lt_lane == 0) lt_sh_acc4[lt_sg] = acc4;
-threadgroup_barrier(mem_flags::mem_threadgroup);
-acc4 = lt_sh_acc4[0];
-for (uint lt_s = 1; lt_s < lt_nsg; lt_s++) acc4 = (acc4 + lt_sh_acc4[lt_s]);
+
 a2[o0] = acc4;
 
 }

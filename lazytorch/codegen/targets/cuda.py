@@ -1,9 +1,9 @@
 """The CUDA target: its Dialect table, its MLX call and the full source MLX's CUDA build compiles.
 
-CUDA kernels use the GPU templates Metal uses (`shaders/gpu_linear.j2`: one thread per element;
-`shaders/gpu_rows.j2`: one block per outer index, threads stride over the inner domain, then
-combine through warp shuffles (`__shfl_down_sync`, width 32), `__shared__` memory and
-`__syncthreads()`); the table's `extra` spells CUDA's thread indices and collectives.  Math is
+CUDA kernels use the GPU templates Metal uses (`shaders/gpu_linear.j2`, `gpu_rows.j2`,
+`gpu_columns.j2`; docs/gpu.md): warp shuffles (`__shfl_down_sync`/`__shfl_xor_sync`, width 32),
+`__shared__` memory and `__syncthreads()`, 16-byte vector loads in pointwise kernels; the table's
+`extra` spells CUDA's thread indices, collectives and vector words.  Math is
 CUDA's libm-named device functions (expf, log1pf, erff, ...; no fast math); the helpers CUDA lacks
 (torch's division, NaN-propagating max/min, warp shuffles of any type) come from
 `shaders/cuda_preamble.cuh.j2`, cut to the ones a kernel calls and passed as its header.  Being
@@ -108,7 +108,7 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "(({T})(int64_t)({0}))",
           "float16": "__half2float(__float2half_rn((float)({0})))",
           "bfloat16": "__bfloat162float(__float2bfloat16_rn((float)({0})))", "*": "(({T})({0}))"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="cuda_preamble.cuh.j2",
     in_qualifier="const",
     restrict="",
@@ -121,6 +121,15 @@ DIALECT = Dialect(
         "shared": "__shared__", "barrier": "__syncthreads();",
         "simd_any": f"__any_sync({FULL_MASK}, {{0}})", "simd_all": f"__all_sync({FULL_MASK}, {{0}})",
         "simd_flag": f"__any_sync({FULL_MASK}, {{0}})",   # OR of a 0/1 flag across the warp
+        "unroll": "#pragma unroll",
+        "unroll_some": "#pragma unroll 4",     # loops whose trip count varies by thread: 4 loads in flight
+        # the linear template's vector words: n elements of `bytes` bytes in all move as one
+        # load/store (taken only when every vector pointer is aligned to its word, checked at run time)
+        "vec_words": {"4": "unsigned int", "8": "uint2", "16": "uint4"},
+        "vec_decl": "alignas({bytes}) {T} {v}[{n}];",
+        "vec_load": "*reinterpret_cast<{W}*>({v}) = *reinterpret_cast<const {W}*>({ptr} + {idx});",
+        "vec_store": "*reinterpret_cast<{W}*>({ptr} + {idx}) = *reinterpret_cast<const {W}*>({v});",
+        "vec_aligned": "(size_t)({ptr}) % {bytes} == 0",
     },
 )
 

@@ -1,10 +1,10 @@
 """The Metal target: its Dialect table, its MLX call and the full source the Metal runtime compiles.
 
 Metal kernels are kernel *bodies*: the runtime (`mx.fast.metal_kernel`) writes the signature
-around them.  `shaders/gpu_linear.j2` runs one thread per element, `shaders/gpu_rows.j2` one
-threadgroup per outer index whose threads stride over the inner domain and then combine their
-partial reductions (simd collectives within a simdgroup of 32, then threadgroup memory across
-simdgroups).  Helpers Metal lacks (erf, expm1, log1p, integer division with torch's semantics ...)
+around them.  The GPU templates (`shaders/gpu_linear.j2`, `gpu_rows.j2`, `gpu_columns.j2`, shared
+with CUDA) and their launch geometry are described in docs/gpu.md; this table spells their thread
+vocabulary (simd collectives within a simdgroup of 32, threadgroup memory across simdgroups).
+Helpers Metal lacks (erf, expm1, log1p, integer division with torch's semantics ...)
 come from `shaders/metal_preamble.metal.j2`, cut to the ones a kernel calls and passed as its
 header.  Math uses the `metal::precise` forms: no fast math.
 
@@ -200,7 +200,7 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "{T}(int64_t({0}))",
           "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
           "*": "{T}({0})"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2"},
+    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="metal_preamble.metal.j2",
     in_qualifier="const",
     restrict="",

@@ -1,0 +1,225 @@
+"""The GPU templates' paths (shaders/gpu_linear.j2, gpu_rows.j2, gpu_columns.j2) against torch, on
+the GPU backends under test (metal-emu in CI; cuda with LAZYTORCH_TEST_BACKENDS=cuda on a GPU).
+
+Each case names the path it must take (the template and the geometry render.py chose, read from
+the kernel's Metal source) and checks values: pointwise kernels with vector steps and a scalar
+tail, short rows (a simdgroup each), long rows held in registers, long single-pass rows, column
+reductions split into slices, one-row full reductions; odd sizes, views, half types, integers,
+argmax/argmin ties and NaN, empty and size-1 dims; and LAZYTORCH_GPU_GEOMETRY overrides."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import lazytorch as lt
+from conftest import BACKENDS
+from lazytorch.codegen.gpu import launch_call
+from lazytorch.codegen.render import GEOMETRY_ENV, Geometry, forced_geometry, rows_geometry
+from lazytorch.realize import kernel_plan
+
+GPU_BACKENDS = [b for b in BACKENDS if b in ("metal-emu", "metal", "cuda")]
+F = lt.nn.functional
+
+
+@pytest.fixture(params=GPU_BACKENDS or pytest.skip("no GPU backend under test", allow_module_level=True))
+def gpu(request):
+    previous = lt.get_backend()
+    lt.set_backend(request.param)
+    yield request.param
+    lt.set_backend(previous)
+
+
+def data(shape, dtype=np.float32, seed=0, ties=False):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if ties:                       # repeated maxima/minima and a NaN: the tie rules matter
+        x = np.round(x).astype(np.float32)
+        if x.size > 3:
+            x.reshape(-1)[x.size // 3] = np.nan
+    return x.astype(dtype)
+
+
+def pair(x, dtype=None):
+    """The same values as a lazytorch and a torch tensor (bfloat16 through float32)."""
+    if dtype == "bf16":
+        return lt.tensor(x, dtype=lt.bfloat16), torch.tensor(x).to(torch.bfloat16)
+    return lt.tensor(x), torch.tensor(x)
+
+
+def paths(*outs) -> list[str]:
+    """'template geometry' of each kernel the outputs compile to (the first line of its source)."""
+    plan = kernel_plan(list(outs))
+    calls = [launch_call(l, "metal") for l in plan.launches if l.kind == "kernel"]
+    return [c.source.splitlines()[0] for c in calls if c is not None]
+
+
+def check(got, want, tol=1e-5):
+    want = want.float().numpy() if want.dtype in (torch.bfloat16, torch.float16) else want.numpy()
+    got = got.numpy()
+    assert got.shape == want.shape
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------- geometry (no compiling)
+
+def test_geometry_table():
+    assert rows_geometry(4096, 4096, True) == Geometry(512, 4096, 1, 8)      # W3: the row in registers
+    assert rows_geometry(8192, 1024, True) == Geometry(256, 1024, 8, 32)     # W4: a warp per row
+    assert rows_geometry(8192, 1025, True) == Geometry(256, 8192, 1, 5)
+    assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
+    assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
+    assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # a full reduction: wide
+
+
+def test_geometry_override(monkeypatch):
+    g = rows_geometry(10, 3000, True)
+    monkeypatch.setenv(GEOMETRY_ENV, "rows:threads=64, linear:threads=32")
+    assert forced_geometry(g, "rows", 10, 3000).per_thread == 0              # 64 x 16 < 3000: no cache
+    monkeypatch.setenv(GEOMETRY_ENV, "rows=4")
+    assert forced_geometry(g, "rows", 10, 60) == Geometry(128, 3, 4, 2)
+    monkeypatch.setenv(GEOMETRY_ENV, "threads=lots")
+    with pytest.raises(ValueError, match="LAZYTORCH_GPU_GEOMETRY"):
+        forced_geometry(g, "rows", 10, 3000)
+
+
+# ---------------------------------------------------------------- pointwise
+
+@pytest.mark.parametrize("n", [1, 5, 1027])
+def test_linear_vector_steps_and_tail(gpu, n):
+    (a, ta), (b, tb) = pair(data(n)), pair(data(n, seed=1))
+    out = (a * b + 1.0).tanh() - a.sigmoid()
+    per = 4 if n >= 128 else 1
+    groups = -(-n // (256 * per))          # 1027: the second group's first thread takes the 3-element tail
+    assert paths(out) == [f"// linear: k0_pointwise, pointwise over {n} contiguous elements; geometry "
+                          f"threads=256 groups={groups} rows=1 per_thread={per}"]
+    check(out, (ta * tb + 1.0).tanh() - ta.sigmoid())
+
+
+def test_linear_half_types_ints_and_offset_views(gpu):
+    x = data((3, 301))
+    (h, th), (bf, tbf) = pair(x.astype(np.float16)), pair(x, "bf16")
+    i, ti = pair(np.arange(-600, 603, dtype=np.int32).reshape(3, 401))
+    outs = [(h * 2.0).exp(), bf.erf() + bf, i[1:].reshape(-1)[1:] * 3 + i[:2].reshape(-1)[:-1]]
+    assert all("linear" in p for p in paths(*outs))
+    lt.eval(*outs)
+    check(outs[0], (th * 2.0).exp(), 2e-3)
+    check(outs[1], tbf.erf() + tbf, 2e-2)
+    check(outs[2], ti[1:].reshape(-1)[1:] * 3 + ti[:2].reshape(-1)[:-1])
+
+
+def test_broadcast_and_strided_pointwise(gpu):
+    (x, tx), (bias, tbias), (s, ts) = pair(data((33, 300))), pair(data(300, seed=1)), pair(data((33, 1), seed=2))
+    (y, ty) = pair(data((7, 5), seed=3))
+    outs = [F.relu(x + bias) * s, y.t().exp() + 1.0]
+    assert all(p.startswith("// rows:") for p in paths(*outs))      # not contiguous: one row per last dim
+    lt.eval(*outs)
+    check(outs[0], torch.relu(tx + tbias) * ts)
+    check(outs[1], ty.t().exp() + 1.0)
+
+
+# ---------------------------------------------------------------- rows
+
+def test_short_rows_one_simdgroup_each(gpu):
+    (x, tx), (w, tw) = pair(data((37, 50))), pair(data(50, seed=1))
+    (t, tt) = pair(data((9, 33), ties=True))
+    (i, ti) = pair(np.arange(-40, 50, dtype=np.int16).reshape(9, 10))
+    outs = [lt.softmax(x, dim=-1), F.layer_norm(x, (50,), w), t.argmax(dim=1), t.argmin(dim=1),
+            i.sum(dim=1), lt.softmax(lt.tensor(data((4, 1))), dim=-1)]
+    ps = paths(*outs)
+    assert all("rows=" in p and "rows=1 " not in p for p in ps), ps
+    lt.eval(*outs)
+    check(outs[0], torch.softmax(tx, -1))
+    check(outs[1], F_torch_layer_norm(tx, tw), 1e-4)
+    check(outs[2], tt.argmax(1))
+    check(outs[3], tt.argmin(1))
+    check(outs[4], ti.sum(1))
+    check(outs[5], torch.ones(4, 1))
+
+
+def F_torch_layer_norm(x, w=None, b=None):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b)
+
+
+def test_long_rows_in_registers(gpu):
+    (x, tx) = pair(data((3, 3000)))
+    (b, tb) = pair(data((2, 1500), seed=1), "bf16")
+    (h, th) = pair(data((2, 1100), np.float16, seed=2))
+    outs = [lt.softmax(x, dim=-1), F.layer_norm(b, (1500,)), lt.log_softmax(h, dim=-1)]
+    ps = paths(*outs)
+    assert all("rows=1 " in p and "per_thread=0" not in p for p in ps), ps
+    lt.eval(*outs)
+    check(outs[0], torch.softmax(tx, -1))
+    check(outs[1], F_torch_layer_norm(tb.float()).to(torch.bfloat16), 3e-2)
+    check(outs[2], torch.log_softmax(th.float(), -1).half(), 3e-3)
+
+
+def test_revisited_rows_up_to_1024_a_warp_each(gpu):
+    (x, tx), (w, tw), (b, tb) = pair(data((9, 1000))), pair(data(1000, seed=1)), pair(data(1000, seed=2))
+    (h, th) = pair(data((5, 700), np.float16, seed=3))
+    outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(h, dim=-1)]
+    ps = paths(*outs)
+    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=22" in ps[1], ps
+    lt.eval(*outs)
+    check(outs[0], F_torch_layer_norm(tx, tw, tb), 1e-4)
+    check(outs[1], torch.softmax(th.float(), -1).half(), 2e-3)
+
+
+def test_longest_revisited_row_and_beyond(gpu):
+    (x, tx) = pair(data((1, 16384)))
+    (y, ty) = pair(data((2, 20000), seed=1))
+    outs = [lt.softmax(x, dim=-1), lt.softmax(y, dim=-1)]
+    assert "threads=1024 groups=1 rows=1 per_thread=16" in paths(outs[0])[0]
+    lt.eval(*outs)
+    check(outs[0], torch.softmax(tx, -1))
+    check(outs[1], torch.softmax(ty, -1))
+
+
+def test_long_single_pass_rows_and_full_reductions(gpu):
+    (x, tx) = pair(data((3, 2000), ties=True))
+    (z, tz) = pair(data(5000, seed=1))
+    outs = [x.argmax(dim=1), x.argmin(dim=1), z.sum(), lt.tensor(data((0, 5))).sum(dim=1)]
+    assert "threads=1024 groups=1 rows=1 per_thread=0" in paths(outs[2])[0]
+    lt.eval(*outs)
+    check(outs[0], tx.argmax(1))
+    check(outs[1], tx.argmin(1))
+    check(outs[2], tz.sum(), 1e-3)
+    check(outs[3], torch.zeros(0))
+
+
+# ---------------------------------------------------------------- columns
+
+def test_column_reductions(gpu):
+    (x, tx) = pair(data((40, 70), ties=True))
+    (c, tc) = pair(data((3000, 5), seed=1))
+    (i, ti) = pair(np.arange(-50, 55, dtype=np.int8).reshape(3, 5, 7))
+    outs = [x.argmax(dim=0), x.argmin(dim=0), x.amax(dim=0), c.sum(dim=0), i.sum(dim=1)]
+    ps = paths(*outs)
+    assert all(p.startswith("// columns:") for p in ps), ps
+    assert "rows=32" in paths(outs[3])[0]                  # few outputs: the reduced dim split 32 ways
+    lt.eval(*outs)
+    check(outs[0], tx.argmax(0))
+    check(outs[1], tx.argmin(0))
+    check(outs[2], tx.amax(0))
+    check(outs[3], tc.sum(0), 1e-4)
+    check(outs[4], ti.sum(1))
+
+
+# ---------------------------------------------------------------- forced geometries still compute right
+
+@pytest.mark.parametrize("spec, cols, want", [
+    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0"),
+    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10"),
+    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1")])
+def test_forced_geometry(gpu, monkeypatch, spec, cols, want):
+    # a shape of its own per case: no plan compiled under another setting is reused
+    monkeypatch.setenv(GEOMETRY_ENV, spec)
+    (x, tx), (y, ty) = pair(data((5, cols))), pair(data(cols * 3, seed=1))
+    outs = [lt.softmax(x * 2.0, dim=-1), (y * 3.0).exp()]
+    assert any(p.endswith("geometry " + want) for p in paths(*outs)), paths(*outs)
+    lt.eval(*outs)
+    check(outs[0], torch.softmax(tx * 2.0, -1))
+    check(outs[1], (ty * 3.0).exp(), 1e-4)
