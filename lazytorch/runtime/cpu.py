@@ -2,7 +2,9 @@
 
 `prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
 one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
-hands the plan to the backend-neutral executor.  Kernels write straight into the preallocated
+hands the plan to the backend-neutral executor.  A program whose plan was compiled before (in any
+process) is found through the plan index by its structure (`plan_structure`) without lowering or
+rendering anything (the code generator is not even imported then).  Kernels write straight into the preallocated
 numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output buffer;
 anything else without a kernel runs on the reference executor (compile_launch returns None).
 """
@@ -13,15 +15,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.lower import Unsupported, lower
-from ..codegen.render import helper_library, render
 from ..ir import dtypes as D
 from . import compiler, threads
 from .backend import Backend, LaunchFn
 from .buffer_pool import BufferPool
-from .executor import PlanExecutor
+from .executor import PlanExecutor, debug_level
 
-_ptr_array = {n: ctypes.c_void_p * n for n in range(1, 131)}    # up to max_buffers + the error word
+_ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
 # programs) run on the reference executor instead of stalling the first eval for minutes
 MAX_KERNEL_NODES = 2000
@@ -34,6 +34,8 @@ class Sources(dict):
 
 def kernel_sources(plan, dialect: str = "c") -> Sources:
     """launch name -> rendered source of every kernel launch this code generator handles."""
+    from ..codegen.lower import Unsupported, lower      # (imported on first render: a warm disk
+    from ..codegen.render import render                 #  cache needs no code generator)
     out = Sources()
     helpers: set[str] = set()
     for launch in plan.launches:
@@ -76,23 +78,73 @@ class CpuBackend(Backend):
         return self.pool.empty(tuple(shape), dtype.np)
 
     def prepare(self, plan):
-        sources = kernel_sources(plan)
-        lib = None
-        if sources:
-            # one translation unit per program, with only the helpers its kernels call
-            helpers = getattr(sources, "helpers", None)
-            library = helper_library("c")
-            head = library.header(helpers if helpers is not None else library.names)
-            lib = compiler.load(head + "\n".join(sources.values()))
+        sources: dict[str, str] = {}
+
+        def make() -> tuple[str, tuple[str, ...]]:
+            rendered = kernel_sources(plan)
+            sources.update(rendered)
+            return program_source(rendered), tuple(rendered)
+
+        lib, kernels = None, ()
+        structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
+        if structure is not None:
+            lib, kernels = compiler.load_indexed(structure, make)
+        else:
+            source, kernels = make()
+            lib = compiler.load(source) if kernels else None
+        if lib is not None and kernels:
             ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
+        kernels = frozenset(kernels)
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
                 return _blas_matmul(launch)
-            if launch.kind != "kernel" or launch.name not in sources:
+            if launch.kind != "kernel" or launch.name not in kernels:
                 return None
             return _kernel_launch(lib[_symbol(launch.name)], launch)
         return PlanExecutor(self, plan, compile_launch, sources)
+
+
+# the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
+PLAN_INDEX = True
+
+
+def program_source(sources: dict[str, str]) -> str:
+    """One translation unit of a program's kernels, with only the helpers they call ("" if none)."""
+    if not sources:
+        return ""
+    from ..codegen.render import helper_library
+    helpers = getattr(sources, "helpers", None)
+    library = helper_library("c")
+    return library.header(helpers if helpers is not None else library.names) + "\n".join(sources.values())
+
+
+def plan_structure(plan) -> str | None:
+    """A text that determines the source `kernel_sources` renders for the plan: per kernel launch,
+    its name, pattern, domain, what it reads and writes, and each node's op, attributes, shape,
+    dtype, literal value and where its inputs come from.  None where a value has no faithful
+    repr (an object printed by address): such a plan is always rendered."""
+    launches = []
+    for launch in plan.launches:
+        if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
+            continue
+        at: dict[int, object] = {id(n): -1 - i for i, (n, _) in enumerate(launch.reads)}
+        nodes = []
+        for j, n in enumerate(launch.nodes):
+            try:
+                ins = tuple([at[id(i)] for i in n.inputs])
+            except KeyError:
+                return None
+            at[id(n)] = j
+            nodes.append((n.key, n.value, ins))
+        launches.append((launch.name, launch.pattern, launch.domain, launch.reduce_dims,
+                         tuple([(n.key, b.shape, b.dtype.name) for n, b in launch.reads]),
+                         tuple([(at.get(id(n)), b.shape, b.dtype.name) for n, b in launch.writes]),
+                         tuple(nodes)))
+    if not launches:
+        return None
+    text = repr(launches)
+    return None if " at 0x" in text else text
 
 
 def _kernel_launch(fn, launch) -> LaunchFn:
@@ -100,7 +152,8 @@ def _kernel_launch(fn, launch) -> LaunchFn:
     error word (nonzero: an integer division by zero), which the executor turns into the error."""
     fn.restype = None
     fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
-    arr_t = _ptr_array[len(launch.reads) + len(launch.writes) + 1]
+    n = len(launch.reads) + len(launch.writes) + 1           # the buffers and the error word
+    arr_t = _ptr_arrays.get(n) or _ptr_arrays.setdefault(n, ctypes.c_void_p * n)
     err = np.zeros(1, np.int32)
     err_at = _address(err)
 
