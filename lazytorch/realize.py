@@ -115,8 +115,10 @@ def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[
     extra = synced_roots(prog, live)
     if extra:
         ids = {id(r) for r in roots}
-        roots = roots + [n for n in extra if id(n) not in ids and not ids.add(id(n))]
-        prog = program(roots)
+        more = [n for n in extra if id(n) not in ids and not ids.add(id(n))]
+        if more:                    # (a live root itself, the common case, adds nothing)
+            roots = roots + more
+            prog = program(roots)
     return roots, prog
 
 

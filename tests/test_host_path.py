@@ -91,3 +91,84 @@ def test_plan_structure_tells_kernels_apart():
         i.abs() + 1, lt.tensor(np.ones((4, 3), np.float32)).exp() + 1, x.sin() + 1, x.exp() - x,
         x - x.exp())]
     assert None not in distinct and len(set(distinct)) == len(distinct)
+
+
+# ---------------------------------------------------------------- the static memory plan
+
+def _layers(x, w1, w2, s):
+    """Four launches with temps between them: a pointwise kernel, a matmul, a row kernel, a matmul."""
+    h = (x * s).tanh()
+    a = lt.softmax(h @ w1, dim=-1)
+    return (a @ w2) - s
+
+
+def _layers_np(x, w1, w2, s):
+    a = np.tanh(x.astype(np.float64) * s) @ w1
+    a = np.exp(a - a.max(-1, keepdims=True))
+    return (a / a.sum(-1, keepdims=True)) @ w2 - s
+
+
+@pytest.mark.parametrize("backend_name", ["reference", "cpu"])
+def test_cached_plan_allocates_no_new_buffers(backend_name):
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((128, 160)).astype(np.float32) for _ in range(3)]
+    w1 = rng.standard_normal((160, 192)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((192, 128)).astype(np.float32) * 0.1      # output: 64 KiB, pooled
+    lt.set_backend(backend_name)
+    W1, W2 = lt.tensor(w1), lt.tensor(w2)
+    plan = lt.kernel_plan(_layers(lt.tensor(xs[0]), W1, W2, 0.5))
+    assert sum(b.kind == "temp" for b in plan.buffers) >= 3
+    got = None
+    for k in range(9):
+        if k == 3:                                      # compiled, and the pool holds what a loop needs
+            before, hits = lt.cache_info().buffers, lt.cache_info().hits
+        s = 0.25 + 0.125 * k
+        got = _layers(lt.tensor(xs[k % 3]), W1, W2, s).numpy()     # (held until the next result)
+        np.testing.assert_allclose(got, _layers_np(xs[k % 3], w1, w2, s), rtol=1e-4, atol=1e-5)
+    after = lt.cache_info().buffers
+    assert lt.cache_info().hits - hits >= 6             # the same cached plan every time
+    assert after["static_blocks"] == before["static_blocks"]      # temps: the plan's own blocks
+    assert after["fresh"] == before["fresh"]                      # outputs: blocks the pool had
+
+
+@pytest.mark.parametrize("backend_name", ["reference", "cpu"])
+def test_outputs_held_by_the_user_are_never_reused(backend_name):
+    rng = np.random.default_rng(1)
+    w1 = rng.standard_normal((16, 24)).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((24, 8)).astype(np.float32) * 0.1
+    lt.set_backend(backend_name)
+    W1, W2 = lt.tensor(w1), lt.tensor(w2)
+    xs = [rng.standard_normal((12, 16)).astype(np.float32) for _ in range(5)]
+    kept = [_layers(lt.tensor(x), W1, W2, 0.5 + k) for k, x in enumerate(xs)]
+    for t in kept:
+        t.numpy()
+    for k, (x, t) in enumerate(zip(xs, kept)):           # every earlier result is still intact
+        np.testing.assert_allclose(t.numpy(), _layers_np(x, w1, w2, 0.5 + k), rtol=1e-4, atol=1e-5)
+
+
+def test_memory_plan_shares_blocks_between_temps_that_do_not_overlap():
+    from lazytorch.runtime.executor import MemoryPlan
+    x = lt.tensor(np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8))
+    w = lt.tensor(np.linspace(1, -1, 64, dtype=np.float32).reshape(8, 8))
+    y = x
+    for k in range(4):                                   # a chain: each temp dies at the next matmul
+        y = (y @ w).tanh() * (1 + k)
+    plan = lt.kernel_plan(y)
+    last_read = {b.id: i for i, l in enumerate(plan.launches) for _, b in l.reads}
+    keep = {b.id for b in plan.outputs} | {b.id for b in plan.params}
+    memory = MemoryPlan(plan, last_read, keep)
+    temps = [b for b in plan.buffers if b.kind == "temp"]
+    assert len(memory.views) == len(temps) >= 6 and len(memory.sizes) <= 3
+    live: dict[int, int] = {}                            # no two live temps share a block
+    for i, launch in enumerate(plan.launches):
+        for _, b in launch.writes:
+            if b.id in memory.temp_index:
+                block = memory.views[memory.temp_index[b.id]][0]
+                assert block not in live.values()
+                live[b.id] = block
+        for bid in [bid for bid in live if last_read.get(bid, i) <= i]:
+            del live[bid]
+    expect = np.linspace(-1, 1, 48).reshape(6, 8)
+    for k in range(4):
+        expect = np.tanh(expect @ np.linspace(1, -1, 64).reshape(8, 8)) * (1 + k)
+    np.testing.assert_allclose(y.numpy(), expect, rtol=1e-4, atol=1e-5)

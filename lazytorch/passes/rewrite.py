@@ -42,8 +42,15 @@ def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Nod
     if depth == 0:
         raise RecursionError(f"rewrite of {node.op} did not settle")
     # the replacement's own new nodes are rewritten as well; final nodes below them are not
-    # walked again, which keeps a pass linear in the size of the graph
-    for inner in toposort([out], stop=done):
+    # walked again, which keeps a pass linear in the size of the graph (the common replacement,
+    # one new node over final ones, skips the walk)
+    if id(out) in done:
+        new_nodes: list[Node] = []
+    elif all(id(i) in done for i in out.inputs):
+        new_nodes = [out]
+    else:
+        new_nodes = toposort([out], stop=done)
+    for inner in new_nodes:
         if inner.origin is None:
             inner.origin = node.origin
         final = _rewrite_one(inner, fn, done, depth - 1)

@@ -28,31 +28,55 @@ MAX_KERNEL_NODES = 2000
 
 
 class Sources(dict):
-    """launch name -> kernel source, plus the helpers those kernels call (for the header)."""
+    """kernel symbol -> kernel source, plus the helpers those kernels call (for the header) and
+    `symbols`: launch name -> the symbol of the kernel it runs."""
     helpers: frozenset[str] = frozenset()
+    symbols: dict[str, str] = {}
 
 
 def kernel_sources(plan, dialect: str = "c") -> Sources:
-    """launch name -> rendered source of every kernel launch this code generator handles."""
+    """The rendered source of every kernel launch this code generator handles, once per distinct
+    kernel: launches of the same structure (a model's layers, a long loop's chunks) share one
+    compiled function, so they are lowered, rendered and compiled once."""
     from ..codegen.lower import Unsupported, lower      # (imported on first render: a warm disk
     from ..codegen.render import render                 #  cache needs no code generator)
     out = Sources()
     helpers: set[str] = set()
+    symbols: dict[str, str] = {}
+    first: dict = {}                                   # launch structure -> its kernel's symbol
+    structures = launch_structures(plan)[1]
     for launch in plan.launches:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
+        same = structures.get(launch.name)
+        if same is not None and same in first:
+            if first[same] is not None:
+                symbols[launch.name] = first[same]
+            continue
+        symbol = _symbol(launch.name)
+        if same is not None:
+            first[same] = None
         try:
-            r = render(lower(launch, _symbol(launch.name), row_cache=dialect == "c"), dialect)
+            r = render(lower(launch, symbol, row_cache=dialect == "c"), dialect)
         except Unsupported:
             continue
-        out[launch.name] = r.source
+        if same is not None:
+            first[same] = symbol
+        out[symbol] = r.source
+        symbols[launch.name] = symbol
         helpers |= r.helpers
     out.helpers = frozenset(helpers)
+    out.symbols = symbols
     return out
 
 
 def _symbol(name: str) -> str:
     return "lt_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _name(symbol: str) -> str:
+    """The launch name a symbol was made from (launch names are letters, digits and '_')."""
+    return symbol[3:]
 
 
 def _address(arr: np.ndarray) -> int:
@@ -70,6 +94,7 @@ _char = ctypes.c_char
 class CpuBackend(Backend):
     name = "cpu"
     max_buffers = 128         # kernels take an array of pointers: C has no argument-table limit
+    static_memory = True
 
     def __init__(self):
         self.pool = BufferPool()
@@ -83,7 +108,8 @@ class CpuBackend(Backend):
         def make() -> tuple[str, tuple[str, ...]]:
             rendered = kernel_sources(plan)
             sources.update(rendered)
-            return program_source(rendered), tuple(rendered)
+            symbols = getattr(rendered, "symbols", None) or {_name(k): k for k in rendered}
+            return program_source(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
         lib, kernels = None, ()
         structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
@@ -94,14 +120,14 @@ class CpuBackend(Backend):
             lib = compiler.load(source) if kernels else None
         if lib is not None and kernels:
             ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
-        kernels = frozenset(kernels)
+        symbols = dict(k.split("=", 1) for k in kernels)      # launch name -> kernel symbol
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
                 return _blas_matmul(launch)
-            if launch.kind != "kernel" or launch.name not in kernels:
+            if launch.kind != "kernel" or launch.name not in symbols:
                 return None
-            return _kernel_launch(lib[_symbol(launch.name)], launch)
+            return _kernel_launch(lib[symbols[launch.name]], launch)
         return PlanExecutor(self, plan, compile_launch, sources)
 
 
@@ -119,33 +145,51 @@ def program_source(sources: dict[str, str]) -> str:
     return library.header(helpers if helpers is not None else library.names) + "\n".join(sources.values())
 
 
-def plan_structure(plan) -> str | None:
-    """A text that determines the source `kernel_sources` renders for the plan: per kernel launch,
-    its name, pattern, domain, what it reads and writes, and each node's op, attributes, shape,
-    dtype, literal value and where its inputs come from.  None where a value has no faithful
-    repr (an object printed by address): such a plan is always rendered."""
-    launches = []
+def launch_structures(plan) -> tuple[list, dict[str, tuple]]:
+    """(table, launch name -> structure) of the plan's kernel launches: what determines the source
+    a launch renders to, apart from its name: pattern, domain, what it reads and writes, and each
+    node's op, attributes, shape, dtype, literal value and where its inputs come from.  Node
+    structures repeat (a chain of 10,000 adds has a handful of distinct ones), so each distinct
+    one is kept once, in `table`, and nodes refer to it by number.  A launch whose nodes read a
+    value from neither the launch nor its reads has no structure (it is always rendered)."""
+    table: dict = {}                    # distinct (key, literal) -> its number
+
+    def number(item) -> int:
+        k = table.get(item)
+        if k is None:
+            k = table[item] = len(table)
+        return k
+    out: dict[str, tuple] = {}
     for launch in plan.launches:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
-        at: dict[int, object] = {id(n): -1 - i for i, (n, _) in enumerate(launch.reads)}
+        at: dict[int, int] = {id(n): -1 - i for i, (n, _) in enumerate(launch.reads)}
         nodes = []
-        for j, n in enumerate(launch.nodes):
-            try:
+        try:
+            for j, n in enumerate(launch.nodes):
                 ins = tuple([at[id(i)] for i in n.inputs])
-            except KeyError:
-                return None
-            at[id(n)] = j
-            nodes.append((n.key, n.value, ins))
-        launches.append((launch.name, launch.pattern, launch.domain, launch.reduce_dims,
-                         tuple([(n.key, b.shape, b.dtype.name) for n, b in launch.reads]),
-                         tuple([(at.get(id(n)), b.shape, b.dtype.name) for n, b in launch.writes]),
-                         tuple(nodes)))
-    if not launches:
-        return None
-    text = repr(launches)
-    return None if " at 0x" in text else text
+                at[id(n)] = j
+                nodes.append((number((n.key, n.value)), ins))
+        except KeyError:
+            continue
+        out[launch.name] = (launch.pattern, launch.domain, launch.reduce_dims,
+                            tuple([(n.op, n.shape, n.dtype.name, b.shape, b.dtype.name)   # (not a param's slot)
+                                   for n, b in launch.reads]),
+                            tuple([(at.get(id(n)), b.shape, b.dtype.name) for n, b in launch.writes]),
+                            tuple(nodes))
+    return list(table), out
 
+
+def plan_structure(plan) -> str | None:
+    """A text that determines the source `kernel_sources` renders for the plan (the plan index's
+    key): its launches' structures with their names.  None where a launch has no structure or a
+    value has no faithful repr (an object printed by address): such a plan is always rendered."""
+    table, structures = launch_structures(plan)
+    kernels = [l.name for l in plan.launches if l.kind == "kernel" and len(l.nodes) <= MAX_KERNEL_NODES]
+    if not kernels or len(structures) != len(kernels):
+        return None
+    text = repr((table, [(name, structures[name]) for name in kernels]))
+    return None if " at 0x" in text else text
 
 def _kernel_launch(fn, launch) -> LaunchFn:
     """A compiled kernel called with its buffers' addresses and its error word; returns the
