@@ -137,6 +137,11 @@ class PlanExecutor:
         if p.slot not in self.plan.scalar_slots:
             adopt = self.backend.adopt
             return lambda value, dtype: adopt(value)
+        fast = getattr(self.backend, "fast_scalar", None)
+        if fast is not None and all(o.id != p.id for o in self.plan.outputs):
+            convert = fast(p.dtype)         # (a buffer only launches read: never handed to the user)
+            if convert is not None:
+                return convert
         if getattr(self.backend.scalar, "host_default", False) and p.dtype in _HOST_SCALAR_DTYPES:
             np_dtype = p.dtype.np
             return lambda value, dtype: np.array(value, np_dtype)
