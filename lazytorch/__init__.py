@@ -30,6 +30,7 @@ from .compile import compile, compile_info  # noqa: A004  (torch's name)
 from .compile import tracing as _compile_tracing
 from .finfo import finfo, iinfo
 from .runtime import backend_name as get_backend
+from .runtime import buffer_stats as _buffer_stats
 from .runtime import caches as _kernel_caches
 from .runtime import set_backend
 from .runtime import threads as _threads
@@ -94,14 +95,17 @@ def kernel_plan(*tensors: Tensor):
 
 class CacheStats(_CacheInfo):
     """The graph cache's statistics (hits, misses, entries, evictions, maxsize), plus `kernels`:
-    each bounded compiled-kernel cache's own (name -> runtime.caches.KernelCacheInfo), and
-    `threads`: the cpu backend's thread policy (runtime/threads.py)."""
+    each bounded compiled-kernel cache's own (name -> runtime.caches.KernelCacheInfo), `threads`:
+    the cpu backend's thread policy (runtime/threads.py), and `buffers`: the buffers allocated so
+    far (runtime.buffer_stats: static memory plans and buffer pools)."""
     kernels: dict
     threads: dict
+    buffers: dict
 
 
 def cache_info() -> CacheStats:
     info = CacheStats(*_graph_cache_info())
     info.kernels = _kernel_caches.info()
     info.threads = _threads.info()
+    info.buffers = _buffer_stats()
     return info

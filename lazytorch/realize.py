@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+import _thread
 import time
 import warnings
 from typing import Any, Iterable
@@ -115,8 +115,10 @@ def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[
     extra = synced_roots(prog, live)
     if extra:
         ids = {id(r) for r in roots}
-        roots = roots + [n for n in extra if id(n) not in ids and not ids.add(id(n))]
-        prog = program(roots)
+        more = [n for n in extra if id(n) not in ids and not ids.add(id(n))]
+        if more:                    # (a live root itself, the common case, adds nothing)
+            roots = roots + more
+            prog = program(roots)
     return roots, prog
 
 
@@ -178,24 +180,35 @@ def warn_long_history(root: Node, size: int) -> None:
 
 
 class _Progress:
-    """A line on stderr when a compile runs longer than PROGRESS_AFTER seconds, and when it ends."""
+    """A line on stderr when a compile runs longer than PROGRESS_AFTER seconds, and when it ends.
+
+    The watcher is a bare thread waiting on a lock the compile releases when it ends (threading's
+    Timer would wait for its thread to start: a scheduler tick on a busy machine, every compile)."""
 
     def __init__(self, nodes: int):
         self.nodes = nodes
         self.shown = False
+        self.done = _thread.allocate_lock()
 
     def _show(self) -> None:
         self.shown = True
         print(f"lazytorch: compiling a program of {self.nodes} nodes...", file=sys.stderr, flush=True)
 
+    def _watch(self) -> None:
+        if not self.done.acquire(timeout=PROGRESS_AFTER):
+            self._show()
+
     def __enter__(self):
         self.start = time.perf_counter()
-        self.timer = threading.Timer(PROGRESS_AFTER, self._show)
-        self.timer.daemon = True
-        self.timer.start()
+        if PROGRESS_AFTER <= 0:
+            self._show()
+            return
+        self.done.acquire()
+        _thread.start_new_thread(self._watch, ())
 
     def __exit__(self, *exc):
-        self.timer.cancel()
+        if self.done.locked():
+            self.done.release()
         if self.shown:
             print(f"lazytorch: compiled {self.nodes} nodes in {time.perf_counter() - self.start:.1f} s",
                   file=sys.stderr, flush=True)

@@ -4,11 +4,12 @@ All walks are iterative so that programs of 100,000 nodes never hit Python's rec
 """
 from __future__ import annotations
 
-from typing import Container, Iterable, NamedTuple
-
-import networkx as nx
+from typing import TYPE_CHECKING, Container, Iterable, NamedTuple
 
 from .node import LEAF_OPS, Node
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def toposort(roots: Iterable[Node], stop: Container[int] = frozenset()) -> list[Node]:
@@ -108,8 +109,9 @@ def consumers(order: list[Node]) -> dict[int, list[Node]]:
     return users
 
 
-def to_networkx(roots: Iterable[Node]) -> nx.MultiDiGraph:
+def to_networkx(roots: Iterable[Node]) -> "nx.MultiDiGraph":
     """The graph as networkx: nodes are numbered in topological order and carry op, shape, dtype."""
+    import networkx as nx           # (here, not at import: networkx takes ~0.15 s to import)
     order = toposort(roots)
     index = {id(n): i for i, n in enumerate(order)}
     g = nx.MultiDiGraph()

@@ -387,15 +387,20 @@ class Fuser:
                 n_after = any(role[id(i)] == "reduced" or id(i) in after for i in in_group)
         if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
             return self.refuse(option, n, f"row of {row_size(I, R)} elements exceeds the row limit {ROW_LIMIT}")
-        reads = {r for g in option for r in g.reads if r not in members}
-        reads |= {id(i) for i in direct + through if id(i) not in members}
+        if single:                              # (a group's reads never hold its members)
+            reads = first.reads
+            fresh = {id(i) for i in direct + through if id(i) not in members and id(i) not in reads}
+        else:
+            reads = {r for g in option for r in g.reads if r not in members}
+            fresh = {id(i) for i in direct + through if id(i) not in members} - reads
         still_open = first.open if single else set().union(*(g.open for g in option))
         closing = {id(i) for i in in_group if id(i) in still_open and id(i) not in self.root_ids and all(
             u is n or self.group_of.get(id(u)) in option for u in self.users[id(i)])}
         writes = len(still_open) - len(closing)
-        if len(reads) + writes + 1 > self.max_buffers:
+        if len(reads) + len(fresh) + writes + 1 > self.max_buffers:
             return self.refuse(option, n, f"would exceed {self.max_buffers} buffers "
-                               f"({len(reads)} reads + {writes + 1} writes)")
+                               f"({len(reads) + len(fresh)} reads + {writes + 1} writes)")
+        reads |= fresh
         # commit
         merged = 0
         for g in option[1:]:

@@ -6,11 +6,16 @@ only whether it was a buffer or a scalar.
 """
 from __future__ import annotations
 
-from ..ir.node import Node
+from ..ir.node import Node, tracing
 
 
 def normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[Node]]:
     """(params, roots) of a copy of the program `order` whose leaves are params."""
+    with tracing(False):            # (copies take the origin of what they copy, not a frame walk)
+        return _normalize(order, roots)
+
+
+def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[Node]]:
     copies: dict[int, Node] = {}
     params: list[Node] = []
     for n in order:

@@ -27,6 +27,10 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
 
 def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
     done: dict[int, Node] = {}         # id(original or final node) -> its final node
+    # `done` is keyed by id(), so every node it names stays alive until the walk ends: a rule's
+    # intermediate node that is itself replaced would otherwise be freed, and a node built later
+    # at the same address would be taken for it
+    done[_ALIVE] = []
     for node in toposort(roots):
         if id(node) not in done:
             final = _rewrite_one(node, fn, done, max_depth)
@@ -34,7 +38,10 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
     return [done[id(r)] for r in roots]
 
 
-def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Node:
+_ALIVE = -1                             # the key of `done`'s list of intermediate nodes (no id is -1)
+
+
+def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
     new = with_inputs(node, tuple([done[id(i)] for i in node.inputs]))
     out = fn(new)
     if out is None or out is new:
@@ -42,10 +49,20 @@ def _rewrite_one(node: Node, fn: Rule, done: dict[int, Node], depth: int) -> Nod
     if depth == 0:
         raise RecursionError(f"rewrite of {node.op} did not settle")
     # the replacement's own new nodes are rewritten as well; final nodes below them are not
-    # walked again, which keeps a pass linear in the size of the graph
-    for inner in toposort([out], stop=done):
+    # walked again, which keeps a pass linear in the size of the graph (the common replacement,
+    # one new node over final ones, skips the walk)
+    if id(out) in done:
+        new_nodes: list[Node] = []
+    elif all(id(i) in done for i in out.inputs):
+        new_nodes = [out]
+    else:
+        new_nodes = toposort([out], stop=done)
+    alive = done[_ALIVE]
+    for inner in new_nodes:
         if inner.origin is None:
             inner.origin = node.origin
         final = _rewrite_one(inner, fn, done, depth - 1)
+        if final is not inner:
+            alive.append(inner)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]

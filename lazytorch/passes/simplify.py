@@ -137,24 +137,37 @@ def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
     return None
 
 
-def cse(roots: list[Node]) -> list[Node]:
-    """Hash-consing: nodes with equal op, attributes, input identities and type become one."""
+def sharing() -> Callable[[Node], Node | None]:
+    """Hash-consing as a rewrite rule: nodes with equal op, attributes, input identities and type
+    become one (the first one met)."""
     table: dict[tuple, Node] = {}
 
     def share(n: Node) -> Node | None:
         if n.op == "param":
             return None
+        attrs = n.attrs
         try:
-            key = (n.op, tuple(sorted(n.attrs.items())), tuple(id(i) for i in n.inputs), n.shape, n.dtype,
-                   n.value if n.op == "scalar" else None, type(n.value).__name__)
-            hash(key)
-        except TypeError:
+            key = (n.op, tuple(sorted(attrs.items())) if attrs else (), tuple([id(i) for i in n.inputs]),
+                   n.shape, n.dtype, n.value if n.op == "scalar" else None, type(n.value).__name__)
+            found = table.setdefault(key, n)
+        except TypeError:                       # an unhashable attribute: never shared
             return None
-        found = table.setdefault(key, n)
         return None if found is n else found
-    return rewrite(roots, share)
+    return share
+
+
+def cse(roots: list[Node]) -> list[Node]:
+    """Hash-consing: nodes with equal op, attributes, input identities and type become one."""
+    return rewrite(roots, sharing())
 
 
 def simplify(roots: list[Node], evaluate: Evaluate | None = None) -> list[Node]:
-    """CSE after the rules; `evaluate` computes a node from host values (None: no folding)."""
-    return cse(rewrite(roots, lambda n: simplify_node(n, evaluate)))
+    """The rules, then CSE, in one walk: a node is shared once no rule rewrites it (its inputs are
+    final by then, so equal nodes meet); `evaluate` computes a node from host values (None: no
+    folding)."""
+    share = sharing()
+
+    def rule(n: Node) -> Node | None:
+        out = simplify_node(n, evaluate)
+        return out if out is not None else share(n)
+    return rewrite(roots, rule)

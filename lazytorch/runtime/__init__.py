@@ -106,3 +106,16 @@ def _create(name: str):
             raise RuntimeError(f"backend '{name}' is not available ({e}); "
                                f"available: reference") from e
     return factory()
+
+
+def buffer_stats() -> dict[str, int]:
+    """Buffers allocated so far: the static memory plans' blocks (`static_blocks`, `static_bytes`:
+    runtime/executor.py) and, summed over the backends created, their pools' fresh, reused and
+    small buffers (runtime/buffer_pool.py).  A cached plan run again adds to `reused` at most."""
+    from .executor import STATS
+    out = dict(STATS, fresh=0, reused=0, small=0)
+    for inst in list(_instances.values()):
+        pool = getattr(inst, "pool", None)
+        for k, v in getattr(pool, "stats", {}).items():
+            out[k] += v
+    return out

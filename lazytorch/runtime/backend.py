@@ -52,6 +52,9 @@ class Backend:
 
     name: str = ""
     max_buffers: int = 31     # reads + writes one kernel launch may take (Metal's argument table)
+    # temps come from the executor's static memory plan (runtime/executor.py: MemoryPlan), kept
+    # and reused across runs; needs numpy buffers that launches write in place
+    static_memory: bool = False
 
     # ---- data ----
     def from_host(self, arr: np.ndarray) -> Buffer:
@@ -90,6 +93,7 @@ class ReferenceBackend(Backend):
     """Runs every launch on the host executor (runtime/reference.py); buffers are numpy arrays."""
 
     name = "reference"
+    static_memory = True
 
     def adopt(self, buf) -> np.ndarray:
         return buf if isinstance(buf, np.ndarray) else np.asarray(buf)

@@ -21,6 +21,9 @@ class BufferPool:
         self.free: dict[int, list[np.ndarray]] = {}
         self.pooled = 0
         self.lock = threading.Lock()
+        # buffers handed out: fresh blocks from the allocator, blocks reused from the pool, and
+        # small arrays (plain np.empty)
+        self.stats = {"fresh": 0, "reused": 0, "small": 0}
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -29,6 +32,7 @@ class BufferPool:
             n *= s
         nbytes = n * dtype.itemsize
         if nbytes < MIN_BYTES:
+            self.stats["small"] += 1
             return np.empty(shape, dtype)
         size = -(-nbytes // PAGE) * PAGE
         with self.lock:
@@ -38,6 +42,9 @@ class BufferPool:
                 self.pooled -= size
         if block is None:
             block = np.empty(size, np.uint8)
+            self.stats["fresh"] += 1
+        else:
+            self.stats["reused"] += 1
         # `flat` owns the memory as far as numpy is concerned (its base is not an ndarray), so
         # every view of the result keeps `flat` alive and the block returns only when all are gone
         flat = np.frombuffer(memoryview(block), dtype=dtype, count=n)

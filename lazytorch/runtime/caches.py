@@ -29,12 +29,15 @@ class LRU:
         CACHES[name] = self
 
     def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value of `key`, made on a miss; a make() that returns None is not cached."""
         with self._lock:
             if key in self._entries:
                 self.hits += 1
                 self._entries.move_to_end(key)
                 return self._entries[key]
         value = make()                      # outside the lock: compiles may take seconds
+        if value is None:
+            return None
         with self._lock:
             self.misses += 1
             self._entries[key] = value

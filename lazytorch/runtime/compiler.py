@@ -1,7 +1,11 @@
 """Compiling generated source into loaded libraries, with an on-disk cache.
 
 `load(source, toolchain=None)` returns a ctypes library: from memory (a bounded LRU), else from
-the disk cache (~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.  A Toolchain is
+the disk cache (~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.
+`load_indexed(structure, make)` finds the library of a program without its source: a small index
+entry maps a digest of the plan's structure (plus this code's version, `code_version`, and the
+toolchain) to the library's key, so a new process with a warm disk cache skips lowering and
+rendering; only on an index miss does it call `make()` for the source.  A Toolchain is
 the compiler, its version line and flags, and the source suffix: the cpu backend's is the system
 C compiler probed once (`toolchain()`); metal-emu passes g++ with the shader shim.  Cache entries
 are keyed by a hash of source + compiler version + flags, written atomically (temp file +
@@ -15,12 +19,11 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from . import threads
 from .caches import LRU
@@ -50,13 +53,20 @@ _fallback_dir: list[Path] = []
 _fallback_lock = threading.Lock()       # not _lock: load() holds that while it asks for cache_dir()
 
 
+_usable: dict[str, Path] = {}            # cache dirs found writable (checked again if removed)
+
+
 def cache_dir() -> Path:
     """The disk cache; if it cannot be created or written, a private temp dir (with a warning)."""
     d = os.environ.get("LAZYTORCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lazytorch")
+    known = _usable.get(d)
+    if known is not None and os.path.isdir(known):
+        return known
     path = Path(d)
     try:
         path.mkdir(parents=True, exist_ok=True)
         if os.access(path, os.W_OK):
+            _usable[d] = path
             return path
         problem = "is not writable"
     except OSError as e:
@@ -86,7 +96,7 @@ def toolchain() -> Toolchain:
     """The cpu backend's C toolchain, probed once per process (OpenMP where it links)."""
     if not _toolchain:
         cc = compiler()
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+        version = _version_line(cc)
         flags = BASE_FLAGS + (["-fopenmp"] if _has_openmp(cc, version) else ["-fopenmp-simd"])
         # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
         # extra flags are part of the cache key, so such builds never mix with normal ones)
@@ -95,10 +105,31 @@ def toolchain() -> Toolchain:
     return _toolchain[0]
 
 
+def _version_line(cc: str) -> str:
+    """`cc --version`'s first line, remembered in the disk cache per compiler binary (its path,
+    size and modification time): starting the compiler costs a new process ~10 ms."""
+    binary = os.path.realpath(shutil.which(cc) or cc)
+    try:
+        st = os.stat(binary)
+        marker = cache_dir() / ("cc-" + hashlib.sha256(f"{cc}\0{binary}\0{st.st_size}\0{st.st_mtime_ns}"
+                                                       .encode()).hexdigest()[:16])
+        return marker.read_text()
+    except OSError:
+        pass
+    import subprocess
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    try:
+        _atomic_write(marker, version.encode())
+    except (OSError, NameError):
+        pass
+    return version
+
+
 def _has_openmp(cc: str, version: str) -> bool:
     marker = cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
     if marker.exists():
         return marker.read_text() == "1"
+    import subprocess
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text("int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++)s+=i;return s;}\n")
@@ -117,11 +148,91 @@ def load(source: str, tc: Toolchain | None = None) -> ctypes.CDLL:
     """The loaded library for `source`, compiling it only if no valid cache entry exists."""
     tc = tc or toolchain()
     key = key_of(source, tc)
+    return _remembered(key, lambda: _load(source, key, tc))
+
+
+def _remembered(key: str, make: Callable[[], ctypes.CDLL | None]) -> ctypes.CDLL | None:
     before = _memory.misses
-    lib = _memory.get_or_make(key, lambda: _load(source, key, tc))
-    if _memory.misses == before:
+    lib = _memory.get_or_make(key, make)
+    if lib is not None and _memory.misses == before:
         stats["memory_hits"] += 1
     return lib
+
+
+class Indexed(NamedTuple):
+    library: ctypes.CDLL | None
+    names: tuple[str, ...]       # what `make` returned beside the source (the kernels it holds)
+
+
+def load_indexed(structure: str, make: Callable[[], tuple[str, tuple[str, ...]]],
+                 tc: Toolchain | None = None) -> Indexed:
+    """The library of a program whose plan has `structure` (a text that determines its source):
+    through the plan index without rendering when an entry exists and its library is valid, else
+    `make()` -> (source, names) loaded as `load` does, and the index entry written."""
+    tc = tc or toolchain()
+    digest = hashlib.sha256("\0".join([structure, code_version(), tc.version, " ".join(tc.flags)])
+                            .encode()).hexdigest()[:32]
+    entry = _read_index(digest)
+    if entry is not None:
+        key, names = entry
+        if key == NO_LIBRARY:
+            return Indexed(None, ())
+        lib = _remembered(key, lambda: _load_known(key, tc))
+        if lib is not None:
+            return Indexed(lib, names)
+    source, names = make()
+    lib = load(source, tc) if source else None
+    # the entry: the library's key on the first line, then one name per line
+    key = key_of(source, tc) if source else NO_LIBRARY
+    _atomic_write(cache_dir() / f"{digest}.plan", "\n".join([key, *names]).encode())
+    return Indexed(lib, tuple(names))
+
+
+NO_LIBRARY = "-"        # an index entry of a plan none of whose launches the code generator renders
+
+
+def _read_index(digest: str) -> tuple[str, tuple[str, ...]] | None:
+    try:
+        key, *names = (cache_dir() / f"{digest}.plan").read_text().split("\n")
+    except (OSError, ValueError):
+        return None
+    return (key, tuple(names)) if len(key) == 32 or key == NO_LIBRARY else None
+
+
+def _load_known(key: str, tc: Toolchain) -> ctypes.CDLL | None:
+    """The cached library `key` if its entry is valid (None: the caller renders and rebuilds it)."""
+    with _lock:
+        path = cache_dir() / f"{key}.so"
+        if not _valid(path, report=False):     # (load() reports and rebuilds it)
+            return None
+        stats["disk_hits"] += 1
+        if "-fopenmp" in tc.flags:
+            threads.prepare_openmp()
+        return ctypes.CDLL(str(path))
+
+
+_version: list[str] = []
+
+
+def code_version() -> str:
+    """A digest of the code that turns plans into source: the size and modification time of every
+    file of the code generator, the IR and the runtime, and of the templates (as Python's own bytecode cache checks its
+    sources), computed once per process.  Any edit changes it, so the plan index never serves a
+    library that older code rendered."""
+    if not _version:
+        package = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        # what lowering and rendering read (the plan's structure covers the passes before them)
+        for root in (package / "codegen", package / "ir", package / "runtime", package / "shaders",
+                     package.parent / "shaders"):
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                for name in sorted(filenames):
+                    if name.endswith((".py", ".yaml", ".j2", ".h", ".metal")):
+                        st = os.stat(os.path.join(dirpath, name))
+                        h.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        _version.append(h.hexdigest())
+    return _version[0]
 
 
 def _load(source: str, key: str, tc: Toolchain) -> ctypes.CDLL:
@@ -140,14 +251,14 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".sha256")
 
 
-def _valid(path: Path) -> bool:
+def _valid(path: Path, report: bool = True) -> bool:
     if not path.exists():
         return False
     try:
         ok = _sidecar(path).read_text().strip() == hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         ok = False
-    if not ok:
+    if not ok and report:
         stats["rebuilt"] += 1
         warnings.warn(f"lazytorch: kernel cache entry {path} is corrupt or incomplete; rebuilding it",
                       RuntimeWarning, stacklevel=3)
@@ -159,6 +270,7 @@ def _compile(source: str, path: Path, tc: Toolchain) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(source)
     out = tmp[:-len(tc.suffix)] + ".so"
+    import subprocess               # (not at import: a warm disk cache starts no compiler)
     try:
         proc = subprocess.run([tc.compiler, *tc.flags, tmp, "-o", out, "-lm"], capture_output=True, text=True)
         if proc.returncode != 0:

@@ -2,9 +2,11 @@
 
 `prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
 one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
-hands the plan to the backend-neutral executor.  Kernels write straight into the preallocated
-numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output buffer
-(runtime/library.py);
+hands the plan to the backend-neutral executor.  A program whose plan was compiled before (in any
+process) is found through the plan index by its structure (`plan_structure`) without lowering or
+rendering anything (the code generator is not even imported then).  Kernels write straight into the
+preallocated numpy buffers (from the buffer pool); matmul runs through numpy (BLAS) into its output
+buffer (runtime/library.py);
 anything else without a kernel runs on the reference executor (compile_launch returns None).
 """
 from __future__ import annotations
@@ -14,39 +16,59 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.lower import Unsupported, lower
-from ..codegen.render import helper_library, render
+from ..ir import dtypes as D
 from . import compiler, threads
 from .backend import Backend, LaunchFn
 from .buffer_pool import BufferPool
-from .executor import PlanExecutor
+from .executor import PlanExecutor, debug_level
 from .library import host_gemm
 
-_ptr_array = {n: ctypes.c_void_p * n for n in range(1, 131)}    # up to max_buffers + the error word
+_ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
 # programs) run on the reference executor instead of stalling the first eval for minutes
 MAX_KERNEL_NODES = 2000
 
 
 class Sources(dict):
-    """launch name -> kernel source, plus the helpers those kernels call (for the header)."""
+    """kernel symbol -> kernel source, plus the helpers those kernels call (for the header) and
+    `symbols`: launch name -> the symbol of the kernel it runs."""
     helpers: frozenset[str] = frozenset()
+    symbols: dict[str, str] = {}
 
 
 def kernel_sources(plan, dialect: str = "c") -> Sources:
-    """launch name -> rendered source of every kernel launch this code generator handles."""
+    """The rendered source of every kernel launch this code generator handles, once per distinct
+    kernel: launches of the same structure (a model's layers, a long loop's chunks) share one
+    compiled function, so they are lowered, rendered and compiled once."""
+    from ..codegen.lower import Unsupported, lower      # (imported on first render: a warm disk
+    from ..codegen.render import render                 #  cache needs no code generator)
     out = Sources()
     helpers: set[str] = set()
+    symbols: dict[str, str] = {}
+    first: dict = {}                                   # launch structure -> its kernel's symbol
+    structures = launch_structures(plan)[1]
     for launch in plan.launches:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
+        same = structures.get(launch.name)
+        if same is not None and same in first:
+            if first[same] is not None:
+                symbols[launch.name] = first[same]
+            continue
+        symbol = _symbol(launch.name)
+        if same is not None:
+            first[same] = None
         try:
-            r = render(lower(launch, _symbol(launch.name), row_cache=dialect == "c"), dialect)
+            r = render(lower(launch, symbol, row_cache=dialect == "c"), dialect)
         except Unsupported:
             continue
-        out[launch.name] = r.source
+        if same is not None:
+            first[same] = symbol
+        out[symbol] = r.source
+        symbols[launch.name] = symbol
         helpers |= r.helpers
     out.helpers = frozenset(helpers)
+    out.symbols = symbols
     return out
 
 
@@ -54,9 +76,22 @@ def _symbol(name: str) -> str:
     return "lt_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
+def _name(symbol: str) -> str:
+    """The launch name a symbol was made from (launch names are letters, digits and '_')."""
+    return symbol[3:]
+
+
+# Python numbers a kernel reads as ctypes values: floats and bools (an int stays a 0-d int64
+# array: np.array refuses one out of int64's range where ctypes would wrap it silently)
+_SCALAR_CTYPES = {D.float64: ctypes.c_double, D.bool_: ctypes.c_bool}
+_CTYPE_SCALARS = frozenset(_SCALAR_CTYPES.values())
+
+
 def _address(arr: np.ndarray) -> int:
     # ctypes' view of a writable buffer is ~4x cheaper than __array_interface__ (every launch
     # takes one address per argument); read-only and empty arrays take the general route
+    if arr.__class__ in _CTYPE_SCALARS:
+        return ctypes.addressof(arr)
     try:
         return ctypes.addressof(_char.from_buffer(arr))
     except (TypeError, ValueError):
@@ -69,6 +104,7 @@ _char = ctypes.c_char
 class CpuBackend(Backend):
     name = "cpu"
     max_buffers = 128         # kernels take an array of pointers: C has no argument-table limit
+    static_memory = True
 
     def __init__(self):
         self.pool = BufferPool()
@@ -76,32 +112,110 @@ class CpuBackend(Backend):
     def empty(self, shape, dtype):
         return self.pool.empty(tuple(shape), dtype.np)
 
+    def fast_scalar(self, dtype):
+        """A Python float or bool argument as a ctypes value (5x cheaper than a 0-d array; launches
+        take its address, the host fallback reads it through np.asarray); None: the default."""
+        ctype = _SCALAR_CTYPES.get(dtype)
+        if ctype is None:
+            return None
+        return lambda value, _dtype: ctype(value)
+
     def prepare(self, plan):
-        sources = kernel_sources(plan)
-        lib = None
-        if sources:
-            # one translation unit per program, with only the helpers its kernels call
-            helpers = getattr(sources, "helpers", None)
-            library = helper_library("c")
-            head = library.header(helpers if helpers is not None else library.names)
-            lib = compiler.load(head + "\n".join(sources.values()))
+        sources: dict[str, str] = {}
+
+        def make() -> tuple[str, tuple[str, ...]]:
+            rendered = kernel_sources(plan)
+            sources.update(rendered)
+            symbols = getattr(rendered, "symbols", None) or {_name(k): k for k in rendered}
+            return program_source(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
+
+        lib, kernels = None, ()
+        structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
+        if structure is not None:
+            lib, kernels = compiler.load_indexed(structure, make)
+        else:
+            source, kernels = make()
+            lib = compiler.load(source) if kernels else None
+        if lib is not None and kernels:
             ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
+        symbols = dict(k.split("=", 1) for k in kernels)      # launch name -> kernel symbol
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
                 return host_gemm(launch)       # runtime/library.py: BLAS through numpy
-            if launch.kind != "kernel" or launch.name not in sources:
+            if launch.kind != "kernel" or launch.name not in symbols:
                 return None
-            return _kernel_launch(lib[_symbol(launch.name)], launch)
+            return _kernel_launch(lib[symbols[launch.name]], launch)
         return PlanExecutor(self, plan, compile_launch, sources)
 
+
+# the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
+PLAN_INDEX = True
+
+
+def program_source(sources: dict[str, str]) -> str:
+    """One translation unit of a program's kernels, with only the helpers they call ("" if none)."""
+    if not sources:
+        return ""
+    from ..codegen.render import helper_library
+    helpers = getattr(sources, "helpers", None)
+    library = helper_library("c")
+    return library.header(helpers if helpers is not None else library.names) + "\n".join(sources.values())
+
+
+def launch_structures(plan) -> tuple[list, dict[str, tuple]]:
+    """(table, launch name -> structure) of the plan's kernel launches: what determines the source
+    a launch renders to, apart from its name: pattern, domain, what it reads and writes, and each
+    node's op, attributes, shape, dtype, literal value and where its inputs come from.  Node
+    structures repeat (a chain of 10,000 adds has a handful of distinct ones), so each distinct
+    one is kept once, in `table`, and nodes refer to it by number.  A launch whose nodes read a
+    value from neither the launch nor its reads has no structure (it is always rendered)."""
+    table: dict = {}                    # distinct (key, literal) -> its number
+
+    def number(item) -> int:
+        k = table.get(item)
+        if k is None:
+            k = table[item] = len(table)
+        return k
+    out: dict[str, tuple] = {}
+    for launch in plan.launches:
+        if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
+            continue
+        at: dict[int, int] = {id(n): -1 - i for i, (n, _) in enumerate(launch.reads)}
+        nodes = []
+        try:
+            for j, n in enumerate(launch.nodes):
+                ins = tuple([at[id(i)] for i in n.inputs])
+                at[id(n)] = j
+                nodes.append((number((n.key, n.value)), ins))
+        except KeyError:
+            continue
+        out[launch.name] = (launch.pattern, launch.domain, launch.reduce_dims,
+                            tuple([(n.op, n.shape, n.dtype.name, b.shape, b.dtype.name)   # (not a param's slot)
+                                   for n, b in launch.reads]),
+                            tuple([(at.get(id(n)), b.shape, b.dtype.name) for n, b in launch.writes]),
+                            tuple(nodes))
+    return list(table), out
+
+
+def plan_structure(plan) -> str | None:
+    """A text that determines the source `kernel_sources` renders for the plan (the plan index's
+    key): its launches' structures with their names.  None where a launch has no structure or a
+    value has no faithful repr (an object printed by address): such a plan is always rendered."""
+    table, structures = launch_structures(plan)
+    kernels = [l.name for l in plan.launches if l.kind == "kernel" and len(l.nodes) <= MAX_KERNEL_NODES]
+    if not kernels or len(structures) != len(kernels):
+        return None
+    text = repr((table, [(name, structures[name]) for name in kernels]))
+    return None if " at 0x" in text else text
 
 def _kernel_launch(fn, launch) -> LaunchFn:
     """A compiled kernel called with its buffers' addresses and its error word; returns the
     error word (nonzero: an integer division by zero), which the executor turns into the error."""
     fn.restype = None
     fn.argtypes = (ctypes.POINTER(ctypes.c_void_p),)
-    arr_t = _ptr_array[len(launch.reads) + len(launch.writes) + 1]
+    n = len(launch.reads) + len(launch.writes) + 1           # the buffers and the error word
+    arr_t = _ptr_arrays.get(n) or _ptr_arrays.setdefault(n, ctypes.c_void_p * n)
     err = np.zeros(1, np.int32)
     err_at = _address(err)
 

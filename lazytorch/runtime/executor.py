@@ -108,7 +108,13 @@ class PlanExecutor:
         for b, at in last_read.items():
             if b not in keep:
                 frees_at.setdefault(at, []).append(b)
-        self.steps: list[tuple[LaunchFn, list[int], list[tuple[int, tuple, Any]], list[int], Launch]] = []
+        # the static memory plan: temps (written and read inside the plan, never returned) get a
+        # slot of one byte block each, shared by temps whose lifetimes do not overlap
+        static = getattr(backend, "static_memory", False)
+        memory = MemoryPlan(plan, last_read, keep) if static else None
+        self.memory = memory if memory is not None and memory.views else None
+        self._arenas: list[list] = []           # free sets of temp buffers (one per concurrent run)
+        self.steps: list[tuple[LaunchFn, list[int], list[tuple[int, tuple, Any, int]], list[int], Launch]] = []
         for i, launch in enumerate(plan.launches):
             t0 = time.perf_counter()
             fn = compile_launch(launch, plan)
@@ -120,7 +126,8 @@ class PlanExecutor:
                     _trace(sources[launch.name])
                 fn = _traced(fn, launch, backend.name, where)
             reads = [slot(b.id) for _, b in launch.reads]
-            writes = [(slot(b.id), b.shape, b.dtype) for _, b in launch.writes]
+            temp = self.memory.temp_index if self.memory is not None else {}
+            writes = [(slot(b.id), b.shape, b.dtype, temp.get(b.id, -1)) for _, b in launch.writes]
             self.steps.append((fn, reads, writes, [slot(b) for b in frees_at.get(i, ())], launch))
         self.outputs = [slot(o.id) for o in plan.outputs]
         self.size = len(slot_of)
@@ -130,6 +137,11 @@ class PlanExecutor:
         if p.slot not in self.plan.scalar_slots:
             adopt = self.backend.adopt
             return lambda value, dtype: adopt(value)
+        fast = getattr(self.backend, "fast_scalar", None)
+        if fast is not None and all(o.id != p.id for o in self.plan.outputs):
+            convert = fast(p.dtype)         # (a buffer only launches read: never handed to the user)
+            if convert is not None:
+                return convert
         if getattr(self.backend.scalar, "host_default", False) and p.dtype in _HOST_SCALAR_DTYPES:
             np_dtype = p.dtype.np
             return lambda value, dtype: np.array(value, np_dtype)
@@ -140,17 +152,86 @@ class PlanExecutor:
         for (i, convert, dtype), value in zip(self.params, args):
             env[i] = convert(value, dtype)
         empty = self.backend.empty
-        for fn, reads, writes, frees, launch in self.steps:
-            outs = [empty(shape, dtype) for _, shape, dtype in writes]
-            try:
-                failed = fn([env[r] for r in reads], outs)
-            except Exception as e:
-                e.add_note(describe_launch(launch))     # which op, which user line (passes/plan.py)
-                raise
-            if failed:
-                raise kernel_error(launch)
-            for (i, _, _), buf in zip(writes, outs):
-                env[i] = buf
-            for i in frees:
-                env[i] = None
+        arenas = self._arenas
+        # this run's temps: a free set of the static plan's buffers (a run on another thread at
+        # the same time takes another set, so no two runs ever share a temp)
+        temps = (arenas.pop() if arenas else self.memory.allocate()) if self.memory else None
+        try:
+            for fn, reads, writes, frees, launch in self.steps:
+                outs = [temps[t] if t >= 0 else empty(shape, dtype) for _, shape, dtype, t in writes]
+                try:
+                    failed = fn([env[r] for r in reads], outs)
+                except Exception as e:
+                    e.add_note(describe_launch(launch))     # which op, which user line (passes/plan.py)
+                    raise
+                if failed:
+                    raise kernel_error(launch)
+                for (i, _, _, _), buf in zip(writes, outs):
+                    env[i] = buf
+                for i in frees:
+                    env[i] = None
+        finally:
+            if temps is not None and len(arenas) < MAX_ARENAS:
+                arenas.append(temps)
         return [env[i] for i in self.outputs]
+
+
+MAX_ARENAS = 4         # free temp sets kept per plan (runs on as many threads at once reuse theirs)
+MAX_STATIC_BYTES = 1 << 28   # a plan whose temps need more allocates them per run (the pool reuses them)
+
+
+class MemoryPlan:
+    """Temps of a plan assigned to byte blocks by liveness, once per plan (a register allocator's
+    linear scan): a temp is born when its launch writes it and dies after its last reader, and
+    temps that are never alive at once share a block.  `allocate` makes one set of the blocks and
+    a typed view per temp; the executor keeps such sets and reuses them on every run, so a cached
+    plan's temps allocate nothing and never fault fresh pages after its first run.  Outputs and
+    params are never part of it: their buffers go to the user."""
+
+    def __init__(self, plan: KernelPlan, last_read: dict[int, int], keep: set[int]):
+        self.temp_index: dict[int, int] = {}         # temp buffer id -> its index in a temp set
+        self.views: list[tuple[int, tuple, Any]] = []   # per temp: (block, shape, dtype)
+        sizes: list[int] = []                         # per block: bytes
+        free: list[int] = []                          # blocks not holding a live temp
+        dies: dict[int, list[int]] = {}               # launch index -> blocks freed after it
+        for i, launch in enumerate(plan.launches):
+            for _, b in launch.writes:
+                if b.id in keep or b.id in self.temp_index:
+                    continue
+                nbytes = b.numel * b.dtype.np.itemsize
+                fits = [k for k in free if sizes[k] >= nbytes]
+                if fits:
+                    block = min(fits, key=sizes.__getitem__)
+                elif free:
+                    block = max(free, key=sizes.__getitem__)
+                    sizes[block] = nbytes
+                else:
+                    block = len(sizes)
+                    sizes.append(nbytes)
+                if block in free:
+                    free.remove(block)
+                self.temp_index[b.id] = len(self.views)
+                self.views.append((block, tuple(b.shape), b.dtype))
+                dies.setdefault(last_read.get(b.id, i), []).append(block)
+            free.extend(dies.pop(i, ()))
+        self.sizes = sizes
+        if sum(sizes) > MAX_STATIC_BYTES:
+            self.temp_index, self.views, self.sizes = {}, [], []
+
+    def allocate(self) -> list:
+        """One set of the plan's temp buffers: a typed view of its block per temp."""
+        blocks = [np.empty(n, np.uint8) for n in self.sizes]
+        STATS["static_blocks"] += len(blocks)
+        STATS["static_bytes"] += sum(self.sizes)
+        out = []
+        for block, shape, dtype in self.views:
+            np_dtype = np.dtype(dtype.np)
+            count = 1
+            for d in shape:
+                count *= d
+            out.append(blocks[block][:count * np_dtype.itemsize].view(np_dtype).reshape(shape))
+        return out
+
+
+# buffers the executor's static memory plans allocated (lt.cache_info().buffers)
+STATS = {"static_blocks": 0, "static_bytes": 0}
