@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.device == "gpu":
         from . import gpu
-        frameworks = gpu.select(args.backends, args.peers)
+        frameworks = gpu.select(args.backends, args.peers, args.compiled)
         bandwidth = gpu.copy_bandwidth(GPU_COPY_BYTES[args.quick], plan)
     else:
         frameworks = select(args.backends, args.peers, args.compiled)

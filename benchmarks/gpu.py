@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .frameworks import PEERS, Framework, _torch_ops, _torch_compile, lazytorch
+from .frameworks import PEERS, Framework, _torch_ops, _torch_compile, lazytorch, lazytorch_compiled
 from .timing import Plan, measure
 
 
@@ -57,11 +57,19 @@ GPU_PEERS: dict[str, Framework] = {f.name: f for f in [
 ]}
 
 
-def select(backends: list[str], peers: list[str]) -> list[Framework]:
+def lazytorch_gpu_compiled(backend: str) -> Framework:
+    """lt.compile on the GPU, on device-resident inputs like lazytorch_gpu."""
+    fw = lazytorch_compiled(backend)
+    fw.to_native, fw.sync = _lt_device_in, _lt_gpu_sync
+    return fw
+
+
+def select(backends: list[str], peers: list[str], compiled: list[str] = ()) -> list[Framework]:
     unknown = [p for p in peers if p not in GPU_PEERS]
     if unknown:
         raise SystemExit(f"unknown GPU peer(s) {', '.join(unknown)}; valid: {', '.join(GPU_PEERS)}")
-    return [lazytorch_gpu(b) for b in backends] + [GPU_PEERS[p] for p in peers]
+    return ([lazytorch_gpu(b) for b in backends] + [lazytorch_gpu_compiled(b) for b in compiled]
+            + [GPU_PEERS[p] for p in peers])
 
 
 def copy_bandwidth(nbytes: int, plan: Plan) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 #
 #   bash benchmarks/gpu_run.sh setup smoke ops      # op suite on the cuda backend  -> $OUT/ops.log, ops.xml
 #   bash benchmarks/gpu_run.sh setup bench          # python -m benchmarks --device gpu -> $OUT/bench/
+#   (WORKLOADS=W1,W7 picks rows; COMPILED=cuda adds the lt.compile column)
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -84,7 +85,7 @@ kernels() {
 }
 
 bench() {
-    timeout ${BENCH_TIMEOUT:-560} python3 -m benchmarks --device gpu --workloads ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6,W8} \
+    timeout ${BENCH_TIMEOUT:-560} python3 -m benchmarks --device gpu --workloads ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6,W8} ${COMPILED:+--compiled $COMPILED} \
         --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -n 60
 }
 
