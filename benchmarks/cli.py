@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -112,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.device == "gpu":
+        # Every framework multiplies float32 in full float32, as torch does by default: MLX would use
+        # TF32 (reading the variable once, at the process's first matmul, whichever framework runs it)
+        os.environ.setdefault("MLX_ENABLE_TF32", "0")
         from . import gpu
         frameworks = gpu.select(args.backends, args.peers, args.compiled)
         bandwidth = gpu.copy_bandwidth(GPU_COPY_BYTES[args.quick], plan)
