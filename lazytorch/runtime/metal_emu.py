@@ -1,7 +1,11 @@
 """metal-emu: runs the exact Metal source the metal backend launches, on the CPU.
 
 A MetalCall (codegen/targets/metal.py) is assembled into the full kernel source the Metal runtime
-would compile; that source plus a small C++ launcher is compiled by g++ against
+would compile: MLX's own wrapper (`[[kernel]] void custom_kernel_...(const device T* a0
+[[buffer(0)]], ..., uint3 thread_position_in_grid [[thread_position_in_grid]], ...) { body }` and,
+for templated kernels, the `[[host_name]]` instantiation), written byte for byte as
+`mx.fast.metal_kernel` writes it (`assemble`, which cites MLX's source lines).  That text, unchanged,
+plus a small C++ launcher after it, is compiled by g++ against
 shaders/metal_shim.h (Metal's types, math, barriers and simd collectives in C++, threads of a
 threadgroup as fibers that really synchronise) into a shared library through runtime/compiler.py
 (cached in memory, bounded, and on disk), and launched through ctypes over the call's grid and
