@@ -131,7 +131,7 @@ def assemble(call: MetalCall) -> AssembledKernel:
 
     Mirrors MLX's builder (ml-explore/mlx 846d176, mlx/backend/common/metal_kernel.cpp):
     `write_signature` (lines 52-177) for header, template line, buffers and attributes;
-    `metal_kernel` (lines 236-271) for which shape/stride/ndim buffers and attributes the body's
+    `metal_kernel` (lines 235-271) for which shape/stride/ndim buffers and attributes the body's
     text selects; the kernel name (lines 301-325, `function_name` here) and the explicit template
     instantiation (lines 340-349).  The Metal runtime compiles `metal::utils() + source`
     (mlx/backend/metal/custom_kernel.cpp line 53); metal-emu puts shaders/metal_shim.h in place of
