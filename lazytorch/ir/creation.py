@@ -147,7 +147,7 @@ def _ramp(n: int, start, step, dtype: D.DType) -> Node:
     return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
 
 
-def _no_bool(op: str, dtype: D.DType) -> None:
+def no_bool_ramp(op: str, dtype: D.DType) -> None:
     if dtype.is_bool:                             # torch: "arange_cpu" not implemented for 'Bool'
         raise op_error(NotImplementedError, op, "dtype bool is not supported", None,
                        "ramps need a numeric dtype; compare a ramp to make a mask")
@@ -163,7 +163,7 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
                        f"(start={start}, end={end}, step={step})", None)
     floating = any(isinstance(v, float) for v in (start, end, step))
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
-    _no_bool(op.name, dtype)
+    no_bool_ramp(op.name, dtype)
     n = math.ceil((end - start) / step)
     if floating and not dtype.is_floating_point:   # torch: the length from the numbers, the values
         start, step = int(start), int(step)        # from start and step converted to the dtype
@@ -179,7 +179,7 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     if steps < 0:
         raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
-    _no_bool(op.name, dtype)
+    no_bool_ramp(op.name, dtype)
     if steps <= 1:
         return fill((steps,), start, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
