@@ -286,3 +286,19 @@ def test_fuzz_tolerance_follows_the_least_precise_dtype():
     assert program_tolerance(half_then_double) == TOLERANCE["float16"]
     assert program_tolerance(Program((Input((3,), "float64", 0),), (Step("v0 * 2", (0,)),), (1,))) == TOLERANCE["float64"]
     assert program_tolerance(generate(5604)) >= TOLERANCE["float16"]
+
+
+# NOT FIXED (interop, docs/nn.md "Data going out is shared"): a write through the array `x.numpy()`
+# returned reaches results built from x before the write and still pending; torch computed them
+# eagerly, so they keep the old values.  Found while writing the host-array stress generator.
+@pytest.mark.xfail(strict=True, reason="interop: writes through x.numpy() reach pending results that read x")
+def test_write_through_numpy_view_does_not_reach_pending_results(backend):
+    def prog(m):
+        t = m.tensor(np.ones(3, np.float32))
+        view = t.numpy()
+        y = t * 2
+        view[0] = 5
+        return y.numpy().copy(), t.numpy().copy()
+    got, want = prog(lt), prog(torch)
+    np.testing.assert_array_equal(got[1], want[1])          # the tensor itself sees the write in both
+    np.testing.assert_array_equal(got[0], want[0])          # the earlier result must not
