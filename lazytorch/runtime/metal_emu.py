@@ -32,6 +32,7 @@ from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel
 from ..ir.errors import op_error
 from . import compiler
 from .backend import Backend, Buffer, LaunchFn
+from .executor import PlanExecutor
 from .caches import LRU
 from .compiler import KernelCompileError, cache_dir
 
@@ -42,7 +43,7 @@ FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-Wno-attributes")
 _SYNC = re.compile(r"barrier|simd_|quad_|shuffle")
 NEEDS_SYNC = -3
 
-def translation_unit(kernel: AssembledKernel) -> str:
+def translation_unit(kernel: AssembledKernel, launcher: str = "lt_launch") -> str:
     """The assembled Metal source followed by the launcher the emulator calls through ctypes."""
     args = ", ".join(_argument(p, i) for i, p in enumerate(
         [p for p in kernel.params if p.kind != "attribute"]))
@@ -52,7 +53,7 @@ def translation_unit(kernel: AssembledKernel) -> str:
             + "\n// ---- metal-emu launcher (not part of the Metal source) ----\n"
             + "static void lt_thread(void** a, const lt_emu::Attrs& t) {\n"
             + f"  {kernel.function}{kernel.template_args}({call_args});\n}}\n"
-            + 'extern "C" int lt_launch(void** a, const unsigned* grid, const unsigned* tg, int sync) {\n'
+            + f'extern "C" int {launcher}(void** a, const unsigned* grid, const unsigned* tg, int sync) {{\n'
             + "  return lt_emu::dispatch(lt_thread, a, grid, tg, sync);\n}\n")
 
 
@@ -72,12 +73,50 @@ def prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
 
 
 def _prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
+    ready = _compiled_together.pop(call, None)
+    if ready is not None:
+        return ready
     kernel = assemble(call)
-    fn = compiler.load(translation_unit(kernel), toolchain()).lt_launch
+    return kernel, _launcher(compiler.load(translation_unit(kernel), toolchain()), "lt_launch"), _syncs(call)
+
+
+def _launcher(lib: ctypes.CDLL, name: str) -> ctypes._CFuncPtr:
+    fn = getattr(lib, name)
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint),
                    ctypes.POINTER(ctypes.c_uint), ctypes.c_int]
     fn.restype = ctypes.c_int
-    return kernel, fn, bool(_SYNC.search(call.source))
+    return fn
+
+
+def _syncs(call: MetalCall) -> bool:
+    return bool(_SYNC.search(call.source))
+
+
+# kernels compiled by `prepare_together`, waiting for `prepare` to take them into the LRU
+_compiled_together: dict[MetalCall, tuple[AssembledKernel, ctypes._CFuncPtr, bool]] = {}
+
+
+def prepare_together(calls: Sequence[MetalCall]) -> None:
+    """Compile the kernels of `calls` that are not prepared yet with one g++ run: starting g++ and
+    loading the precompiled shim costs more than compiling a small kernel, so a plan's kernels
+    share a translation unit.  Each kernel's text is unchanged (MLX's wrapper around the body)
+    inside a namespace of its own, so the helpers of their headers cannot collide; each gets its
+    own launcher.  If the unit does not compile, every kernel compiles alone later and reports its
+    own error."""
+    todo = [c for c in dict.fromkeys(calls) if c not in _prepared and c not in _compiled_together]
+    if len(todo) < 2:
+        return
+    kernels = [assemble(c) for c in todo]
+    unit = "".join(f"namespace lt_k{i} {{\n{translation_unit(k, f'lt_launch_{i}')}}}  // namespace lt_k{i}\n"
+                   for i, k in enumerate(kernels))
+    try:
+        lib = compiler.load(unit, toolchain())
+    except KernelCompileError:
+        return
+    if len(_compiled_together) > _prepared.maxsize:     # plans prepared but never run
+        _compiled_together.clear()
+    for i, (c, k) in enumerate(zip(todo, kernels)):
+        _compiled_together[c] = (k, _launcher(lib, f"lt_launch_{i}"), _syncs(c))
 
 
 def _cache_dir() -> Path:
@@ -191,8 +230,17 @@ class MetalEmuBackend(Backend):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
         return super().scalar(value, scalar_dtype(dtype))
 
+    def prepare(self, plan) -> PlanExecutor:
+        """The plan's kernels compiled together (`prepare_together`), then the usual executor."""
+        calls = {id(launch): launch_call(launch, "metal") for launch in plan.launches}
+        prepare_together([c for c in calls.values() if c is not None and min(c.grid) > 0])
+        return PlanExecutor(self, plan, lambda launch, plan: self._launch_fn(calls[id(launch)]))
+
     def compile_launch(self, launch, plan) -> LaunchFn | None:
-        call = launch_call(launch, "metal")
+        return self._launch_fn(launch_call(launch, "metal"))
+
+    @staticmethod
+    def _launch_fn(call: MetalCall | None) -> LaunchFn | None:
         if call is None:
             return None
         if min(call.grid) == 0:          # nothing to compute (a size-0 domain)
