@@ -48,18 +48,27 @@ FINISH = [lambda m, y: y, lambda m, y: y.sum(), lambda m, y: y.mean(-1), lambda 
 
 
 def many_inputs(rng: random.Random) -> Case:
+    """30-80 inputs into one reduction or row program: full-shape tensors, broadcast rows and
+    columns, 0-d tensors, each scaled by its own Python scalar; sometimes a tensor is combined
+    by a product, maximum or where instead of a sum, so more than adds reach the launch."""
     n = rng.randint(30, 80)
     shape = (rng.choice([1, 3, 4]), rng.choice([5, 16, 33]))
     finish = rng.choice(FINISH)
     scalars = [round(rng.uniform(-1, 1), 3) for _ in range(n)]
+    shapes = [shape] + [rng.choice([shape, shape, (shape[1],), (shape[0], 1), ()]) for _ in range(n - 1)]
+    combine = [rng.choice(["add", "add", "add", "mul", "max", "where"]) for _ in range(n)]
+    g = np.random.default_rng(rng.randrange(1 << 30))
+    data = [g.standard_normal(sh).astype(np.float32) for sh in shapes]
 
     def run(m, s, d):
         ts = [m.tensor(x) for x in d]
         acc = ts[0] * s[0]
-        for t, c in zip(ts[1:], s[1:]):
-            acc = acc + t * c
+        for t, c, how in zip(ts[1:], s[1:], combine[1:]):
+            term = t * c
+            acc = {"add": lambda: acc + term, "mul": lambda: acc * (1 + 0.1 * term),
+                   "max": lambda: m.maximum(acc, term), "where": lambda: m.where(term > 0, acc, acc + term)}[how]()
         return [finish(m, acc)]
-    return Case("many_inputs", run, scalars, normal_data(rng, shape, n), rtol=1e-3, atol=1e-4)
+    return Case("many_inputs", run, scalars, data, rtol=1e-3, atol=1e-4)
 
 
 def long_chain(rng: random.Random) -> Case:
