@@ -14,7 +14,7 @@ from fuzz.case import other_data
 from fuzz.stress import GENERATORS, run_stress
 
 # compiled backends pay a compiler run per kernel: they get fewer programs of the quick kinds
-COUNTS = {"reference": (14, None), "metal-emu": (7, None),
+COUNTS = {"reference": (14, None), "metal-emu": (14, None),
           "cpu": (4, ["creation", "numpy_mutation", "many_inputs", "backward"])}
 
 
