@@ -9,7 +9,9 @@ plus a small C++ launcher after it, is compiled by g++ against
 shaders/metal_shim.h (Metal's types, math, barriers and simd collectives in C++, threads of a
 threadgroup as fibers that really synchronise) into a shared library through runtime/compiler.py
 (cached in memory, bounded, and on disk), and launched through ctypes over the call's grid and
-threadgroup.
+threadgroup.  The kernels of a new plan share one translation unit and one g++ run
+(`prepare_together`), each in a namespace of its own: starting g++ and loading the shim costs more
+than a small kernel.
 """
 from __future__ import annotations
 
