@@ -79,10 +79,18 @@ def _float_dtype(op: str, dtype) -> D.DType:
     return dtype
 
 
+# rand draws k / 2**digits (digits: the significand bits of the dtype), as torch does, so every value
+# is exact in its dtype: a float64 draw rounded to float16, bfloat16 or float32 could become 1.0
+_RAND_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24}
+
+
 def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
     """rand (uniform [0, 1)) or randn (standard normal) values drawn now from the seeded generator."""
     g = generator()
     data = g.standard_normal(size) if op.startswith("randn") else g.random(size)
+    if not op.startswith("randn") and dtype in _RAND_DIGITS:
+        scale = float(2 ** _RAND_DIGITS[dtype])
+        data = np.floor(data * scale) / scale
     return Node.from_buffer(D.from_compute(data.astype(np.float32 if dtype is not D.float64 else np.float64),
                                            dtype), size, dtype)
 
