@@ -317,3 +317,4 @@ def test_rand_stays_below_one(backend, dtype, digits):
     assert 0.3 < v.mean() < 0.7
     like = lt.rand_like(lt.zeros(4096, dtype=getattr(lt, dtype)))
     assert bool((like < 1).all())
+

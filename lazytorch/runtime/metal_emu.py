@@ -109,7 +109,8 @@ def prepare_together(calls: Sequence[MetalCall]) -> None:
     if len(todo) < 2:
         return
     kernels = [assemble(c) for c in todo]
-    unit = "".join(f"namespace lt_k{i} {{\n{translation_unit(k, f'lt_launch_{i}')}}}  // namespace lt_k{i}\n"
+    tag = hashlib.sha256("\0".join(k.source for k in kernels).encode()).hexdigest()[:12]
+    unit = "".join(f"namespace lt_{tag}_{i} {{\n{translation_unit(k, f'lt_launch_{tag}_{i}')}}}  // namespace\n"
                    for i, k in enumerate(kernels))
     try:
         lib = compiler.load(unit, toolchain())
@@ -118,7 +119,7 @@ def prepare_together(calls: Sequence[MetalCall]) -> None:
     if len(_compiled_together) > _prepared.maxsize:     # plans prepared but never run
         _compiled_together.clear()
     for i, (c, k) in enumerate(zip(todo, kernels)):
-        _compiled_together[c] = (k, _launcher(lib, f"lt_launch_{i}"), _syncs(c))
+        _compiled_together[c] = (k, _launcher(lib, f"lt_launch_{tag}_{i}"), _syncs(c))
 
 
 def _cache_dir() -> Path:
