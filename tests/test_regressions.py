@@ -318,3 +318,20 @@ def test_rand_stays_below_one(backend, dtype, digits):
     like = lt.rand_like(lt.zeros(4096, dtype=getattr(lt, dtype)))
     assert bool((like < 1).all())
 
+
+
+# fixed (stress creation generator, seed 11): linspace with a Python-float end outside an integer
+# dtype's range returned wrapped values (torch: "value cannot be converted to type uint8_t without
+# overflow"; integer ends still wrap, -2 -> 254); and linspace of one or zero steps is a fill in
+# torch, bool included, where lazytorch refused bool
+def test_linspace_float_ends_overflow_and_short_bool_ramps(backend):
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.linspace(-1.5, 2.5, 9, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="linspace.*overflow"):
+        lt.linspace(-1.5, 2.5, 9, dtype=lt.uint8)
+    check(lambda m: m.linspace(-2, 5, 7, dtype=m.uint8))              # integer ends wrap in both
+    check(lambda m: m.linspace(-1.5, 2.5, 9, dtype=m.int8))
+    check(lambda m: m.linspace(3, 3, steps=1, dtype=m.bool))
+    check(lambda m: m.linspace(1, 2, steps=0, dtype=m.bool))
+    with pytest.raises(NotImplementedError):
+        lt.linspace(0, 3, steps=2, dtype=lt.bool)

@@ -182,14 +182,17 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
 
 @builder("linspace")
 def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
-    start, end = (float(_number(op.name, k, a[k])) for k in ("start", "end"))
+    ends = [_number(op.name, k, a[k]) for k in ("start", "end")]
+    start, end = (float(v) for v in ends)
     steps = a["steps"]
     if steps < 0:
         raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
-    no_bool_ramp(op.name, dtype)
-    if steps <= 1:
+    if steps <= 1:                                # torch fills without its kernel (bool included)
         return fill((steps,), start, dtype)
+    no_bool_ramp(op.name, dtype)
+    if not dtype.is_floating_point:
+        _check_float_ends(op.name, ends, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
         start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
     rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
@@ -199,6 +202,16 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     # torch's symmetric form: the first half counts up from start, the second down from end
     values = np.where(i < steps // 2, rd(s + rd(step * rd(i))), rd(e - rd(step * rd(steps - 1 - i))))
     return _host(np.asarray(values, np.float64), dtype)
+
+
+def _check_float_ends(op: str, ends, dtype: D.DType) -> None:
+    """torch converts a Python-float end to an integer dtype with an overflow check (an integer
+    end wraps: -2 becomes 254 in uint8, but -1.5 is an error)."""
+    info = np.iinfo(dtype.np)
+    for v in ends:
+        if isinstance(v, float) and not info.min <= v <= info.max:
+            raise op_error(RuntimeError, op, f"value {v} cannot be converted to type {dtype.name} without "
+                           "overflow", None, f"ends in [{info.min}, {info.max}], or integer ends (which wrap)")
 
 
 def _rounding(dtype: D.DType):
