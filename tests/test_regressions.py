@@ -335,3 +335,23 @@ def test_linspace_float_ends_overflow_and_short_bool_ramps(backend):
     check(lambda m: m.linspace(1, 2, steps=0, dtype=m.bool))
     with pytest.raises(NotImplementedError):
         lt.linspace(0, 3, steps=2, dtype=lt.bool)
+
+
+# NOT FIXED (autograd, found by the stress backward generator): with the garbage collector running
+# often (gc.set_threshold(10, 1, 1)), some second runs of backward programs get wrong gradients,
+# even of the wrong shape (a leaf's grad shaped like a keepdim `var` result), nearly always through
+# `var`; without the threshold the same 50 programs agree with torch.  A collection of an earlier
+# program's dead autograd graph at the wrong moment changes what a later backward or eval uses.
+# Campaign form: `python -m tests.fuzz.stress --programs 50 --kinds backward --seed 21 --gc-threshold 10`
+# (1-3 failing programs per run, which ones varies).  Not strict: GC timing is not deterministic.
+@pytest.mark.xfail(strict=False, reason="autograd: wrong gradients when the GC collects at some points")
+def test_gradients_with_frequent_garbage_collection():
+    import gc
+    from fuzz.stress import run_stress
+    old = gc.get_threshold()
+    gc.set_threshold(10, 1, 1)
+    try:
+        camp = run_stress("reference", 50, seed=21, kinds=["backward"])
+    finally:
+        gc.set_threshold(*old)
+    assert not camp.failures, "\n".join(map(str, camp.failures))

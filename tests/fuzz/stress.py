@@ -22,6 +22,7 @@ campaign; tests/test_fuzz_stress.py runs a few of each in the suite.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import random
 import sys
@@ -283,8 +284,11 @@ def run_stress(backend: str, programs: int, seed: int = 0, kinds=None, log=None,
     return camp
 
 
-def _shard(backend: str, programs: int, seed: int, offset: int, kinds, log_path: str | None, tag: str) -> Campaign:
+def _shard(backend: str, programs: int, seed: int, offset: int, kinds, log_path: str | None, tag: str,
+           gc_threshold: int = 0) -> Campaign:
     torch.set_num_threads(1)
+    if gc_threshold:
+        gc.set_threshold(gc_threshold, 1, 1)
 
     def log(text: str) -> None:
         print(f"{tag} {text}", flush=True)
@@ -294,7 +298,8 @@ def _shard(backend: str, programs: int, seed: int, offset: int, kinds, log_path:
     return run_stress(backend, programs, seed, kinds, log=log, offset=offset)
 
 
-def run_sharded(backend: str, programs: int, seed: int, kinds, jobs: int, log, log_path: str | None) -> Campaign:
+def run_sharded(backend: str, programs: int, seed: int, kinds, jobs: int, log, log_path: str | None,
+                gc_threshold: int = 0) -> Campaign:
     """`run_stress` over `jobs` processes, each on its own range of program numbers; one report."""
     if jobs <= 1:
         return run_stress(backend, programs, seed, kinds, log=log)
@@ -303,7 +308,8 @@ def run_sharded(backend: str, programs: int, seed: int, kinds, jobs: int, log, l
     t0 = time.perf_counter()
     ranges = shards(0, programs, jobs)
     with multiprocessing.get_context("spawn").Pool(len(ranges)) as pool:
-        parts = pool.starmap(_shard, [(backend, n, seed, first, kinds, log_path, f"[shard {j} programs {first}..{first + n - 1}]")
+        parts = pool.starmap(_shard, [(backend, n, seed, first, kinds, log_path,
+                                       f"[shard {j} programs {first}..{first + n - 1}]", gc_threshold)
                                       for j, (first, n) in enumerate(ranges)])
     camp = Campaign(backend, seconds=time.perf_counter() - t0)
     for part in parts:
@@ -323,8 +329,13 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="processes, each on its own range of programs")
     ap.add_argument("--log")
     ap.add_argument("--kinds", help=f"comma-separated generators (default all: {','.join(GENERATORS)})")
+    ap.add_argument("--gc-threshold", type=int, default=0,
+                    help="collect garbage every N allocations (gc.set_threshold(N, 1, 1)): dead autograd "
+                         "graphs are collected at many more points of a program's life")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.gc_threshold:
+        gc.set_threshold(args.gc_threshold, 1, 1)
 
     def log(text: str) -> None:
         print(text, flush=True)
@@ -333,7 +344,8 @@ def main(argv=None) -> int:
                 f.write(text + "\n")
     failed = False
     for b in args.backends.split(","):
-        camp = run_sharded(b, args.programs, args.seed, args.kinds and args.kinds.split(","), args.jobs, log, args.log)
+        camp = run_sharded(b, args.programs, args.seed, args.kinds and args.kinds.split(","), args.jobs, log, args.log,
+                           args.gc_threshold)
         log(f"# DONE {camp.summary()}")
         failed |= bool(camp.failures)
     return 1 if failed else 0
