@@ -337,15 +337,35 @@ def test_linspace_float_ends_overflow_and_short_bool_ramps(backend):
         lt.linspace(0, 3, steps=2, dtype=lt.bool)
 
 
-# NOT FIXED (autograd, found by the stress backward generator): with the garbage collector running
-# often (gc.set_threshold(10, 1, 1)), some second runs of backward programs get wrong gradients,
-# even of the wrong shape (a leaf's grad shaped like a keepdim `var` result), nearly always through
-# `var`; without the threshold the same 50 programs agree with torch.  A collection of an earlier
-# program's dead autograd graph at the wrong moment changes what a later backward or eval uses.
-# Campaign form: `python -m tests.fuzz.stress --programs 50 --kinds backward --seed 21 --gc-threshold 10`
-# (1-3 failing programs per run, which ones varies).  Not strict: GC timing is not deterministic.
-@pytest.mark.xfail(strict=False, reason="autograd: wrong gradients when the GC collects at some points")
+# fixed (found by the stress backward generator with --gc-threshold 10): the graph-cache key of a
+# program was its nodes in toposort order, without which of them are outputs.  One order can carry
+# different roots (a live tensor's pending value inside the program joins as a root only while the
+# tensor is alive, so the garbage collector decided it), and a hit returned the first program's
+# buffers for the second's roots: wrong gradients, some of the wrong shape.  The key now ends with
+# the roots' positions.
+def test_program_key_includes_its_outputs(backend):
+    x = np.arange(6, dtype=np.float32)
+    t = lt.tensor(x)
+    b = (t * 2) + 1
+    lt.eval(b)
+    np.testing.assert_array_equal(b.numpy(), x * 2 + 1)
+    t2 = lt.tensor(x + 10)
+    a2 = t2 * 2
+    b2 = a2 + 1
+    lt.eval(b2, a2)                              # the same nodes in the same order, one more output
+    np.testing.assert_array_equal(a2.numpy(), (x + 10) * 2)
+    np.testing.assert_array_equal(b2.numpy(), (x + 10) * 2 + 1)
+    t3 = lt.tensor(x - 5)
+    a3 = t3 * 2
+    b3 = a3 + 1
+    lt.eval(a3, b3)                              # the same outputs in the other order
+    np.testing.assert_array_equal(a3.numpy(), (x - 5) * 2)
+    np.testing.assert_array_equal(b3.numpy(), (x - 5) * 2 + 1)
+
+
 def test_gradients_with_frequent_garbage_collection():
+    """The campaign form of the cause above: 50 backward programs, each run twice, with the
+    collector running every 10 allocations (it failed 1-3 of them per run before the fix)."""
     import gc
     from fuzz.stress import run_stress
     old = gc.get_threshold()

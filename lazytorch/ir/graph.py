@@ -50,9 +50,10 @@ def program(roots: Iterable[Node]) -> Program:
 
     Node keys hold each node's own structure while ignoring data, buffer identity and scalar
     values.  The program key joins them, in toposort order, with which position each input comes
-    from: two programs with equal keys compute the same function of their leaves, whichever
+    from, and the positions of the roots: two programs with equal keys compute the same function of their leaves, whichever
     buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
     """
+    roots = list(roots)
     index: dict[Node, int] = {}                      # node (hashed by identity) -> its position
     order: list[Node] = []
     leaves: list[Node] = []
@@ -92,6 +93,10 @@ def program(roots: Iterable[Node]) -> Program:
                     order.append(node)
                     sig.append(node.key)
                     sig.append(tuple([index[i] for i in node.inputs]))
+    # which nodes are the outputs, in order: one order can carry different roots (a live tensor's
+    # pending value inside the program joins as a root only while the tensor is alive), and the
+    # compiled program returns one buffer per root
+    sig.append(("roots", tuple([index[r] for r in roots])))
     return Program(order, tuple(sig), leaves)
 
 
