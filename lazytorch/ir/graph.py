@@ -125,6 +125,10 @@ def to_networkx(roots: Iterable[Node]) -> nx.MultiDiGraph:
     return g
 
 
-def structural_key(order: list[Node]) -> tuple:
-    """Key of a whole program given in topological order (see `program`, which eval uses)."""
-    return program(order).key
+def structural_key(order: list[Node], roots: list[Node] | None = None) -> tuple:
+    """Key of a program given in topological order (see `program`, which eval uses); its outputs
+    are `roots`, by default the nodes nothing in `order` reads."""
+    if roots is None:
+        read = {id(i) for n in order for i in n.inputs}
+        roots = [n for n in order if id(n) not in read]
+    return program(roots).key
