@@ -1,27 +1,51 @@
-"""The stress generators (tests/fuzz/stress.py) at a small count per backend under test: many
-inputs, long chains, creation dtypes, loops, reruns with other scalars, mutated host arrays.
-The long campaign is `python -m tests.fuzz.stress --programs 2000 --backends ...` (docs/reliability.md)."""
+"""The stress generators (tests/fuzz/stress.py, stress_nn.py) at a small count per backend under
+test: many inputs, long chains, creation dtypes, loops, mutated host arrays, backward passes and
+small modules; every program is run twice (other scalars and data, same structure).
+The long campaign is `python -m tests.fuzz.stress --programs 2000 --backends ... --jobs N`
+(docs/reliability.md)."""
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from conftest import BACKENDS
+from fuzz.case import other_data
 from fuzz.stress import GENERATORS, run_stress
 
-# compiled backends pay a compiler run per program: cpu gets the quick kinds only
-COUNTS = {"reference": (12, None), "metal-emu": (12, None), "cpu": (4, ["creation", "numpy_mutation", "many_inputs"])}
+# compiled backends pay a compiler run per kernel: they get fewer programs of the quick kinds
+COUNTS = {"reference": (14, None), "metal-emu": (14, None),
+          "cpu": (4, ["creation", "numpy_mutation", "many_inputs", "backward"])}
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
 def test_stress_campaign(backend_name):
-    n, kinds = COUNTS.get(backend_name, (6, None))
+    n, kinds = COUNTS.get(backend_name, (7, None))
     camp = run_stress(backend_name, n, seed=0, kinds=kinds)
     assert camp.programs == n
     assert not camp.failures, "\n".join(map(str, camp.failures))
 
 
+@pytest.mark.parametrize("kind", ["backward", "module"])
+def test_user_layer_generators_on_reference(kind):
+    """Gradients and modules (forward, backward, optimizer steps) at a few seeds of their own."""
+    camp = run_stress("reference", 6, seed=3, kinds=[kind])
+    assert camp.programs == 6 and not camp.failures, "\n".join(map(str, camp.failures))
+
+
 def test_every_generator_builds_a_program():
-    import random
     for name, gen in GENERATORS.items():
         case = gen(random.Random(1))
-        assert callable(case.run) and case.kind.split(":")[0] in (name, "rerun") or name == "rerun"
+        assert callable(case.run) and case.kind.split(":")[0] == name
+
+
+def test_rerun_data_keeps_shapes_dtypes_and_index_ranges():
+    import numpy as np
+    rng = random.Random(0)
+    idx = np.arange(12).reshape(3, 4) % 5
+    other = other_data(idx, rng)
+    assert other.dtype == idx.dtype and other.shape == idx.shape and sorted(other.flat) == sorted(idx.flat)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    y = other_data(x, rng)
+    assert y.dtype == np.float32 and y.shape == x.shape and not np.array_equal(x, y)
+    assert other_data(np.array(3), rng) == 3

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes as D
 from .build import Args, call
-from .creation import fill, generator, random_node
+from .creation import no_bool_ramp, fill, generator, random_node
 from .errors import op_error
 from .families import OpFamily
 from .host import from_values, host_value
@@ -44,6 +44,7 @@ def _logspace(op, a):
     if steps < 0:
         raise op_error(RuntimeError, op, f"number of steps must be non-negative, got {steps}")
     dtype = _dtype(a, D.default_float)
+    no_bool_ramp(op, dtype)                  # as arange and linspace (torch: not implemented for 'Bool')
     exps = np.linspace(_host_number(a["start"]), _host_number(a["end"]), steps, dtype=np.float64)
     vals = np.power(float(a["base"]), exps)
     if not dtype.is_floating_point:

@@ -79,23 +79,20 @@ def _float_dtype(op: str, dtype) -> D.DType:
     return dtype
 
 
+# rand draws k / 2**digits (digits: the significand bits of the dtype), as torch does, so every value
+# is exact in its dtype: a float64 draw rounded to float16, bfloat16 or float32 could become 1.0
+_RAND_DIGITS = {D.float16: 11, D.bfloat16: 8, D.float32: 24}
+
+
 def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
     """rand (uniform [0, 1)) or randn (standard normal) values drawn now from the seeded generator."""
     g = generator()
-    data = g.standard_normal(size) if op.startswith("randn") else _uniform(g, size, dtype)
+    data = g.standard_normal(size) if op.startswith("randn") else g.random(size)
+    if not op.startswith("randn") and dtype in _RAND_DIGITS:
+        scale = float(2 ** _RAND_DIGITS[dtype])
+        data = np.floor(data * scale) / scale
     return Node.from_buffer(D.from_compute(data.astype(np.float32 if dtype is not D.float64 else np.float64),
                                            dtype), size, dtype)
-
-
-# Significand bits per float dtype: a uniform draw keeps only as many, so rounding it to the dtype
-# can never reach 1.0 (torch draws rand the same way).
-_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
-
-
-def _uniform(g, size: tuple[int, ...], dtype: D.DType) -> np.ndarray:
-    """Uniform [0, 1) values exactly representable in `dtype`."""
-    scale = 2.0 ** _DIGITS[dtype.name]
-    return np.floor(g.random(size) * scale) / scale
 
 
 @builder("random")
@@ -158,7 +155,7 @@ def _ramp(n: int, start, step, dtype: D.DType) -> Node:
     return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
 
 
-def _no_bool(op: str, dtype: D.DType) -> None:
+def no_bool_ramp(op: str, dtype: D.DType) -> None:
     if dtype.is_bool:                             # torch: "arange_cpu" not implemented for 'Bool'
         raise op_error(NotImplementedError, op, "dtype bool is not supported", None,
                        "ramps need a numeric dtype; compare a ramp to make a mask")
@@ -174,7 +171,7 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
                        f"(start={start}, end={end}, step={step})", None)
     floating = any(isinstance(v, float) for v in (start, end, step))
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float if floating else D.int64
-    _no_bool(op.name, dtype)
+    no_bool_ramp(op.name, dtype)
     n = math.ceil((end - start) / step)
     if floating and not dtype.is_floating_point:   # torch: the length from the numbers, the values
         start, step = int(start), int(step)        # from start and step converted to the dtype
@@ -185,14 +182,17 @@ def arange(op: OpDef, schema: Schema, a: dict) -> Node:
 
 @builder("linspace")
 def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
-    start, end = (float(_number(op.name, k, a[k])) for k in ("start", "end"))
+    ends = [_number(op.name, k, a[k]) for k in ("start", "end")]
+    start, end = (float(v) for v in ends)
     steps = a["steps"]
     if steps < 0:
         raise op_error(RuntimeError, op.name, f"number of steps must be non-negative, got {steps}", None)
     dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
-    _no_bool(op.name, dtype)
-    if steps <= 1:
+    if steps <= 1:                                # torch fills without its kernel (bool included)
         return fill((steps,), start, dtype)
+    no_bool_ramp(op.name, dtype)
+    if not dtype.is_floating_point:
+        _check_float_ends(op.name, ends, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
         start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
     rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
@@ -202,6 +202,16 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     # torch's symmetric form: the first half counts up from start, the second down from end
     values = np.where(i < steps // 2, rd(s + rd(step * rd(i))), rd(e - rd(step * rd(steps - 1 - i))))
     return _host(np.asarray(values, np.float64), dtype)
+
+
+def _check_float_ends(op: str, ends, dtype: D.DType) -> None:
+    """torch converts a Python-float end to an integer dtype with an overflow check (an integer
+    end wraps: -2 becomes 254 in uint8, but -1.5 is an error)."""
+    info = np.iinfo(dtype.np)
+    for v in ends:
+        if isinstance(v, float) and not info.min <= v <= info.max:
+            raise op_error(RuntimeError, op, f"value {v} cannot be converted to type {dtype.name} without "
+                           "overflow", None, f"ends in [{info.min}, {info.max}], or integer ends (which wrap)")
 
 
 def _rounding(dtype: D.DType):

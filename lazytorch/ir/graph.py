@@ -51,9 +51,10 @@ def program(roots: Iterable[Node]) -> Program:
 
     Node keys hold each node's own structure while ignoring data, buffer identity and scalar
     values.  The program key joins them, in toposort order, with which position each input comes
-    from: two programs with equal keys compute the same function of their leaves, whichever
+    from, and the positions of the roots: two programs with equal keys compute the same function of their leaves, whichever
     buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
     """
+    roots = list(roots)
     index: dict[Node, int] = {}                      # node (hashed by identity) -> its position
     order: list[Node] = []
     leaves: list[Node] = []
@@ -93,6 +94,10 @@ def program(roots: Iterable[Node]) -> Program:
                     order.append(node)
                     sig.append(node.key)
                     sig.append(tuple([index[i] for i in node.inputs]))
+    # which nodes are the outputs, in order: one order can carry different roots (a live tensor's
+    # pending value inside the program joins as a root only while the tensor is alive), and the
+    # compiled program returns one buffer per root
+    sig.append(("roots", tuple([index[r] for r in roots])))
     return Program(order, tuple(sig), leaves)
 
 
@@ -122,6 +127,10 @@ def to_networkx(roots: Iterable[Node]) -> "nx.MultiDiGraph":
     return g
 
 
-def structural_key(order: list[Node]) -> tuple:
-    """Key of a whole program given in topological order (see `program`, which eval uses)."""
-    return program(order).key
+def structural_key(order: list[Node], roots: list[Node] | None = None) -> tuple:
+    """Key of a program given in topological order (see `program`, which eval uses); its outputs
+    are `roots`, by default the nodes nothing in `order` reads."""
+    if roots is None:
+        read = {id(i) for n in order for i in n.inputs}
+        roots = [n for n in order if id(n) not in read]
+    return program(roots).key

@@ -47,6 +47,10 @@ class LRU:
                 self.evictions += 1
             return value
 
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

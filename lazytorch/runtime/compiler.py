@@ -28,8 +28,11 @@ from typing import Callable, NamedTuple
 from . import threads
 from .caches import LRU
 
+# -ffp-contract=off: no fused multiply-adds the source did not write.  A value a kernel recomputes
+# (x * x in both the mean and the centred sum of a var) must round the same way each time, as in
+# torch: contracted in one place only, var of equal values was 4e-16 and var of one value inf, not NaN.
 BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
-              "-Werror=implicit-function-declaration"]
+              "-ffp-contract=off", "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
 # loaded libraries (one per program); dlclose is unsafe with ctypes, so an evicted one stays mapped
 # but is no longer looked up: the bound is on what the process keeps finding, not on mappings

@@ -1,11 +1,17 @@
 """metal-emu: runs the exact Metal source the metal backend launches, on the CPU.
 
 A MetalCall (codegen/targets/metal.py) is assembled into the full kernel source the Metal runtime
-would compile; that source plus a small C++ launcher is compiled by g++ against
+would compile: MLX's own wrapper (`[[kernel]] void custom_kernel_...(const device T* a0
+[[buffer(0)]], ..., uint3 thread_position_in_grid [[thread_position_in_grid]], ...) { body }` and,
+for templated kernels, the `[[host_name]]` instantiation), written byte for byte as
+`mx.fast.metal_kernel` writes it (`assemble`, which cites MLX's source lines).  That text, unchanged,
+plus a small C++ launcher after it, is compiled by g++ against
 shaders/metal_shim.h (Metal's types, math, barriers and simd collectives in C++, threads of a
 threadgroup as fibers that really synchronise) into a shared library through runtime/compiler.py
 (cached in memory, bounded, and on disk), and launched through ctypes over the call's grid and
-threadgroup.
+threadgroup.  The kernels of a new plan share one translation unit and one g++ run
+(`prepare_together`), each in a namespace of its own: starting g++ and loading the shim costs more
+than a small kernel.
 """
 from __future__ import annotations
 
@@ -22,12 +28,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
+from ..codegen.gpu import ERROR_FLAG, launch_call, scalar_dtype
 from ..codegen.render import shader_dir
 from ..codegen.targets.metal import MAX_THREADS_PER_THREADGROUP, AssembledKernel, MetalCall, Param, assemble
 from ..ir.errors import op_error
 from . import compiler
 from .backend import Backend, Buffer, LaunchFn
+from .executor import PlanExecutor
 from .caches import LRU
 from .mlx import host_library_launch
 from .compiler import KernelCompileError, cache_dir
@@ -39,7 +46,7 @@ FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fno-exceptions", "-Wno-attributes")
 _SYNC = re.compile(r"barrier|simd_|quad_|shuffle")
 NEEDS_SYNC = -3
 
-def translation_unit(kernel: AssembledKernel) -> str:
+def translation_unit(kernel: AssembledKernel, launcher: str = "lt_launch") -> str:
     """The assembled Metal source followed by the launcher the emulator calls through ctypes."""
     args = ", ".join(_argument(p, i) for i, p in enumerate(
         [p for p in kernel.params if p.kind != "attribute"]))
@@ -49,7 +56,7 @@ def translation_unit(kernel: AssembledKernel) -> str:
             + "\n// ---- metal-emu launcher (not part of the Metal source) ----\n"
             + "static void lt_thread(void** a, const lt_emu::Attrs& t) {\n"
             + f"  {kernel.function}{kernel.template_args}({call_args});\n}}\n"
-            + 'extern "C" int lt_launch(void** a, const unsigned* grid, const unsigned* tg, int sync) {\n'
+            + f'extern "C" int {launcher}(void** a, const unsigned* grid, const unsigned* tg, int sync) {{\n'
             + "  return lt_emu::dispatch(lt_thread, a, grid, tg, sync);\n}\n")
 
 
@@ -69,12 +76,51 @@ def prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
 
 
 def _prepare(call: MetalCall) -> tuple[AssembledKernel, ctypes._CFuncPtr, bool]:
+    ready = _compiled_together.pop(call, None)
+    if ready is not None:
+        return ready
     kernel = assemble(call)
-    fn = compiler.load(translation_unit(kernel), toolchain()).lt_launch
+    return kernel, _launcher(compiler.load(translation_unit(kernel), toolchain()), "lt_launch"), _syncs(call)
+
+
+def _launcher(lib: ctypes.CDLL, name: str) -> ctypes._CFuncPtr:
+    fn = getattr(lib, name)
     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint),
                    ctypes.POINTER(ctypes.c_uint), ctypes.c_int]
     fn.restype = ctypes.c_int
-    return kernel, fn, bool(_SYNC.search(call.source))
+    return fn
+
+
+def _syncs(call: MetalCall) -> bool:
+    return bool(_SYNC.search(call.source))
+
+
+# kernels compiled by `prepare_together`, waiting for `prepare` to take them into the LRU
+_compiled_together: dict[MetalCall, tuple[AssembledKernel, ctypes._CFuncPtr, bool]] = {}
+
+
+def prepare_together(calls: Sequence[MetalCall]) -> None:
+    """Compile the kernels of `calls` that are not prepared yet with one g++ run: starting g++ and
+    loading the precompiled shim costs more than compiling a small kernel, so a plan's kernels
+    share a translation unit.  Each kernel's text is unchanged (MLX's wrapper around the body)
+    inside a namespace of its own, so the helpers of their headers cannot collide; each gets its
+    own launcher.  If the unit does not compile, every kernel compiles alone later and reports its
+    own error."""
+    todo = [c for c in dict.fromkeys(calls) if c not in _prepared and c not in _compiled_together]
+    if len(todo) < 2:
+        return
+    kernels = [assemble(c) for c in todo]
+    tag = hashlib.sha256("\0".join(k.source for k in kernels).encode()).hexdigest()[:12]
+    unit = "".join(f"namespace lt_{tag}_{i} {{\n{translation_unit(k, f'lt_launch_{tag}_{i}')}}}  // namespace\n"
+                   for i, k in enumerate(kernels))
+    try:
+        lib = compiler.load(unit, toolchain())
+    except KernelCompileError:
+        return
+    if len(_compiled_together) > _prepared.maxsize:     # plans prepared but never run
+        _compiled_together.clear()
+    for i, (c, k) in enumerate(zip(todo, kernels)):
+        _compiled_together[c] = (k, _launcher(lib, f"lt_launch_{tag}_{i}"), _syncs(c))
 
 
 def _cache_dir() -> Path:
@@ -191,11 +237,20 @@ class MetalEmuBackend(Backend):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""
         return super().scalar(value, scalar_dtype(dtype))
 
+    def prepare(self, plan) -> PlanExecutor:
+        """The plan's kernels compiled together (`prepare_together`), then the usual executor."""
+        calls = {id(launch): launch_call(launch, "metal") for launch in plan.launches}
+        prepare_together([c for c in calls.values() if c is not None and min(c.grid) > 0])
+        return PlanExecutor(self, plan, lambda launch, plan: self._launch_fn(launch, calls[id(launch)]))
+
     def compile_launch(self, launch, plan) -> LaunchFn | None:
+        return self._launch_fn(launch, launch_call(launch, "metal"))
+
+    @staticmethod
+    def _launch_fn(launch, call: MetalCall | None) -> LaunchFn | None:
+        """`call` is launch_call's answer, which has already refused float64 as Metal does."""
         if launch.kind == "library":        # the metal backend's MLX calls, on MLX's default device
-            check_dtypes(launch, "metal")   # no float64 on Metal, as the metal backend refuses it
             return host_library_launch(launch)
-        call = launch_call(launch, "metal")
         if call is None:
             return None
         if min(call.grid) == 0:          # nothing to compute (a size-0 domain)

@@ -4,7 +4,10 @@
 
 generate.py builds seeded random programs, compare.py runs them with both libraries and judges the
 difference, shrink.py reduces a failing program to a minimal one, program.py prints it as runnable
-Python.  tests/test_fuzz.py runs a short campaign in the test suite.
+Python.  tests/test_fuzz.py runs a short campaign in the test suite.  `--jobs N` shards a campaign over
+N processes (run.py `run_sharded`).  stress.py and stress_nn.py hold the whole-program generators
+(many inputs, long chains, creation x dtype, loops, host-data writes, gradients, modules):
+`python -m tests.fuzz.stress`.
 """
 from .compare import compare, compare_batch
 from .generate import generate

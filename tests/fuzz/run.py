@@ -1,6 +1,7 @@
 """A fuzz campaign: many seeded programs on one backend, batched, mismatches shrunk and printed."""
 from __future__ import annotations
 
+import multiprocessing
 import re
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ class Mismatch:
     seed: int
     verdict: str
     code: str                       # the shrunk program as runnable Python
+    signature: tuple = ()           # (kind, signature): one shrunk example per signature
 
 
 @dataclass
@@ -60,13 +62,73 @@ def run_campaign(backend: str, programs: int, seed: int = 0, batch: int = 40, sh
             if camp.seen[sig] > 1 or len(camp.mismatches) >= max_shrunk:
                 continue                      # counted; already shrunk one like it
             small = shrink(p, partial(compare, backend=backend), shrink_budget)
-            mismatch = Mismatch(s, compare(small, backend) or v, repro(small, backend))
+            mismatch = Mismatch(s, compare(small, backend) or v, repro(small, backend), sig)
             camp.mismatches.append(mismatch)
             if log:
                 log(f"# MISMATCH seed={s} backend={backend}: {mismatch.verdict}\n{mismatch.code}\n")
         camp.seconds = time.time() - t0
         if log:
             log(f"# progress {camp.summary()}")
+    return camp
+
+
+def merge(backend: str, parts: list[Campaign], seconds: float) -> Campaign:
+    """One report from the campaigns of several shards (counts summed, one example per signature)."""
+    camp = Campaign(backend, seconds=seconds)
+    for part in parts:
+        camp.programs += part.programs
+        camp.torch_errors += part.torch_errors
+        for sig, n in part.seen.items():
+            camp.seen[sig] = camp.seen.get(sig, 0) + n
+        known = {m.signature for m in camp.mismatches}
+        camp.mismatches += [m for m in part.mismatches if m.signature not in known]
+    return camp
+
+
+def shards(seed: int, programs: int, jobs: int) -> list[tuple[int, int]]:
+    """(first seed, count) of each of `jobs` contiguous seed ranges covering seed .. seed+programs-1."""
+    jobs = max(1, min(jobs, programs))
+    base, extra = divmod(programs, jobs)
+    out, start = [], seed
+    for j in range(jobs):
+        count = base + (j < extra)
+        out.append((start, count))
+        start += count
+    return out
+
+
+def _shard(backend: str, seed: int, programs: int, batch: int, max_steps: int, log_path: str | None,
+           tag: str) -> Campaign:
+    import warnings
+    import torch
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+    def log(text: str) -> None:
+        text = "\n".join(f"{tag} {line}" if line.startswith("# ") else line for line in text.split("\n"))
+        print(text, flush=True)
+        if log_path:
+            with open(log_path, "a") as f:
+                f.write(text + "\n")
+    return run_campaign(backend, programs, seed, batch, log=log, max_steps=max_steps)
+
+
+def run_sharded(backend: str, programs: int, seed: int = 0, jobs: int = 1, batch: int = 40, log=None,
+                log_path: str | None = None, max_steps: int = 8) -> Campaign:
+    """`run_campaign` over `jobs` processes, each on its own seed range; one merged report.  The
+    shards append their progress to `log_path` (tagged `[shard j]`); `log` gets the merged summary."""
+    if jobs <= 1:
+        return run_campaign(backend, programs, seed, batch, log=log, max_steps=max_steps)
+    t0 = time.time()
+    ranges = shards(seed, programs, jobs)
+    ctx = multiprocessing.get_context("spawn")      # torch and the kernel caches must not be forked
+    with ctx.Pool(len(ranges)) as pool:
+        parts = pool.starmap(_shard, [(backend, s, n, batch, max_steps, log_path, f"[shard {j} seeds {s}..{s + n - 1}]")
+                                      for j, (s, n) in enumerate(ranges)])
+    camp = merge(backend, parts, time.time() - t0)
+    if log:
+        for m in camp.mismatches:
+            log(f"# MISMATCH seed={m.seed} backend={backend}: {m.verdict}\n{m.code}\n")
     return camp
 
 

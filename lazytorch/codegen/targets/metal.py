@@ -127,7 +127,15 @@ def function_name(call: MetalCall) -> str:
 
 def assemble(call: MetalCall) -> AssembledKernel:
     """The kernel source the Metal runtime builds around `call.source`, written the way it writes
-    it (byte for byte, including its punctuation), and the parameters in buffer order."""
+    it (byte for byte, including its punctuation), and the parameters in buffer order.
+
+    Mirrors MLX's builder (ml-explore/mlx 846d176, mlx/backend/common/metal_kernel.cpp):
+    `write_signature` (lines 52-177) for header, template line, buffers and attributes;
+    `metal_kernel` (lines 235-271) for which shape/stride/ndim buffers and attributes the body's
+    text selects; the kernel name (lines 301-325, `function_name` here) and the explicit template
+    instantiation (lines 340-349).  The Metal runtime compiles `metal::utils() + source`
+    (mlx/backend/metal/custom_kernel.cpp line 53); metal-emu puts shaders/metal_shim.h in place of
+    `metal::utils()`.  tests/test_metal_emu.py compares this text with the one MLX itself prints."""
     func = function_name(call)
     params: list[Param] = []
     text = call.header
