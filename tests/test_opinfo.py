@@ -45,7 +45,7 @@ EXPECTED_ERRORS: dict[str, tuple[str, str]] = {
     "normal/number_mean": ("torch.normal's function form with tensor mean/std (Tensor.normal_ is supported)", "normal"),
     "linalg.vander": ("a 0-d x (torch treats it as one element)", "at least one dimension"),
     "tensordot": ("contracting a size-1 dim with a larger one (torch broadcasts it)", "contracted dimensions"),
-    "nn.functional.scaled_dot_product_attention": ("dropout_p > 0 and enable_gqa", ""),
+    "nn.functional.scaled_dot_product_attention": ("enable_gqa", "enable_gqa"),
     "nn.functional.embedding": ("max_norm= (renormalises the weight in place)", ""),
     "norm/fro": ("torch.norm's string p; linalg.norm takes 'fro' and 'nuc'", "must be float"),
     "norm/nuc": ("torch.norm's string p; linalg.norm takes 'fro' and 'nuc'", "must be float"),

@@ -230,12 +230,47 @@ def test_sdpa_dtypes(backend, dtype):
           **tol(dtype))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_dropout_in_training(backend, causal):
+    """dropout_p > 0: the attention weights are dropped with a seeded keep-mask and rescaled; with the
+    same seed the mask repeats, so values and gradients compare with torch's math path given that mask."""
+    import torch
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    p, sdpa = 0.4, lt.nn.functional.scaled_dot_product_attention
+    lt.manual_seed(7)
+    eye = np.broadcast_to(np.eye(5, dtype=np.float32), (2, 3, 5, 5)).copy()      # out = dropped weights
+    dropped = sdpa(lt.tensor(q), lt.tensor(k), lt.tensor(eye), dropout_p=p, is_causal=causal).numpy()
+
+    def torch_attention(tq, tk, tv, keep):
+        s = tq @ tk.transpose(-2, -1) / 2.0
+        if causal:
+            s = s.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        return (torch.softmax(s, -1) * keep / (1 - p)) @ tv
+    weights = torch_attention(torch.tensor(q), torch.tensor(k), torch.eye(5), 1.0).numpy()
+    kept = dropped != 0
+    np.testing.assert_allclose(dropped[kept], weights[kept], rtol=1e-5)
+    assert 0.2 < 1 - kept[weights > 0].mean() < 0.6
+
+    lt.manual_seed(7)
+    lq, lk, lv = (lt.tensor(x, requires_grad=True) for x in (q, k, v))
+    out = sdpa(lq, lk, lv, dropout_p=p, is_causal=causal)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(lt.tensor(g))
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    want = torch_attention(tq, tk, tv, torch.tensor(kept.astype(np.float32)))
+    want.backward(torch.tensor(g))
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), atol=1e-5)
+    for a, b in ((lq, tq), (lk, tk), (lv, tv)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-5)
+
+
 def test_sdpa_errors():
     sdpa = lambda m: F(m).scaled_dot_product_attention          # noqa: E731
     check_error(lambda m, q, k: sdpa(m)(q, k, k), sample((2, 4, 8)), sample((2, 4, 6)), exc=RuntimeError,
                 match=("scaled_dot_product_attention", "[2, 4, 8]", "[2, 4, 6]"))
-    check_error(lambda m, q: sdpa(m)(q, q, q, dropout_p=0.1), sample((2, 4, 8)), exc=NotImplementedError,
-                match=("dropout_p",))
+    check_error(lambda m, q: sdpa(m)(q, q, q, dropout_p=1.5), sample((2, 4, 8)), exc=RuntimeError,
+                match=("dropout probability", "1.5"))
     check_error(lambda m, q, mask: sdpa(m)(q, q, q, attn_mask=mask), sample((2, 4, 8)), sample((3, 4)),
                 exc=RuntimeError, match=("attn_mask", "[3, 4]"))
 

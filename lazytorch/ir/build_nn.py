@@ -1,5 +1,6 @@
-"""Builders of nn ops whose result is decided at the call: the dropout family draws its keep-mask here;
-channel_shuffle is a reshape-transpose-reshape and max_unpool a scatter.
+"""Builders of nn ops whose result is decided at the call: the dropout family draws its keep-mask here
+(and so does attention with dropout); channel_shuffle is a reshape-transpose-reshape and max_unpool
+a scatter.
 
 The mask comes from the seeded host generator of ir/creation.py (`lazytorch.manual_seed`); its
 values cannot match torch's generator, only its statistics.
@@ -9,8 +10,9 @@ from __future__ import annotations
 import math
 
 from . import dtypes as D
-from .build import Args, builder, call
-from .creation import generator
+from . import meta
+from .build import Args, builder, call, generic
+from .creation import generator, iota
 from .errors import op_error
 from .node import Node
 from .registry import OpDef
@@ -68,6 +70,29 @@ def dropout(op: OpDef, schema: Schema, a: Args) -> Node:
         shift = call("mul", call("add", k, p - 1.0), _SELU_ALPHA * scale)
         return call("add", call("mul", call("mul", x, k), scale), shift)
     return call("mul", call("mul", x, mask), 1.0 / (1.0 - p))
+
+
+@builder("attention")
+def attention(op: OpDef, schema: Schema, a: Args) -> Node:
+    """scaled_dot_product_attention.  Without dropout it is one node (one derivative rule; run whole
+    by the backends that fuse attention).  With dropout_p > 0 (training) it is built from its parts,
+    as torch's math path computes it, so the attention weights can be dropped with a keep-mask drawn
+    here: softmax(q kᵀ · scale + mask), dropout, @ v; autograd differentiates the parts."""
+    p = a["dropout_p"]
+    if p == 0.0:
+        return generic(op, schema, a)
+    meta.run(op, a)                                  # the checks (shapes, dtypes, p in [0, 1])
+    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if a["scale"] is None else a["scale"]
+    scores = call("mul", call("matmul", q, call("transpose", k, -2, -1)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if a["is_causal"]:                               # query i sees keys 0..i (top-left, as torch)
+        mask = call("ge", iota((L, S), 0), iota((L, S), 1))
+    if mask is not None and mask.dtype.is_bool:
+        scores = call("where", mask, scores, -math.inf)
+    elif mask is not None:
+        scores = call("add", scores, mask)
+    return call("matmul", call("dropout", call("softmax", scores, -1), p, True), v)
 
 
 @builder("channel_shuffle")

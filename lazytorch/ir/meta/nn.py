@@ -144,9 +144,9 @@ def mse_loss(op: OpDef, a: Args) -> tuple[Shape, DType]:
 def scaled_dot_product_attention(op: OpDef, a: Args) -> tuple[Shape, DType]:
     q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
     args = {n: a[n] for n in ("query", "key", "value", "attn_mask") if a[n] is not None}
-    if a["dropout_p"] != 0.0:
-        raise op_error(NotImplementedError, op.name, f"dropout_p={a['dropout_p']} is not supported", args,
-                       "use dropout_p=0.0")
+    if not 0.0 <= a["dropout_p"] <= 1.0:
+        raise op_error(RuntimeError, op.name, f"dropout probability has to be between 0 and 1, but got "
+                       f"{a['dropout_p']}", args)
     if a["enable_gqa"]:
         raise op_error(NotImplementedError, op.name, "enable_gqa=True is not supported", args)
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
