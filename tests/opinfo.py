@@ -133,6 +133,8 @@ ADAPTERS: dict[str, Callable[[Callable], Callable]] = {
     "polygamma": lambda fn: lambda x, n, **kw: fn(n, x, **kw),
     "einsum": lambda fn: lambda tensors, equation: fn(equation, tensors),
     "where": lambda fn: lambda x, condition, other, **kw: fn(condition, x, other, **kw),
+    "nn.functional.embedding": lambda fn: lambda weight, idx, **kw: fn(idx, weight, **kw),
+    "nn.functional.embedding_bag": lambda fn: lambda weight, idx, **kw: fn(idx, weight, **kw),
     "linalg.lstsq/grad_oriented": lambda fn: lambda a, b, driver: fn(a, b, driver=driver)[:2],
     "linalg.pinv/singular": lambda fn: lambda a, b: fn(a @ b.transpose(-2, -1)),
 }

@@ -46,7 +46,8 @@ EXPECTED_ERRORS: dict[str, tuple[str, str]] = {
     "linalg.vander": ("a 0-d x (torch treats it as one element)", "at least one dimension"),
     "tensordot": ("contracting a size-1 dim with a larger one (torch broadcasts it)", "contracted dimensions"),
     "nn.functional.scaled_dot_product_attention": ("enable_gqa", "enable_gqa"),
-    "nn.functional.embedding": ("max_norm= (renormalises the weight in place)", ""),
+    "nn.functional.embedding": ("max_norm= (renormalises the weight in place)", "max_norm"),
+    "nn.functional.embedding_bag": ("max_norm= (renormalises the weight in place)", "max_norm"),
     "norm/fro": ("torch.norm's string p; linalg.norm takes 'fro' and 'nuc'", "must be float"),
     "norm/nuc": ("torch.norm's string p; linalg.norm takes 'fro' and 'nuc'", "must be float"),
 }

@@ -77,6 +77,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.ndim == 0 and target.ndim == 0:      # torch reads a 0-d input as one sample of one class
+        input, target = input.reshape(1), target.reshape(1)
     if input.ndim not in (1, 2) or tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(f"multilabel_margin_loss: expected a 1D or 2D input and a target of the same shape, got "
                            f"input {tuple(input.shape)} and target {tuple(target.shape)}")
