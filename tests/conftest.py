@@ -24,6 +24,15 @@ def backend(request):
     lt.set_backend(previous)
 
 
+@pytest.fixture
+def on_reference():
+    """Logic that is the same on every backend runs on the reference backend (no compiles)."""
+    previous = lt.get_backend()
+    lt.set_backend("reference")
+    yield
+    lt.set_backend(previous)
+
+
 # ---- the strict Metal front-end check over every Metal kernel the session emitted (tests/metal_strict.py)
 _strict: dict = {}
 

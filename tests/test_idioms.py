@@ -93,14 +93,6 @@ def check(got, want) -> None:
 METAL_EMU = ["arange_float", "linspace_scale", "scalar_chain", "sum_of_list", "norm_neg_orders", "norm_fro"]
 
 
-@pytest.fixture
-def on_reference():
-    previous = lt.get_backend()
-    lt.set_backend("reference")
-    yield
-    lt.set_backend(previous)
-
-
 @pytest.mark.parametrize("name", list(IDIOMS))
 def test_idiom(on_reference, name):
     f = IDIOMS[name]

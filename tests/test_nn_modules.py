@@ -174,15 +174,6 @@ def test_forward_matches_torch(family, backend):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.fixture
-def on_reference():
-    """Module logic that is the same on every backend runs on the reference backend (no compiles)."""
-    previous = lt.get_backend()
-    lt.set_backend("reference")
-    yield
-    lt.set_backend(previous)
-
-
 def test_train_mode_modules(on_reference):
     """Training-mode behaviour torch fixes without randomness: BatchNorm3d / InstanceNorm with running
     stats use the batch's statistics and update the buffers; the channel-wise dropouts zero whole

@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..ir import dtypes as D
+from ..ir.views import contiguous_strides
 from . import threads
 
 HOST_GEMM_DTYPES = (D.float32, D.float64)      # numpy's BLAS types; others run on the reference path
@@ -122,14 +123,6 @@ def host_gemm(launch) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], 
         def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
             writes[0][...] = np.matmul(a.array(reads[a.slot]), b.array(reads[b.slot]))
     return run
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, step = [], 1
-    for size in reversed(shape):
-        out.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(out))
 
 
 def fold_rows(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int] | None:
