@@ -158,9 +158,21 @@ def eval_nodes(nodes: Iterable[Node], live: Iterable[Node] = ()) -> None:
         warn_long_history(roots[0], len(prog.order))
     name = backend_name()
     compiled = CACHE.get_or_compile((prog.key, name), lambda: _compile(prog.order, roots, name))
+    backend = get_backend(name)
+    if backend.device_memory:
+        keep_uploads(prog.leaves, backend)
     outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in prog.leaves])
     for node, buf in zip(roots, outs):
         node.realize(buf)
+
+
+def keep_uploads(leaves: list[Node], backend: Backend) -> None:
+    """On a backend with its own memory, host data leaves (tensors made from numpy or Python data)
+    are uploaded once and keep the device buffer, so a loop over the same inputs does not copy
+    them to the GPU in every run.  (A device tensor has no host memory to share, as in torch.)"""
+    for n in leaves:
+        if n.op == "buffer" and isinstance(n.buffer, np.ndarray):
+            n.buffer = backend.adopt(n.buffer)
 
 
 def eval_tensors(tensors, live: Iterable[Node] = ()) -> None:

@@ -55,6 +55,9 @@ class Backend:
     # temps come from the executor's static memory plan (runtime/executor.py: MemoryPlan), kept
     # and reused across runs; needs numpy buffers that launches write in place
     static_memory: bool = False
+    # buffers live in the backend's own memory (the GPU's): a leaf's host data is uploaded once and
+    # the leaf keeps the device copy (realize.keep_uploads), instead of an upload in every run
+    device_memory: bool = False
 
     # ---- data ----
     def from_host(self, arr: np.ndarray) -> Buffer:
