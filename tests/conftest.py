@@ -24,14 +24,19 @@ def backend(request):
     lt.set_backend(previous)
 
 
-@pytest.fixture
-def on_reference():
-    """Logic that is the same on every backend runs on the reference backend (no compiles)."""
-    previous = lt.get_backend()
-    lt.set_backend("reference")
-    yield
-    lt.set_backend(previous)
+def _on(name: str):
+    """A fixture running its test on backend `name`, then restoring the one before."""
+    @pytest.fixture
+    def fixture():
+        previous = lt.get_backend()
+        lt.set_backend(name)
+        yield
+        lt.set_backend(previous)
+    return fixture
 
+
+on_reference = _on("reference")     # logic that is the same on every backend (no compiles)
+on_cpu = _on("cpu")                 # kernel counts and timings of the C backend
 
 # ---- the strict Metal front-end check over every Metal kernel the session emitted (tests/metal_strict.py)
 _strict: dict = {}

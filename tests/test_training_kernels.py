@@ -15,14 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import train_gpt  # noqa: E402
 
 
-@pytest.fixture
-def cpu():
-    previous = lt.get_backend()
-    lt.set_backend("cpu")
-    yield
-    lt.set_backend(previous)
-
-
 def _gpt_trainer():
     _, chars = train_gpt.load_text()
     cfg = train_gpt.Config(vocab=len(chars))
@@ -59,7 +51,7 @@ def test_adamw_step_of_the_gpt_is_one_kernel_per_shape(backend_name, cap):
         lt.set_backend(previous)
 
 
-def test_adamw_multi_tensor_matches_torch(cpu):
+def test_adamw_multi_tensor_matches_torch(on_cpu):
     """The fused update of the GPT's parameters equals torch's AdamW over 3 steps."""
     trainer, _ = _gpt_trainer()
     lparams = list(trainer.model.parameters())
@@ -77,7 +69,7 @@ def test_adamw_multi_tensor_matches_torch(cpu):
     assert float(trainer.opt.state[lparams[0]]["step"]) == 3.0
 
 
-def test_gpt_training_step_within_three_times_its_forward(cpu):
+def test_gpt_training_step_within_three_times_its_forward(on_cpu):
     """forward + backward + clipping + AdamW of examples/train_gpt.py's GPT plan at most 3x the
     launches of its forward (94 against 32 when written; 170 against 34 before)."""
     trainer, cfg = _gpt_trainer()
@@ -159,7 +151,7 @@ def test_uneven_pieces_still_sum_correctly(backend):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
 
 
-def test_compiled_adamw_step_traces_once(cpu):
+def test_compiled_adamw_step_traces_once(on_cpu):
     """forward + backward + clipping + AdamW compiled with lt.compile: one trace over 5 steps (the
     step count is a tensor, the state is made ahead), losses and weights equal to torch's."""
     torch.manual_seed(0)

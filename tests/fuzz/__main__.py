@@ -7,7 +7,7 @@ import warnings
 
 import torch
 
-from .run import run_sharded
+from .run import run_sharded, tee_log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", category=UserWarning)   # torch's dof / deprecation notes
 
-    def log(text: str) -> None:
-        print(text, flush=True)
-        if args.log:
-            with open(args.log, "a") as f:
-                f.write(text + "\n")
+    log = tee_log(args.log)
 
     failed = False
     for backend in [b for b in args.backends.split(",") if b]:

@@ -97,6 +97,17 @@ def shards(seed: int, programs: int, jobs: int) -> list[tuple[int, int]]:
     return out
 
 
+def tee_log(path: str | None, tag=lambda text: text):
+    """A campaign's log: each text (tagged by `tag`) printed and, with a path, appended to that file."""
+    def log(text: str) -> None:
+        text = tag(text)
+        print(text, flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(text + "\n")
+    return log
+
+
 def _shard(backend: str, seed: int, programs: int, batch: int, max_steps: int, log_path: str | None,
            tag: str) -> Campaign:
     import warnings
@@ -104,12 +115,8 @@ def _shard(backend: str, seed: int, programs: int, batch: int, max_steps: int, l
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", category=UserWarning)
 
-    def log(text: str) -> None:
-        text = "\n".join(f"{tag} {line}" if line.startswith("# ") else line for line in text.split("\n"))
-        print(text, flush=True)
-        if log_path:
-            with open(log_path, "a") as f:
-                f.write(text + "\n")
+    log = tee_log(log_path, lambda text: "\n".join(f"{tag} {line}" if line.startswith("# ") else line
+                                                  for line in text.split("\n")))
     return run_campaign(backend, programs, seed, batch, log=log, max_steps=max_steps)
 
 

@@ -37,6 +37,7 @@ import torch
 import lazytorch as lt
 
 from .case import Case, normal_data, other_data, other_scalars
+from .run import tee_log
 from .stress_nn import GENERATORS as NN_GENERATORS
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
@@ -290,11 +291,7 @@ def _shard(backend: str, programs: int, seed: int, offset: int, kinds, log_path:
     if gc_threshold:
         gc.set_threshold(gc_threshold, 1, 1)
 
-    def log(text: str) -> None:
-        print(f"{tag} {text}", flush=True)
-        if log_path:
-            with open(log_path, "a") as f:
-                f.write(f"{tag} {text}\n")
+    log = tee_log(log_path, lambda text: f"{tag} {text}")
     return run_stress(backend, programs, seed, kinds, log=log, offset=offset)
 
 
@@ -337,11 +334,7 @@ def main(argv=None) -> int:
     if args.gc_threshold:
         gc.set_threshold(args.gc_threshold, 1, 1)
 
-    def log(text: str) -> None:
-        print(text, flush=True)
-        if args.log:
-            with open(args.log, "a") as f:
-                f.write(text + "\n")
+    log = tee_log(args.log)
     failed = False
     for b in args.backends.split(","):
         camp = run_sharded(b, args.programs, args.seed, args.kinds and args.kinds.split(","), args.jobs, log, args.log,
