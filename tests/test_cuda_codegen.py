@@ -1,5 +1,6 @@
-"""CUDA code generation checked without a GPU: every canonical kernel of the op suite is assembled as
-MLX assembles it (codegen/targets/cuda.py::assemble) and compiled with `nvcc -arch=sm_90 -c`; golden
+"""CUDA code generation checked without a GPU: every canonical kernel of the op suite is compiled with
+`nvcc -arch=sm_90 -c` as the source the cuda backend compiles ahead with NVRTC
+(codegen/targets/cuda.py::standalone), and a few as MLX's JIT assembles them (`assemble`); golden
 sources for a few kernels are checked in under tests/golden/*.cu (`UPDATE_GOLDEN=1` regenerates).
 The kernels' results are checked on a GPU by the op suite (`LAZYTORCH_TEST_BACKENDS=cuda`)."""
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 import lazytorch as lt
 from lazytorch.codegen.gpu import launch_call
 from lazytorch.codegen.targets.cuda import DIALECT as CUDA
-from lazytorch.codegen.targets.cuda import CudaCall, assemble, function_name
+from lazytorch.codegen.targets.cuda import CudaCall, assemble, function_name, standalone
 from lazytorch.ir import dtypes as D
 from lazytorch.realize import kernel_plan
 
@@ -104,8 +105,26 @@ def nvcc_compile(sources: list[str], include_dir: Path, work: Path) -> None:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_every_canonical_kernel_compiles_with_nvcc(include_dir, tmp_path):
-    sources = [assemble(c) for p in PROGRAMS.values() for c in calls(p)]
-    nvcc_compile(sources, include_dir, tmp_path)
+    every = [c for p in PROGRAMS.values() for c in calls(p)]
+    # standalone: what runtime/nvrtc.py compiles (no MLX header); assemble: MLX's JIT path (the
+    # fallback without NVRTC), checked on kernels of each template and the integer helpers
+    jit = [c for p in ("softmax", "int_division") for c in calls(PROGRAMS[p])]
+    nvcc_compile([together(every)] + [assemble(c) for c in jit], include_dir, tmp_path)
+
+
+def together(every: list[CudaCall]) -> str:
+    """The standalone sources as one translation unit (one nvcc run instead of one per kernel):
+    each in a namespace of its own, so the helpers each header defines do not collide; the
+    headers' includes are guarded, so including them first at file scope is what NVRTC sees."""
+    first = "\n".join(line for line in standalone(every[0]).splitlines() if line.startswith("#include"))
+    return first + "\n" + "\n".join(f"namespace k{i} {{\n{standalone(c)}}}\n" for i, c in enumerate(every))
+
+
+def test_standalone_source_is_named_for_the_precompiled_launch():
+    (call,) = calls(PROGRAMS["softmax"])
+    text = standalone(call)
+    assert f'extern "C" __global__ void {call.name}(' in text and "mlx/backend" not in text
+    assert text.endswith(call.source + "\n}\n") and call.header in text
 
 
 @pytest.mark.parametrize("name", ["pointwise_chain", "row_sum", "softmax"])

@@ -18,10 +18,13 @@ import numpy as np
 
 from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
+from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
+from .executor import PlanExecutor
+from . import nvrtc
 
 
 def _mx():
@@ -40,6 +43,8 @@ class KernelFactory(NamedTuple):
     make: Callable[[Any], Callable]              # mx -> mx.fast.<kind>_kernel
     extra: Callable[[MlxCall], dict]             # further keyword arguments of make(...)
     matmul_on_device: bool                       # library launches as MLX calls (library_launch)
+    # kernels compiled ahead, a plan's at once, cached on disk (runtime/nvrtc.py), when it can run
+    ahead: Callable[[], bool] = lambda: False
 
 
 def kernel_arguments(call: MlxCall, factory: "KernelFactory | None" = None) -> dict[str, Any]:
@@ -65,7 +70,8 @@ CUDA = KernelFactory(
     "cuda", lambda mx: hasattr(mx, "cuda") and bool(mx.cuda.is_available()),
     "the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an NVIDIA GPU; on other hosts "
     "use 'cpu' (or lt.show_kernels(..., backend='cuda') to see the kernels)",
-    lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True)
+    lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True,
+    ahead=lambda: os.environ.get("LAZYTORCH_CUDA_JIT", "ahead") == "ahead" and nvrtc.available())
 
 # mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32)
 MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
@@ -108,6 +114,7 @@ class MlxBackend(Backend):
             os.environ.setdefault("MLX_ENABLE_TF32", "0")
         self.name, self.factory = name, factory
         self._make = factory.make(mx)
+        self._ahead = factory.ahead()
         self._kernels = LRU(f"{name} kernels", 1024)
 
     def from_host(self, arr: np.ndarray) -> Buffer:
@@ -127,11 +134,28 @@ class MlxBackend(Backend):
         dtype = scalar_dtype(dtype)
         return MlxBuffer(to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
 
+    def prepare(self, plan) -> PlanExecutor:
+        """The plan's executor.  Where kernels are compiled ahead (cuda with NVRTC), every kernel of
+        the plan not compiled yet is compiled first, all at once."""
+        if not self._ahead:
+            return PlanExecutor(self, plan)
+        calls = {id(launch): launch_call(launch, self.factory.target)
+                 for launch in plan.launches if launch.kind == "kernel"}
+        todo = {c.name: c for c in calls.values() if c is not None and min(c.grid) > 0 and c.name not in self._kernels}
+        named = list(todo.values())
+        for call, cubin in zip(named, nvrtc.compile_all([(cuda_target.standalone(c), c.name) for c in named])):
+            self._kernels.get_or_make(call.name, lambda: _precompiled(call, cubin))
+        return PlanExecutor(self, plan, lambda launch, plan: self._launch(launch, calls.get(id(launch))))
+
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":
             check_dtypes(launch, self.factory.target)
             return _device_library_launch(launch) if self.factory.matmul_on_device else None
-        call = launch_call(launch, self.factory.target)
+        return self._launch(launch, launch_call(launch, self.factory.target))
+
+    def _launch(self, launch, call: MlxCall | None) -> LaunchFn | None:
+        if launch.kind == "library":
+            return self.compile_launch(launch, None)
         if call is None:
             return None
         if min(call.grid) == 0:
@@ -145,6 +169,18 @@ class MlxBackend(Backend):
                 w.array = o.reshape(w.array.shape)
             return flag and outs[-1].item()     # the executor raises when the kernel set it
         return fn
+
+
+def _precompiled(call: MlxCall, cubin: bytes) -> Callable:
+    """A kernel callable as mx.fast.cuda_kernel's are, launching `cubin` (the call's standalone
+    source compiled by NVRTC) through mx.fast.precompiled_cuda_kernel."""
+    fixed = dict(name=call.name, compiled_source=cubin, scalars=[], shared_memory=call.shared_memory,
+                 ensure_row_contiguous=call.ensure_row_contiguous)
+    launch = _mx().fast.precompiled_cuda_kernel
+
+    def kernel(*, template=None, **arguments):     # (template values are constants in the source)
+        return launch(**fixed, **arguments)
+    return kernel
 
 
 def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:

@@ -63,7 +63,28 @@ def assemble(call: CudaCall) -> str:
     only when the body names them), outputs as `T*`, template values as constexpr."""
     text = DEFAULT_HEADER + call.header
     text += "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
-    text += f"__global__ void {function_name(call)}(\n"
+    text += _function(call, f"__global__ void {function_name(call)}")
+    return text + "\n} // namespace mlx::core::cu\n"
+
+
+# What a standalone kernel has instead of MLX's device header: NVRTC has no <cstdint>.
+STANDALONE_HEADER = """#include <cuda/std/cstdint>
+using cuda::std::int8_t; using cuda::std::uint8_t; using cuda::std::int16_t; using cuda::std::uint16_t;
+using cuda::std::int32_t; using cuda::std::uint32_t; using cuda::std::int64_t; using cuda::std::uint64_t;
+"""
+
+
+def standalone(call: CudaCall) -> str:
+    """`call`'s kernel as a source of its own, compiled ahead of time (runtime/nvrtc.py) and launched
+    through mx.fast.precompiled_cuda_kernel: our header only, and an `extern "C"` function named
+    `call.name` whose parameters are the ones MLX passes a precompiled kernel (inputs, outputs)."""
+    if any(name + suffix in call.source for name in call.input_names for suffix in ("_shape", "_strides", "_ndim")):
+        raise ValueError(f"{call.name}: a standalone kernel gets no shape parameters")
+    return STANDALONE_HEADER + call.header + _function(call, f'extern "C" __global__ void {call.name}')
+
+
+def _function(call: CudaCall, declaration: str) -> str:
+    text = declaration + "(\n"
     for name, shape, dt in zip(call.input_names, call.input_shapes, call.input_dtypes):
         text += f"    const {type_name(dt)}* {name},\n"
         if shape:
@@ -82,7 +103,7 @@ def assemble(call: CudaCall) -> str:
             else:
                 text += f"  using {n} = {type_name(v)};\n"
         text += "\n"
-    return text + call.source + "\n}\n\n} // namespace mlx::core::cu\n"
+    return text + call.source + "\n}\n"
 
 
 # CUDA's device math has every float function under its libm name except these two.
