@@ -67,8 +67,12 @@ def assemble(call: CudaCall) -> str:
     return text + "\n} // namespace mlx::core::cu\n"
 
 
-# What a standalone kernel has instead of MLX's device header: NVRTC has no <cstdint>.
+# What a standalone kernel has instead of MLX's device header: NVRTC has no <cstdint> and no
+# __builtin_huge_valf (the preamble's INFINITY otherwise).
 STANDALONE_HEADER = """#include <cuda/std/cstdint>
+#include <cuda/std/limits>
+#define INFINITY (cuda::std::numeric_limits<float>::infinity())
+#define NAN (cuda::std::numeric_limits<float>::quiet_NaN())
 using cuda::std::int8_t; using cuda::std::uint8_t; using cuda::std::int16_t; using cuda::std::uint16_t;
 using cuda::std::int32_t; using cuda::std::uint32_t; using cuda::std::int64_t; using cuda::std::uint64_t;
 """
