@@ -145,7 +145,8 @@ class MlxBackend(Backend):
         named = list(todo.values())
         for call, cubin in zip(named, nvrtc.compile_all([(cuda_target.standalone(c), c.name) for c in named])):
             self._kernels.get_or_make(call.name, lambda: _precompiled(call, cubin))
-        return PlanExecutor(self, plan, lambda launch, plan: self._launch(launch, calls.get(id(launch))))
+        return PlanExecutor(self, plan, lambda launch, plan: self._launch(launch, calls[id(launch)])
+                            if id(launch) in calls else self.compile_launch(launch, plan))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":
@@ -154,8 +155,6 @@ class MlxBackend(Backend):
         return self._launch(launch, launch_call(launch, self.factory.target))
 
     def _launch(self, launch, call: MlxCall | None) -> LaunchFn | None:
-        if launch.kind == "library":
-            return self.compile_launch(launch, None)
         if call is None:
             return None
         if min(call.grid) == 0:
