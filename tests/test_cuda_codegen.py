@@ -5,6 +5,7 @@ sources for a few kernels are checked in under tests/golden/*.cu (`UPDATE_GOLDEN
 The kernels' results are checked on a GPU by the op suite (`LAZYTORCH_TEST_BACKENDS=cuda`)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -117,7 +118,16 @@ def together(every: list[CudaCall]) -> str:
     each in a namespace of its own, so the helpers each header defines do not collide; the
     headers' includes are guarded, so including them first at file scope is what NVRTC sees."""
     first = "\n".join(line for line in standalone(every[0]).splitlines() if line.startswith("#include"))
-    return first + "\n" + "\n".join(f"namespace k{i} {{\n{standalone(c)}}}\n" for i, c in enumerate(every))
+    # (renamed: the by-value variant of a kernel is a module of its own at run time, not here)
+    scalars = [dataclasses.replace(c, name=c.name + "_v") for c in calls(PROGRAMS["f64_scalar"]) if by_value(c)]
+    return first + "\n" + "\n".join(f"namespace k{i} {{\n{standalone(c, by_value(c) if i >= len(every) else frozenset())}}}\n"
+                                     for i, c in enumerate(every + scalars))
+
+
+def by_value(call: CudaCall) -> frozenset[str]:
+    """The 1-element float32 inputs (Python scalars) of `call`, as the cuda backend passes them."""
+    return frozenset(n for n, s, d in zip(call.input_names, call.input_shapes, call.input_dtypes)
+                     if s == (1,) and d is D.float32)
 
 
 def test_standalone_source_is_named_for_the_precompiled_launch():
@@ -125,6 +135,14 @@ def test_standalone_source_is_named_for_the_precompiled_launch():
     text = standalone(call)
     assert f'extern "C" __global__ void {call.name}(' in text and "mlx/backend" not in text
     assert text.endswith(call.source + "\n}\n") and call.header in text
+    (call, *_) = [c for c in calls(PROGRAMS["f64_scalar"]) if by_value(c)]
+    names = [n for n in call.input_names if n in by_value(call)]
+    text = standalone(call, frozenset(names))
+    start = text.index(f"void {call.name}(")
+    signature = text[start:text.index(") {", start)]
+    # pointers first (inputs, outputs), then the scalars by value, each read through a local array
+    assert signature.endswith(", ".join(f"float {n}_value" for n in names).replace(", ", ",\n    "))
+    assert all(f"const float {n}[1] = {{{n}_value}};" in text and f"float* {n}" not in signature for n in names)
 
 
 @pytest.mark.parametrize("name", ["pointwise_chain", "row_sum", "softmax"])
