@@ -197,9 +197,10 @@ class MlxBackend(Backend):
         return fn
 
 
-# Scalar dtypes a kernel compiled ahead takes by value, as the Python type MLX passes for them
-# (precompiled_cuda_kernel's scalars: bool, int as int32, float as float32).
-BY_VALUE: dict[DType, type] = {D.float32: float, D.int32: int, D.bool_: bool}
+# Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX
+# passes (precompiled_cuda_kernel's scalars: bool, or float as float32 -- which MLX accepts only
+# when the float is exactly a float32, so it is rounded here as Backend.scalar rounds it).
+BY_VALUE: dict[DType, Callable[[Any], Any]] = {D.float32: lambda v: float(np.float32(v)), D.bool_: bool}
 
 
 class ScalarBuffer(MlxBuffer):
