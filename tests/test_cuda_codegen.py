@@ -1,9 +1,11 @@
-"""CUDA code generation checked without a GPU: every canonical kernel of the op suite is assembled as
-MLX assembles it (codegen/targets/cuda.py::assemble) and compiled with `nvcc -arch=sm_90 -c`; golden
+"""CUDA code generation checked without a GPU: every canonical kernel of the op suite is compiled with
+`nvcc -arch=sm_90 -c` as the source the cuda backend compiles ahead with NVRTC
+(codegen/targets/cuda.py::standalone), and a few as MLX's JIT assembles them (`assemble`); golden
 sources for a few kernels are checked in under tests/golden/*.cu (`UPDATE_GOLDEN=1` regenerates).
 The kernels' results are checked on a GPU by the op suite (`LAZYTORCH_TEST_BACKENDS=cuda`)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,7 +17,7 @@ import pytest
 import lazytorch as lt
 from lazytorch.codegen.gpu import launch_call
 from lazytorch.codegen.targets.cuda import DIALECT as CUDA
-from lazytorch.codegen.targets.cuda import CudaCall, assemble, function_name
+from lazytorch.codegen.targets.cuda import CudaCall, assemble, function_name, standalone
 from lazytorch.ir import dtypes as D
 from lazytorch.realize import kernel_plan
 
@@ -104,8 +106,43 @@ def nvcc_compile(sources: list[str], include_dir: Path, work: Path) -> None:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_every_canonical_kernel_compiles_with_nvcc(include_dir, tmp_path):
-    sources = [assemble(c) for p in PROGRAMS.values() for c in calls(p)]
-    nvcc_compile(sources, include_dir, tmp_path)
+    every = [c for p in PROGRAMS.values() for c in calls(p)]
+    # standalone: what runtime/nvrtc.py compiles (no MLX header); assemble: MLX's JIT path (the
+    # fallback without NVRTC), checked on kernels of each template and the integer helpers
+    jit = [c for p in ("softmax", "int_division") for c in calls(PROGRAMS[p])]
+    nvcc_compile([together(every)] + [assemble(c) for c in jit], include_dir, tmp_path)
+
+
+def together(every: list[CudaCall]) -> str:
+    """The standalone sources as one translation unit (one nvcc run instead of one per kernel):
+    each in a namespace of its own, so the helpers each header defines do not collide; the
+    headers' includes are guarded, so including them first at file scope is what NVRTC sees."""
+    first = "\n".join(line for line in standalone(every[0]).splitlines() if line.startswith("#include"))
+    # (renamed: the by-value variant of a kernel is a module of its own at run time, not here)
+    scalars = [dataclasses.replace(c, name=c.name + "_v") for c in calls(PROGRAMS["f64_scalar"]) if by_value(c)]
+    return first + "\n" + "\n".join(f"namespace k{i} {{\n{standalone(c, by_value(c) if i >= len(every) else frozenset())}}}\n"
+                                     for i, c in enumerate(every + scalars))
+
+
+def by_value(call: CudaCall) -> frozenset[str]:
+    """The 1-element float32 inputs (Python scalars) of `call`, as the cuda backend passes them."""
+    return frozenset(n for n, s, d in zip(call.input_names, call.input_shapes, call.input_dtypes)
+                     if s == (1,) and d is D.float32)
+
+
+def test_standalone_source_is_named_for_the_precompiled_launch():
+    (call,) = calls(PROGRAMS["softmax"])
+    text = standalone(call)
+    assert f'extern "C" __global__ void {call.name}(' in text and "mlx/backend" not in text
+    assert text.endswith(call.source + "\n}\n") and call.header in text
+    (call, *_) = [c for c in calls(PROGRAMS["f64_scalar"]) if by_value(c)]
+    names = [n for n in call.input_names if n in by_value(call)]
+    text = standalone(call, frozenset(names))
+    start = text.index(f"void {call.name}(")
+    signature = text[start:text.index(") {", start)]
+    # pointers first (inputs, outputs), then the scalars by value, each read through a local array
+    assert signature.endswith(", ".join(f"float {n}_value" for n in names).replace(", ", ",\n    "))
+    assert all(f"const float {n}[1] = {{{n}_value}};" in text and f"float* {n}" not in signature for n in names)
 
 
 @pytest.mark.parametrize("name", ["pointwise_chain", "row_sum", "softmax"])

@@ -18,10 +18,13 @@ import numpy as np
 
 from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
+from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
+from .executor import PlanExecutor
+from . import nvrtc
 
 
 def _mx():
@@ -40,6 +43,8 @@ class KernelFactory(NamedTuple):
     make: Callable[[Any], Callable]              # mx -> mx.fast.<kind>_kernel
     extra: Callable[[MlxCall], dict]             # further keyword arguments of make(...)
     matmul_on_device: bool                       # library launches as MLX calls (library_launch)
+    # kernels compiled ahead, a plan's at once, cached on disk (runtime/nvrtc.py), when it can run
+    ahead: Callable[[], bool] = lambda: False
 
 
 def kernel_arguments(call: MlxCall, factory: "KernelFactory | None" = None) -> dict[str, Any]:
@@ -65,7 +70,8 @@ CUDA = KernelFactory(
     "cuda", lambda mx: hasattr(mx, "cuda") and bool(mx.cuda.is_available()),
     "the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an NVIDIA GPU; on other hosts "
     "use 'cpu' (or lt.show_kernels(..., backend='cuda') to see the kernels)",
-    lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True)
+    lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True,
+    ahead=lambda: os.environ.get("LAZYTORCH_CUDA_JIT", "ahead") == "ahead" and nvrtc.available())
 
 # mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32)
 MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
@@ -108,6 +114,7 @@ class MlxBackend(Backend):
             os.environ.setdefault("MLX_ENABLE_TF32", "0")
         self.name, self.factory = name, factory
         self._make = factory.make(mx)
+        self._ahead = factory.ahead()
         self._kernels = LRU(f"{name} kernels", 1024)
 
     def from_host(self, arr: np.ndarray) -> Buffer:
@@ -124,8 +131,41 @@ class MlxBackend(Backend):
         return MlxBuffer(_mx().zeros(shape, dtype=mx_dtype(dtype)), dtype)
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
+        return MlxBuffer(_scalar_array(value, scalar_dtype(dtype)), scalar_dtype(dtype))
+
+    def fast_scalar(self, dtype: DType) -> Callable[[Any, DType], Buffer] | None:
+        """Where kernels are compiled ahead, a Python number the launches read stays on the host
+        and goes to kernels by value (ScalarBuffer); None: an MLX array (Backend.scalar)."""
         dtype = scalar_dtype(dtype)
-        return MlxBuffer(to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype), dtype)
+        if not self._ahead or dtype not in BY_VALUE:
+            return None
+        return lambda value, _dtype: ScalarBuffer(value, dtype)
+
+    def prepare(self, plan) -> PlanExecutor:
+        """The plan's executor.  Where kernels are compiled ahead (cuda with NVRTC), every kernel of
+        the plan not compiled yet is compiled first, all at once, each taking the plan's Python
+        scalars by value (the params fast_scalar keeps on the host)."""
+        if not self._ahead:
+            return PlanExecutor(self, plan)
+        outputs = {o.id for o in plan.outputs}
+        host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
+                and scalar_dtype(p.dtype) in BY_VALUE}
+        ahead: dict[int, tuple[MlxCall, tuple[int, ...]]] = {}
+        for launch in plan.launches:
+            call = launch_call(launch, self.factory.target) if launch.kind == "kernel" else None
+            if call is not None:
+                ahead[id(launch)] = call, tuple(i for i, (_, b) in enumerate(launch.reads) if b.id in host)
+        todo = {(c.name, pos): (c, pos) for c, pos in ahead.values() if min(c.grid) > 0 and (c.name, pos) not in self._kernels}
+        made = dict(zip(todo, _compile_ahead(list(todo.values()))))
+
+        def compile_launch(launch, plan) -> LaunchFn | None:
+            if id(launch) not in ahead:
+                return self.compile_launch(launch, plan)
+            call, by_value = ahead[id(launch)]
+            kernel = self._kernels.get_or_make(
+                (call.name, by_value), lambda: made.get((call.name, by_value)) or _compile_ahead([(call, by_value)])[0])
+            return self._launch(launch, call, kernel, by_value)
+        return PlanExecutor(self, plan, compile_launch)
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":
@@ -134,17 +174,77 @@ class MlxBackend(Backend):
         call = launch_call(launch, self.factory.target)
         if call is None:
             return None
+        return self._launch(launch, call, self._kernels.get_or_make(
+            call.name, lambda: self._make(**kernel_arguments(call, self.factory))))
+
+    def _launch(self, launch, call: MlxCall, kernel: Callable | None, by_value: tuple[int, ...] = ()) -> LaunchFn:
+        """Runs `kernel` (`call` as MLX compiled it, or compiled ahead): reads at the `by_value`
+        positions go to it as scalars (compiled ahead with them by value), the others as arrays."""
         if min(call.grid) == 0:
             return lambda reads, writes: None
-        kernel = self._kernels.get_or_make(call.name, lambda: self._make(**kernel_arguments(call, self.factory)))
         flag = call.output_names[-1] == ERROR_FLAG
+        arrays = [i for i in range(len(call.input_names)) if i not in by_value]
+        kinds = [BY_VALUE[call.input_dtypes[i]] for i in by_value]
 
         def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]):
-            outs = kernel(**call_arguments(call, [r.array.reshape(-1) for r in reads]))
+            arguments = call_arguments(call, [reads[i].array.reshape(-1) for i in arrays])
+            if by_value:
+                arguments["scalars"] = [kind(_host_value(reads[i])) for kind, i in zip(kinds, by_value)]
+            outs = kernel(**arguments)
             for w, o in zip(writes, outs):
                 w.array = o.reshape(w.array.shape)
             return flag and outs[-1].item()     # the executor raises when the kernel set it
         return fn
+
+
+# Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX
+# passes (precompiled_cuda_kernel's scalars: bool, or float as float32 -- which MLX accepts only
+# when the float is exactly a float32, so it is rounded here as Backend.scalar rounds it).
+BY_VALUE: dict[DType, Callable[[Any], Any]] = {D.float32: lambda v: float(np.float32(v)), D.bool_: bool}
+
+
+class ScalarBuffer(MlxBuffer):
+    """A Python number a plan reads as a scalar param, kept on the host: kernels compiled ahead
+    take it by value; anything else that reads it gets an MLX array, made on first use."""
+
+    def __init__(self, value: Any, dtype: DType):
+        self.value, self.dtype, self._array = value, dtype, None
+
+    @property
+    def array(self):
+        if self._array is None:
+            self._array = _scalar_array(self.value, self.dtype)
+        return self._array
+
+    @array.setter
+    def array(self, value) -> None:
+        self._array = value
+
+
+def _scalar_array(value: Any, dtype: DType):
+    return to_mx(D.from_compute(np.asarray(value), dtype).reshape(()), dtype)
+
+
+def _host_value(buf: Buffer) -> Any:
+    return buf.value if isinstance(buf, ScalarBuffer) else buf.array.item()
+
+
+def _compile_ahead(calls: list[tuple[MlxCall, tuple[int, ...]]]) -> list[Callable]:
+    """Kernel callables of (call, by-value input positions) pairs, compiled together by NVRTC."""
+    sources = [(cuda_target.standalone(c, frozenset(c.input_names[i] for i in pos)), c.name) for c, pos in calls]
+    return [_precompiled(c, cubin) for (c, _), cubin in zip(calls, nvrtc.compile_all(sources))]
+
+
+def _precompiled(call: MlxCall, cubin: bytes) -> Callable:
+    """A kernel callable as mx.fast.cuda_kernel's are, launching `cubin` (the call's standalone
+    source compiled by NVRTC) through mx.fast.precompiled_cuda_kernel."""
+    fixed = dict(name=call.name, compiled_source=cubin, shared_memory=call.shared_memory,
+                 ensure_row_contiguous=call.ensure_row_contiguous)
+    launch = _mx().fast.precompiled_cuda_kernel
+
+    def kernel(*, template=None, scalars=(), **arguments):     # (template values: constants in the source)
+        return launch(**fixed, scalars=list(scalars), **arguments)
+    return kernel
 
 
 def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:

@@ -63,16 +63,50 @@ def assemble(call: CudaCall) -> str:
     only when the body names them), outputs as `T*`, template values as constexpr."""
     text = DEFAULT_HEADER + call.header
     text += "namespace mlx::core::cu {\n\nnamespace cg = cooperative_groups;\n\n"
-    text += f"__global__ void {function_name(call)}(\n"
+    text += _function(call, f"__global__ void {function_name(call)}")
+    return text + "\n} // namespace mlx::core::cu\n"
+
+
+# What a standalone kernel has instead of MLX's device header: NVRTC has no <cstdint> and no
+# __builtin_huge_valf (the preamble's INFINITY otherwise).
+STANDALONE_HEADER = """#include <cuda/std/cstdint>
+#include <cuda/std/limits>
+#ifndef INFINITY
+#define INFINITY (cuda::std::numeric_limits<float>::infinity())
+#endif
+#ifndef NAN
+#define NAN (cuda::std::numeric_limits<float>::quiet_NaN())
+#endif
+using cuda::std::int8_t; using cuda::std::uint8_t; using cuda::std::int16_t; using cuda::std::uint16_t;
+using cuda::std::int32_t; using cuda::std::uint32_t; using cuda::std::int64_t; using cuda::std::uint64_t;
+"""
+
+
+def standalone(call: CudaCall, by_value: frozenset[str] = frozenset()) -> str:
+    """`call`'s kernel as a source of its own, compiled ahead of time (runtime/nvrtc.py) and launched
+    through mx.fast.precompiled_cuda_kernel: our header only, and an `extern "C"` function named
+    `call.name` whose parameters are the ones MLX passes a precompiled kernel: inputs, outputs, then
+    by value the 1-element inputs named in `by_value` (Python scalars: no upload per call), which
+    the body reads as before through a 1-element local array of the same name."""
+    if any(name + suffix in call.source for name in call.input_names for suffix in ("_shape", "_strides", "_ndim")):
+        raise ValueError(f"{call.name}: a standalone kernel gets no shape parameters")
+    return STANDALONE_HEADER + call.header + _function(call, f'extern "C" __global__ void {call.name}', by_value)
+
+
+def _function(call: CudaCall, declaration: str, by_value: frozenset[str] = frozenset()) -> str:
+    params, scalars, values = [], [], []
     for name, shape, dt in zip(call.input_names, call.input_shapes, call.input_dtypes):
-        text += f"    const {type_name(dt)}* {name},\n"
+        if name in by_value:
+            scalars.append(f"{type_name(dt)} {name}_value")
+            values.append(f"  const {type_name(dt)} {name}[1] = {{{name}_value}};\n")
+            continue
+        params.append(f"const {type_name(dt)}* {name}")
         if shape:
-            for suffix, decl in (("_shape", "Shape"), ("_strides", "Strides"), ("_ndim", "int")):
-                if name + suffix in call.source:
-                    text += f"    const __grid_constant__ {decl} {name}{suffix},\n"
-    for i, (name, dt) in enumerate(zip(call.output_names, call.output_dtypes)):
-        text += f"    {type_name(dt)}* {name}"
-        text += ",\n" if i < len(call.output_names) - 1 else ") {\n"
+            params += [f"const __grid_constant__ {decl} {name}{suffix}"
+                       for suffix, decl in (("_shape", "Shape"), ("_strides", "Strides"), ("_ndim", "int"))
+                       if name + suffix in call.source]
+    params += [f"{type_name(dt)}* {name}" for name, dt in zip(call.output_names, call.output_dtypes)] + scalars
+    text = declaration + "(\n" + ",\n".join("    " + p for p in params) + ") {\n" + "".join(values)
     if call.template:
         for n, v in call.template:
             if isinstance(v, bool):
@@ -82,7 +116,7 @@ def assemble(call: CudaCall) -> str:
             else:
                 text += f"  using {n} = {type_name(v)};\n"
         text += "\n"
-    return text + call.source + "\n}\n\n} // namespace mlx::core::cu\n"
+    return text + call.source + "\n}\n"
 
 
 # CUDA's device math has every float function under its libm name except these two.
