@@ -95,7 +95,7 @@ def test_linear_vector_steps_and_tail(gpu, n):
     per = 4 if n >= 128 else 1
     groups = -(-n // (256 * per))          # 1027: the second group's first thread takes the 3-element tail
     assert paths(out) == [f"// linear: k0_pointwise, pointwise over {n} contiguous elements; geometry "
-                          f"threads=256 groups={groups} rows=1 per_thread={per}"]
+                          f"threads=256 groups={groups} rows=1 per_thread={per} vec={per}"]
     check(out, (ta * tb + 1.0).tanh() - ta.sigmoid())
 
 
@@ -162,7 +162,7 @@ def test_revisited_rows_up_to_1024_a_warp_each(gpu):
     (h, th) = pair(data((5, 700), np.float16, seed=3))
     outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(h, dim=-1)]
     ps = paths(*outs)
-    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=22" in ps[1], ps
+    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=24 vec=4" in ps[1], ps
     lt.eval(*outs)
     check(outs[0], F_torch_layer_norm(tx, tw, tb), 1e-4)
     check(outs[1], torch.softmax(th.float(), -1).half(), 2e-3)
@@ -211,9 +211,11 @@ def test_column_reductions(gpu):
 # ---------------------------------------------------------------- forced geometries still compute right
 
 @pytest.mark.parametrize("spec, cols, want", [
-    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0"),
-    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10"),
-    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1")])
+    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0 vec=4"),
+    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10 vec=1"),
+    ("rows:rows=2,vec=1", 304, "threads=64 groups=3 rows=2 per_thread=10 vec=1"),
+    ("rows:threads=128", 308, "threads=128 groups=5 rows=1 per_thread=4 vec=4"),
+    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1 vec=1")])
 def test_forced_geometry(gpu, monkeypatch, spec, cols, want):
     # a shape of its own per case: no plan compiled under another setting is reused
     monkeypatch.setenv(GEOMETRY_ENV, spec)

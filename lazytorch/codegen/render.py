@@ -81,6 +81,7 @@ SIMD_MAX_PER_THREAD = 32
 SIMD_ROWS_PER_GROUP = 8
 ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
 ROW_MAX_PER_THREAD = 16
+ROW_VECTOR = 4                # rows kernels: a thread's adjacent elements per step (one 16-byte word of float)
 MAX_THREADS = 1024
 SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
 COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
@@ -93,14 +94,18 @@ class Geometry:
     the domain, `per_thread` consecutive elements per thread and step (vector loads where the
     dialect has them).  rows: `rows` rows per group (> 1: one simdgroup per row), `threads`
     per group, `per_thread` elements of the row each thread keeps in registers (0: none, every
-    pass re-reads the row).  columns: 32 outputs per group, `rows` slices of the reduced domain."""
+    pass re-reads the row); `vec` 4: thread t of a row takes elements [4t..4t+3] + k*4T, each
+    aligned contiguous operand moved as one word (1: elements t + k*T, one by one).  columns: 32
+    outputs per group, `rows` slices of the reduced domain.  linear: `vec` is per_thread."""
     threads: int
     groups: int
     rows: int = 1
     per_thread: int = 1
+    vec: int = 1
 
     def __str__(self) -> str:
-        return f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
+        return (f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
+                f" vec={self.vec}")
 
     @property
     def row_threads(self) -> int:
@@ -120,21 +125,28 @@ def _pow2_at_least(n: int) -> int:
 
 def linear_geometry(numel: int) -> Geometry:
     vec = LINEAR_VECTOR if numel >= LINEAR_VECTOR * SIMD else 1
-    return Geometry(LINEAR_THREADS, max(1, min(LINEAR_MAX_GROUPS, _ceil(numel, LINEAR_THREADS * vec))), 1, vec)
+    return Geometry(LINEAR_THREADS, max(1, min(LINEAR_MAX_GROUPS, _ceil(numel, LINEAR_THREADS * vec))), 1, vec, vec)
 
 
-def rows_geometry(outer: int, inner: int, revisits: bool) -> Geometry:
+def _row_share(inner: int, threads: int, vec: int) -> int:
+    """Elements of a row each of `threads` threads holds (a multiple of `vec`)."""
+    return _ceil(inner, threads * vec) * vec
+
+
+def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geometry:
     """Short rows: a simdgroup each; longer ones: one group, in registers if a later pass revisits
-    the row (softmax, layer_norm), else threads striding over it."""
+    the row (softmax, layer_norm), else threads striding over it.  `vec` (ROW_VECTOR where the
+    row's operands allow vector steps, else 1): elements a thread takes per step."""
     if inner <= SIMD_ROW or (revisits and inner <= SIMD_ROW_REVISITED):
         rows = max(1, min(SIMD_ROWS_PER_GROUP, outer))
-        return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows, _ceil(inner, SIMD) if revisits else 0)
+        return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows,
+                        _row_share(inner, SIMD, vec) if revisits else 0, vec)
     if revisits:
         threads = min(MAX_THREADS, max(64, _pow2_at_least(_ceil(inner, ROW_PER_THREAD))))
-        per = _ceil(inner, threads)
-        return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0)
+        per = _row_share(inner, threads, vec)
+        return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0, vec)
     most = LINEAR_THREADS if outer >= COLUMN_GROUPS else MAX_THREADS   # few long rows: wider groups
-    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0)
+    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0, vec)
 
 
 def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
@@ -148,9 +160,10 @@ def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
     return Geometry(SIMD * slices, groups, slices, 0)
 
 
-def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geometry:
+def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False) -> Geometry:
     """`g` with the fields LAZYTORCH_GPU_GEOMETRY sets (e.g. "threads=512,per_thread=8"; for one
-    template only: "rows:threads=128"), made consistent with the kernel's shape."""
+    template only: "rows:threads=128"), made consistent with the kernel's shape (`vectorisable`:
+    whether a rows kernel may take vector steps, vec=4)."""
     spec = os.environ.get(GEOMETRY_ENV, "").strip()
     if not spec:
         return g
@@ -163,27 +176,28 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
         key, _, value = kv.partition("=")
         if scope and scope != template:
             continue
-        if key not in ("threads", "groups", "rows", "per_thread") or not value.strip().isdigit():
+        if key not in ("threads", "groups", "rows", "per_thread", "vec") or not value.strip().isdigit():
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
-                             "[linear:|rows:]threads=N, groups=N, rows=N, per_thread=N")
+                             "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, vec=1|4 (rows)")
         fields[key] = int(value)
     if template == "rows" and "threads" in fields and "rows" not in fields:
         fields["rows"] = 1                     # threads alone: one group per row
     g = replace(g, **fields)
     if template == "linear":
         per = max(1, g.per_thread)
-        return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per,
+        return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per, vec=per,
                        groups=max(1, min(g.groups, _ceil(max(outer * inner, 1), g.threads * per))))
     if template == "columns":
         rows = max(1, min(g.rows, MAX_THREADS // SIMD))
-        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0)
+        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0, vec=1)
+    g = replace(g, vec=ROW_VECTOR if vectorisable and g.vec > 1 else 1)
     if g.rows > 1:
         rows = min(g.rows, MAX_THREADS // SIMD)
         g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
     else:
         g = replace(g, threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)), groups=max(1, outer))
-    if g.per_thread and "per_thread" not in fields:      # the row over the forced threads
-        per = _ceil(inner, g.row_threads)
+    if g.per_thread and ("per_thread" not in fields or g.per_thread % g.vec):   # the row over the forced threads
+        per = _row_share(inner, g.row_threads, g.vec)
         g = replace(g, per_thread=per if per <= (SIMD_MAX_PER_THREAD if g.rows > 1 else ROW_MAX_PER_THREAD) else 0)
     if g.per_thread and g.per_thread * g.row_threads < inner:
         g = replace(g, per_thread=0)           # the row does not fit: no register cache
@@ -227,6 +241,10 @@ class _Stage:
     simd: bool = True
     reduces: list = field(default_factory=list)   # the stage's Reduces (Metal combines them across threads)
     accs: list = field(default_factory=list)      # (type, name, initial value) of every accumulator
+    vloads: list = field(default_factory=list)    # GPU rows, vector steps: the step's loads into lt_l*
+    vdecls: list = field(default_factory=list)    # ... the arrays its stores fill (lt_s*)
+    vstores: list = field(default_factory=list)   # ... and their stores after the step
+    vmoved: set = field(default_factory=set)      # the lt_l*/lt_s* arrays those lines move
 
 
 class _Renderer:
@@ -240,6 +258,8 @@ class _Renderer:
         self.filled: dict[int, int] = {}         # access -> id of the stage that loads it from memory
         self.vector: dict[int, tuple[int, str]] = {}   # GPU linear: access -> (bytes, word type) of its vector load
         self.in_vector = False                   # rendering the vector body (lanes lt_q of a vector)
+        self.row_vector: dict[int, str] = {}     # GPU rows: access -> its word type ("": moved element by element)
+        self.out: _Stage | None = None           # the stage being rendered
         self.stage_id = 0
 
     # ---- index expressions
@@ -278,9 +298,10 @@ class _Renderer:
                 slot = self.cached_loads[acc]
                 if self.filled.setdefault(acc, self.stage_id) != self.stage_id:
                     return f"const {T} {op.var} = lt_c{slot}[lt_j];"
-                e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
+                e = (fmt.format(ptr=f"lt_l{acc}", idx="lt_q") if self.vector_step(acc, scope, "load")
+                     else fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope)))
                 return self.note(f"const {T} {op.var} = {e}; lt_c{slot}[lt_j] = {op.var};")
-            if self.in_vector and acc in self.vector:
+            if self.in_vector and acc in self.vector or self.vector_step(acc, scope, "load"):
                 e = fmt.format(ptr=f"lt_l{acc}", idx="lt_q")
             else:
                 e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
@@ -304,7 +325,7 @@ class _Renderer:
     def store_line(self, st, scope: str) -> str:
         a = self.k.accesses[st.access]
         fmt = self.d.store.get(st.dtype.name, self.d.store["*"])
-        if self.in_vector and st.access in self.vector:
+        if self.in_vector and st.access in self.vector or self.vector_step(st.access, scope, "store"):
             return self.note(f"lt_s{st.access}[lt_q] = {fmt.format(st.value)};")
         return self.note(f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};")
 
@@ -335,8 +356,36 @@ class _Renderer:
             out.clauses.append(f"reduction(|:{a}_nan)")
             out.final.append(f"if ({a}_nan) {a} = NAN;")
 
+    def vector_step(self, acc: int, scope: str, kind: str) -> bool:
+        """GPU rows with vector steps: whether access `acc` moves as one step's ROW_VECTOR adjacent
+        elements (lt_l*/lt_s* arrays, moved before/after the step); records the move once per stage."""
+        if not (self.geo and self.geo.vec > 1 and scope == "elem" and acc in self.row_vector):
+            return False
+        a, d, n = self.k.accesses[acc], self.d, self.geo.vec
+        name = f"lt_l{acc}" if kind == "load" else f"lt_s{acc}"
+        if name in self.out.vmoved:
+            return True
+        self.out.vmoved.add(name)
+        T = d.storage_type(self.k.args[a.arg].dtype)
+        row = self.index(a, "row")
+        ptr, base = self.k.args[a.arg].name, "lt_b" if row == "0" else row + " + lt_b"
+        word = self.row_vector[acc]
+        nbytes = self.k.args[a.arg].dtype.itemsize * n
+        decl = d.extra.get("vec_decl", "{T} {v}[{n}];").format(T=T, v=name, n=n, bytes=nbytes)
+        fields = dict(ptr=ptr, idx=base, v=name, W=word, n=n)
+        each = d.extra[f"vec_{kind}_each"].format(**fields)
+        move = (f"if (lt_aligned) {{ {d.extra['vec_' + kind].format(**fields)} }} else {{ {each} }}"
+                if word else each)
+        if kind == "load":
+            self.out.vloads.append(f"{decl} {move}")
+        else:
+            self.out.vdecls.append(decl)
+            self.out.vstores.append(move)
+        return True
+
     def stage(self, s: Stage) -> _Stage:
         out = _Stage(s.scope)
+        self.out = out
         self.stage_id += 1
         for op in s.ops:
             line = self.op_line(op, s.scope)
@@ -357,6 +406,8 @@ class _Renderer:
         kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
         self.k = kernel
         if self.d.gpu:
+            if not self.linear and not self._columns_kernel():
+                self.row_vector = self.row_vector_accesses(kernel)
             self.geo = self.geometry(kernel, "columns" if self._columns_kernel() else "rows")
             if self.geo.per_thread and not self.linear:
                 self.cached_loads = _revisited_loads(kernel)
@@ -397,8 +448,26 @@ class _Renderer:
             return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread), "columns",
                                    k.outer_numel, k.inner_numel)
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
-        g = rows_geometry(k.outer_numel, k.inner_numel, revisits)
-        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel)
+        vec = ROW_VECTOR if self.row_vector else 1
+        g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
+        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector))
+
+    def row_vector_accesses(self, k: Kernel) -> dict[int, str]:
+        """The operands of a rows kernel that move ROW_VECTOR adjacent elements per step: contiguous
+        along a one-dim row whose length is a multiple of ROW_VECTOR, each row's first element at a
+        multiple of it (so the run-time alignment check of the buffer is all a word move needs).
+        Value: the dialect's word for the step's bytes ("": element by element).  None such (or a
+        row of another length): {}, and the kernel keeps scalar steps."""
+        n = ROW_VECTOR
+        if "vec_load_each" not in self.d.extra or len(k.inner) != 1 or k.inner_numel % n or not k.inner_numel:
+            return {}
+        words = self.d.extra.get("vec_words", {})
+        out = {}
+        for i, a in enumerate(k.accesses):
+            if a.arg is None or a.inner != (1,) or a.offset % n or any(s % n for s in a.outer):
+                continue
+            out[i] = words.get(str(k.args[a.arg].dtype.itemsize * n), "")
+        return out
 
     def vector_accesses(self, k: Kernel, n: int) -> dict[int, tuple[int, str]]:
         """The accesses of a linear kernel loaded and stored as one n-element word (dialects with
@@ -444,6 +513,10 @@ class _Renderer:
                        aligned=" && ".join(aligned))
             return ctx
         ctx["row_threads"] = g.row_threads
+        words = sorted({self.k.args[self.k.accesses[acc].arg].name for acc, w in self.row_vector.items() if w})
+        ctx["row_aligned"] = " && ".join(
+            d.extra["vec_aligned"].format(ptr=name, bytes=_arg_bytes(k, name) * g.vec) for name in words
+        ) if g.vec > 1 else ""
         ctx["cached"] = [(slot, d.register_type(_load_dtype(k, acc)))
                          for acc, slot in sorted(self.cached_loads.items(), key=lambda t: t[1])]
         return ctx
@@ -478,6 +551,10 @@ def _revisited_loads(k: Kernel) -> dict[int, int]:
                 seen.setdefault(op.attrs["access"], set()).add(n)
     again = [acc for acc, where in seen.items() if len(where) > 1]
     return {acc: slot for slot, acc in enumerate(again)}
+
+
+def _arg_bytes(k: Kernel, name: str) -> int:
+    return next(a.dtype.itemsize for a in k.args if a.name == name)
 
 
 def _load_dtype(k: Kernel, acc: int) -> DType:

@@ -130,6 +130,9 @@ DIALECT = Dialect(
         "vec_load": "*reinterpret_cast<{W}*>({v}) = *reinterpret_cast<const {W}*>({ptr} + {idx});",
         "vec_store": "*reinterpret_cast<{W}*>({ptr} + {idx}) = *reinterpret_cast<const {W}*>({v});",
         "vec_aligned": "(size_t)({ptr}) % {bytes} == 0",
+        # the same n elements moved one by one (rows kernels, when a pointer is not aligned)
+        "vec_load_each": "for (int lt_e = 0; lt_e < {n}; lt_e++) {v}[lt_e] = {ptr}[{idx} + lt_e];",
+        "vec_store_each": "for (int lt_e = 0; lt_e < {n}; lt_e++) {ptr}[{idx} + lt_e] = {v}[lt_e];",
     },
 )
 
