@@ -190,6 +190,101 @@ def test_long_single_pass_rows_and_full_reductions(gpu):
     check(outs[3], torch.zeros(0))
 
 
+# ---------------------------------------------------------------- rows: vector steps
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_row_vector_steps_float_types(gpu, dtype):
+    """Rows whose length is a multiple of 4: thread t takes elements [4t..4t+3] + k*4T (vec=4) in
+    every rows path (a warp per row, one group per row in registers, single-pass striding);
+    odd lengths keep scalar steps (vec=1).  Half types move 8 bytes per step."""
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    tol = {"f32": 1e-4, "f16": 3e-3, "bf16": 3e-2}[dtype]
+    (x, tx), (w, tw), (b, tb) = (pair(data((9, 1000), np_dt), dtype), pair(data(1000, np_dt, seed=1), dtype),
+                                 pair(data(1000, np_dt, seed=2), dtype))
+    (y, ty) = pair(data((3, 4096), np_dt, seed=3), dtype)
+    (z, tz), (zb, tzb) = pair(data((40, 2048), np_dt, seed=4), dtype), pair(data(2048, np_dt, seed=5), dtype)
+    (odd, todd) = pair(data((6, 1001), np_dt, seed=6), dtype)
+    outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(y, dim=-1), F.relu(z + zb) * 2.0, z.sum(dim=1),
+            lt.softmax(odd, dim=-1)]
+    ps = paths(*outs)
+    assert [p.split("geometry ")[1] for p in ps] == [
+        "threads=256 groups=2 rows=8 per_thread=32 vec=4",      # a warp per row, 8 steps of 4 per lane
+        "threads=512 groups=3 rows=1 per_thread=8 vec=4",       # one group per row, in registers
+        "threads=512 groups=40 rows=1 per_thread=0 vec=4",      # single pass: a broadcast row (bias), a sum
+        "threads=192 groups=1 rows=6 per_thread=32 vec=1"], ps  # 1001: scalar steps
+    lt.eval(*outs)
+    up = (lambda t: t.float()) if dtype != "f32" else (lambda t: t)
+    check(outs[0], F_torch_layer_norm(up(tx), up(tw), up(tb)).to(tx.dtype), tol)
+    check(outs[1], torch.softmax(up(ty), -1).to(ty.dtype), tol)
+    check(outs[2], (torch.relu(up(tz) + up(tzb)) * 2.0).to(tz.dtype), tol)
+    check(outs[3], up(tz).sum(1).to(tz.dtype), tol * 40)
+    check(outs[4], torch.softmax(up(todd), -1).to(todd.dtype), tol)
+
+
+def test_row_vector_steps_ints_ties_and_edges(gpu):
+    """Integer and bool rows (4-byte and 16-byte steps), argmax/argmin ties under the vector
+    numbering (each thread still sees its indices in increasing order), empty and size-1 dims."""
+    (i, ti) = pair(np.arange(-300, 340, dtype=np.int32).reshape(8, 80))
+    (c, tc) = pair(np.arange(-60, 60, dtype=np.int8).reshape(3, 40))
+    (t, tt) = pair(data((5, 1200), ties=True))
+    (one, tone) = pair(data((1, 4), seed=1))
+    (empty, tempty) = pair(data((0, 8), seed=2))
+    outs = [i.sum(dim=1), (i * 3).amax(dim=1), c.sum(dim=1), (c > 0).any(dim=1), t.argmax(dim=1),
+            t.argmin(dim=1), lt.softmax(one, dim=-1), lt.softmax(empty, dim=-1), empty.sum(dim=1)]
+    ps = paths(*outs)
+    assert all("vec=4" in p for p in ps if p.startswith("// rows")), ps
+    lt.eval(*outs)
+    check(outs[0], ti.sum(1))
+    check(outs[1], (ti * 3).amax(1))
+    check(outs[2], tc.sum(1))
+    check(outs[3], (tc > 0).any(1))
+    check(outs[4], tt.argmax(1))
+    check(outs[5], tt.argmin(1))
+    check(outs[6], torch.softmax(tone, -1))
+    check(outs[7], torch.softmax(tempty, -1))
+    check(outs[8], tempty.sum(1))
+
+
+def test_row_vector_steps_views_fall_back_per_operand(gpu):
+    """Operands that are not contiguous along the row, or whose rows do not start at a multiple
+    of 4, load element by element at the vector numbering; the aligned ones still move by steps."""
+    base = data((6, 44))
+    (x, tx) = pair(base)
+    (y, ty), (y2, ty2) = pair(data((8, 12), seed=1)), pair(data((8, 12), seed=2))
+    outs = [x[:, 4:].exp() * 2.0,                 # offset 4, row stride 44: whole steps
+            x[:, 1:41].exp() + 1.0,               # offset 1: the input loads per element
+            x[:, :40].sum(dim=1),
+            y.t().exp() + y2.t(),                 # transposed inputs, contiguous output
+            lt.softmax(x[:, 2:], dim=-1)]         # a row of 42: scalar steps
+    ps = paths(*outs)
+    assert len(ps) == 3 and "vec=4" in ps[0] and "vec=4" in ps[1] and "vec=1" in ps[2], ps   # x's rows fuse
+    lt.eval(*outs)
+    check(outs[0], tx[:, 4:].exp() * 2.0)
+    check(outs[1], tx[:, 1:41].exp() + 1.0)
+    check(outs[2], tx[:, :40].sum(1), 1e-4)
+    check(outs[3], ty.t().exp() + ty2.t())
+    check(outs[4], torch.softmax(tx[:, 2:], -1))
+
+
+def test_kernel_plan_shows_geometry(gpu):
+    """lt.kernel_plan prints each GPU kernel's template and geometry under its launch line, the
+    same geometry the kernel's source names."""
+    (x, _), (y, _) = pair(data((64, 4096))), pair(data(5000, seed=1))
+    outs = [lt.softmax(x, dim=-1), (y * 2.0).exp(), x.sum(dim=0)]
+    text = str(lt.kernel_plan(*outs))
+    assert "    # rows threads=512 groups=64 rows=1 per_thread=8 vec=4" in text, text
+    assert "    # linear threads=256 groups=5 rows=1 per_thread=4 vec=4" in text, text
+    assert "    # columns threads=1024 groups=128 rows=32 per_thread=0 vec=1" in text, text
+    plan = lt.kernel_plan(*outs)
+    assert [p.split("geometry ")[1] for p in paths(*outs)] == [g.split(" ", 1)[1] for g in plan.geometry.values()]
+
+
+def test_kernel_plan_has_no_geometry_off_the_gpu():
+    x = lt.tensor(data((4, 8)))
+    plan = lt.realize.kernel_plan([lt.softmax(x, dim=-1)], "cpu")
+    assert plan.geometry == {} and "threads=" not in str(plan)
+
+
 # ---------------------------------------------------------------- columns
 
 def test_column_reductions(gpu):

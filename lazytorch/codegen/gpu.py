@@ -90,9 +90,9 @@ def mlx_call(target: str, rendered: Rendered, head: str) -> MlxCall:
         grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag else None)
 
 
-def launch_call(launch, target: str) -> MlxCall | None:
-    """The MlxCall of a plan launch on `target` ("metal" or "cuda"); None: not a kernel this
-    generator lowers (the executor runs it on the host)."""
+def render_launch(launch, target: str) -> Rendered | None:
+    """A plan launch rendered for `target` ("metal" or "cuda"); None: not a kernel this generator
+    lowers (the executor runs it on the host)."""
     check_dtypes(launch, target)
     if launch.kind != "kernel" or not supports(launch):
         return None
@@ -105,7 +105,36 @@ def launch_call(launch, target: str) -> MlxCall | None:
     rendered = render(kernel, target)
     if kernel.row_cache and not (rendered.geometry and rendered.geometry.per_thread):
         rendered = render(narrow_scalars(lower(launch)), target)
-    return mlx_call(target, rendered, header(target, rendered))
+    return rendered
+
+
+def launch_call(launch, target: str) -> MlxCall | None:
+    """The MlxCall of a plan launch on `target` ("metal" or "cuda"); None: not a kernel this
+    generator lowers (the executor runs it on the host)."""
+    rendered = render_launch(launch, target)
+    return None if rendered is None else mlx_call(target, rendered, header(target, rendered))
+
+
+# The GPU target each backend renders for (metal-emu runs the Metal source).
+BACKEND_TARGETS = {"metal": "metal", "metal-emu": "metal", "cuda": "cuda"}
+
+
+def plan_geometry(plan) -> dict[str, str]:
+    """Launch name -> "<template> threads=.. groups=.. rows=.. per_thread=.. vec=.." for each
+    kernel of a plan on a GPU backend (what lt.kernel_plan prints); {} on other backends.  A
+    launch whose dtypes the GPU lacks (float64) is left out: running it raises, naming the op."""
+    target = BACKEND_TARGETS.get(plan.backend)
+    if target is None:
+        return {}
+    out = {}
+    for launch in plan.launches:
+        try:
+            rendered = render_launch(launch, target)
+        except TypeError:
+            continue
+        if rendered is not None:
+            out[launch.name] = f"{rendered.template} {rendered.geometry}"
+    return out
 
 
 def division_by_zero(launch) -> ZeroDivisionError:
