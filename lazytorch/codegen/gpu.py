@@ -79,15 +79,19 @@ def mlx_call(target: str, rendered: Rendered, head: str) -> MlxCall:
     outs = [a for a in kernel.args if a.role == "out"]
     digest = hashlib.sha256((head + body).encode()).hexdigest()[:12]
     flag = ERROR_FLAG in body
+    # after the kernel's own outputs (the backends pair outputs with the launch's writes in order,
+    # so these extra ones are ignored): a grid combine's scratch, then the error flag, last
+    scratch = rendered.scratch
     return GPU_TARGETS[target].call_type(
         name=f"lt_{digest}",
         input_names=tuple(a.name for a in ins),
-        output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
+        output_names=tuple(a.name for a in outs) + tuple(n for n, _, _ in scratch) + ((ERROR_FLAG,) if flag else ()),
         source=body, header=head,
         input_shapes=tuple((a.numel,) for a in ins), input_dtypes=tuple(a.dtype for a in ins),
-        output_shapes=tuple((a.numel,) for a in outs) + (((1,),) if flag else ()),
-        output_dtypes=tuple(a.dtype for a in outs) + ((D.int32,) if flag else ()),
-        grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag else None)
+        output_shapes=(tuple((a.numel,) for a in outs) + tuple((n,) for _, _, n in scratch)
+                       + (((1,),) if flag else ())),
+        output_dtypes=tuple(a.dtype for a in outs) + tuple(dt for _, dt, _ in scratch) + ((D.int32,) if flag else ()),
+        grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag or scratch else None)
 
 
 def render_launch(launch, target: str) -> Rendered | None:

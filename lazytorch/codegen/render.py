@@ -86,6 +86,14 @@ MAX_THREADS = 1024
 SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
 COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
 GEOMETRY_ENV = "LAZYTORCH_GPU_GEOMETRY"
+# A single-pass reduction of one long row (x.sum() over 2^24 elements) splits its row over many
+# groups (`split`), each reducing a slice of about GRID_SLICE elements; every group writes its
+# partial, and the last group to finish (an atomic ticket) folds the partials in group order:
+# deterministic, torch's tie rules kept, one launch.  Rows shorter than GRID_MIN stay in one group.
+GRID_MIN = 65536
+GRID_THREADS = 256
+GRID_SLICE = GRID_THREADS * 64
+GRID_MAX_GROUPS = 1024
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,15 @@ class Geometry:
     rows: int = 1
     per_thread: int = 1
     vec: int = 1
+    split: int = 1        # rows: groups per row (> 1: a grid combine folds their partials)
 
     def __str__(self) -> str:
         return (f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
-                f" vec={self.vec}")
+                f" vec={self.vec}" + (f" split={self.split}" if self.split > 1 else ""))
+
+    def slice(self, inner: int) -> int:
+        """split > 1: the elements of the row each group reduces (a multiple of vec)."""
+        return _ceil(inner, self.split * self.vec) * self.vec
 
     @property
     def row_threads(self) -> int:
@@ -149,6 +162,14 @@ def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geome
     return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0, vec)
 
 
+def grid_split(inner: int, vec: int, groups: int = 0) -> int:
+    """Groups sharing one row of `inner` elements (`groups`: forced, else about one per
+    GRID_SLICE elements, at most GRID_MAX_GROUPS); every group gets a non-empty slice."""
+    want = groups or min(GRID_MAX_GROUPS, _ceil(inner, GRID_SLICE))
+    want = max(1, min(want, _ceil(inner, vec)))
+    return _ceil(inner, _ceil(inner, want * vec) * vec)
+
+
 def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
     """32 adjacent outputs per group; slices of the reduced domain per group: 8, or 32 when the
     outputs alone give too few groups to fill the GPU; fewer when the partials of all slices
@@ -160,10 +181,12 @@ def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
     return Geometry(SIMD * slices, groups, slices, 0)
 
 
-def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False) -> Geometry:
+def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False,
+                    splittable: bool = False) -> Geometry:
     """`g` with the fields LAZYTORCH_GPU_GEOMETRY sets (e.g. "threads=512,per_thread=8"; for one
     template only: "rows:threads=128"), made consistent with the kernel's shape (`vectorisable`:
-    whether a rows kernel may take vector steps, vec=4)."""
+    whether a rows kernel may take vector steps, vec=4; `splittable`: whether its one row may be
+    split over groups, split=N)."""
     spec = os.environ.get(GEOMETRY_ENV, "").strip()
     if not spec:
         return g
@@ -176,9 +199,10 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
         key, _, value = kv.partition("=")
         if scope and scope != template:
             continue
-        if key not in ("threads", "groups", "rows", "per_thread", "vec") or not value.strip().isdigit():
+        if key not in ("threads", "groups", "rows", "per_thread", "vec", "split") or not value.strip().isdigit():
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
-                             "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, vec=1|4 (rows)")
+                             "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, "
+                             "vec=1|4 (rows), split=N (rows)")
         fields[key] = int(value)
     if template == "rows" and "threads" in fields and "rows" not in fields:
         fields["rows"] = 1                     # threads alone: one group per row
@@ -191,6 +215,13 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
         rows = max(1, min(g.rows, MAX_THREADS // SIMD))
         return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0, vec=1)
     g = replace(g, vec=ROW_VECTOR if vectorisable and g.vec > 1 else 1)
+    if splittable and (g.split > 1 or "split" in fields):
+        split = grid_split(inner, g.vec, g.split) if g.split > 1 else 1
+        g = replace(g, split=split, rows=1, per_thread=0,
+                    threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)))
+        if split > 1:
+            return replace(g, groups=split)
+        g = replace(g, groups=max(1, outer))
     if g.rows > 1:
         rows = min(g.rows, MAX_THREADS // SIMD)
         g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
@@ -216,6 +247,9 @@ class Rendered:
     threadgroup: tuple[int, int, int] = (1, 1, 1)
     parallel: bool = False
     geometry: Geometry | None = None              # GPU: what the grid and threadgroup came from
+    # GPU grid combine (geometry.split > 1): the extra outputs the kernel writes, as (name, dtype,
+    # elements): each group's partials and the ticket counter; zero-initialised, read by no one else
+    scratch: tuple = ()
 
 
 def _literal(value, dt: DType) -> str:
@@ -261,6 +295,7 @@ class _Renderer:
         self.row_vector: dict[int, str] = {}     # GPU rows: access -> its word type ("": moved element by element)
         self.out: _Stage | None = None           # the stage being rendered
         self.stage_id = 0
+        self.scratch: tuple = ()                 # GPU grid combine: its extra outputs
 
     # ---- index expressions
     def index(self, a: Access, scope: str) -> str:
@@ -436,7 +471,7 @@ class _Renderer:
             empty = kernel.numel == 0 if shape == "linear" else kernel.outer_numel == 0
             grid = (0 if empty else self.geo.groups * self.geo.threads, 1, 1)
             tg = (self.geo.threads, 1, 1)
-        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo)
+        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo, self.scratch)
 
     # ---- GPU geometry and what depends on it
     def geometry(self, k: Kernel, template: str) -> Geometry:
@@ -449,8 +484,20 @@ class _Renderer:
                                    k.outer_numel, k.inner_numel)
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
         vec = ROW_VECTOR if self.row_vector else 1
-        g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
-        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector))
+        splittable = self.splittable(k, revisits)
+        if splittable and k.inner_numel >= GRID_MIN:
+            split = grid_split(k.inner_numel, vec)
+            g = Geometry(GRID_THREADS, split, 1, 0, vec, split)
+        else:
+            g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
+        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector), splittable)
+
+    def splittable(self, k: Kernel, revisits: bool) -> bool:
+        """Whether a rows kernel may split its row over groups (a grid combine): one row, one
+        pass over it that reduces, and a dialect that spells the combine's fence and ticket."""
+        elem = [s for s in k.stages if s.scope == "elem" and not s.empty]
+        return ("grid_ticket" in self.d.extra and k.outer_numel == 1 and not revisits and len(elem) == 1
+                and bool(elem[0].reduces) and k.inner_numel > 0)
 
     def row_vector_accesses(self, k: Kernel) -> dict[int, str]:
         """The operands of a rows kernel that move ROW_VECTOR adjacent elements per step: contiguous
@@ -513,6 +560,7 @@ class _Renderer:
                        aligned=" && ".join(aligned))
             return ctx
         ctx["row_threads"] = g.row_threads
+        ctx["grid"] = self.grid_combine(k, stages) if g.split > 1 else None
         words = sorted({self.k.args[self.k.accesses[acc].arg].name for acc, w in self.row_vector.items() if w})
         ctx["row_aligned"] = " && ".join(
             d.extra["vec_aligned"].format(ptr=name, bytes=_arg_bytes(k, name) * g.vec) for name in words
@@ -520,6 +568,32 @@ class _Renderer:
         ctx["cached"] = [(slot, d.register_type(_load_dtype(k, acc)))
                          for acc, slot in sorted(self.cached_loads.items(), key=lambda t: t[1])]
         return ctx
+
+    def grid_combine(self, k: Kernel, stages: list[_Stage]) -> dict:
+        """The template's view of the grid combine: each reduce's partial buffers (value, NaN
+        flag, index) as scratch outputs, and how the last group loads and folds them."""
+        d, g = self.d, self.geo
+        reduces, scratch = [], []
+        for n, r in enumerate(r for st in stages for r in st.reduces):
+            red = REDUCTIONS[r.op]
+            dt = D.int32 if r.dtype.is_bool else D.float32 if r.dtype.is_floating_point else r.dtype
+            T = d.register_type(dt)
+            parts = {"value": (f"lt_p{n}", dt)}
+            if red.nan and r.dtype.is_floating_point and not r.index:
+                parts["nan"] = (f"lt_p{n}n", D.int32)
+            if r.index:
+                parts["index"] = (f"lt_p{n}i", D.int64)
+            scratch += [(name, dt_, g.split) for name, dt_ in parts.values()]
+            load = {key: d.extra["grid_load"].format(T=d.register_type(dt_), ptr=name, idx="lt_p")
+                    for key, (name, dt_) in parts.items()}
+            ident = red.identity(r.value_dtype if r.index else r.dtype)
+            names = {"nan": None, "index": None, **{k_: v[0] for k_, v in parts.items()}}
+            reduces.append(dict(r=r, parts=names, load=load, T=T,
+                                identity=ident, fold=red.fold.format(r.acc, "lt_b") if not r.index else ""))
+        scratch.append(("lt_done", D.int32, 1))
+        self.scratch = tuple(scratch)
+        return dict(reduces=reduces, slice=g.slice(k.inner_numel), split=g.split,
+                    fence=d.extra["grid_fence"], ticket=d.extra["grid_ticket"].format("lt_done"))
 
     def _columns_kernel(self) -> bool:
         """_columns before rendering (GPU geometry depends on it): the simd test only matters to C."""
