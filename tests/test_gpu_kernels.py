@@ -15,7 +15,8 @@ import torch
 import lazytorch as lt
 from conftest import BACKENDS
 from lazytorch.codegen.gpu import launch_call
-from lazytorch.codegen.render import GEOMETRY_ENV, Geometry, forced_geometry, rows_geometry
+from lazytorch.codegen.render import (GEOMETRY_ENV, Geometry, columns_geometry, forced_geometry, grid_split,
+                                      rows_geometry)
 from lazytorch.realize import kernel_plan
 
 GPU_BACKENDS = [b for b in BACKENDS if b in ("metal-emu", "metal", "cuda")]
@@ -72,7 +73,13 @@ def test_geometry_table():
     assert rows_geometry(8192, 1025, True) == Geometry(256, 8192, 1, 5)
     assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
     assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
-    assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # a full reduction: wide
+    assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # one group (unless split below)
+    assert rows_geometry(4096, 4096, True, 4) == Geometry(512, 4096, 1, 8, 4)   # W3 with vector steps
+    assert rows_geometry(8192, 1024, True, 4) == Geometry(256, 1024, 8, 32, 4)  # W4: 8 steps of 4 per lane
+    assert grid_split(1, 2 ** 24, 4) == 1024 and grid_split(4, 2 ** 24, 4) == 256   # x.sum() over 2^24
+    assert grid_split(1, 70001, 1) == 5 and grid_split(1, 5, 4, 8) == 2             # no group left empty
+    assert columns_geometry(5, 40000, 4, True) == Geometry(1024, 20, 32, 0, 1, 20)  # sum(x, 0), 5 outputs
+    assert columns_geometry(5, 40000, 4, False).split == columns_geometry(5000, 40000, 4, True).split == 1
 
 
 def test_geometry_override(monkeypatch):
@@ -285,6 +292,60 @@ def test_kernel_plan_has_no_geometry_off_the_gpu():
     assert plan.geometry == {} and "threads=" not in str(plan)
 
 
+# ---------------------------------------------------------------- long reductions: a grid combine
+
+def test_long_reductions_split_over_groups(gpu):
+    """A single-pass reduction of few long rows (>= 65536 elements) splits each row over groups
+    (split=N): each group reduces a slice, the row's last group folds the partials in group order.
+    Still one launch; ties and NaN across groups keep torch's rules; fused outputs are written by
+    every group."""
+    x = data((3, 70000))
+    x[1, 5000] = x[1, 60000] = 9.0                   # equal maxima in different groups: the first wins
+    x[1, 20000] = x[1, 65000] = -9.0
+    x[2, 40000] = x[2, 50000] = np.nan               # two NaNs: the first wins argmax, any NaN wins amax
+    (a, ta) = pair(x)
+    (f, tf) = pair(data(2 ** 17 + 3, seed=1))         # odd length: scalar steps
+    (h, th) = pair(data(90000, np.float16, seed=2))
+    (i, ti) = pair(np.arange(-40000, 40000, dtype=np.int32))
+    y = f * 2.0
+    outs = [a.sum(dim=1), a.amax(dim=1), a.argmax(dim=1), a.argmin(dim=1), (a > 0).any(dim=1),
+            (a > -10).all(dim=1), f.sum(), y, y.amin(), h.sum(), i.sum(), (i * 3).amax()]
+    plan = lt.kernel_plan(*outs)
+    assert plan.count("kernel") == len(paths(*outs)) == 4, plan   # as unsplit: f's sum, y and its amin fuse
+    assert sorted(plan.geometry.values()) == [
+        "rows threads=256 groups=15 rows=1 per_thread=0 vec=4 split=5",      # 3 rows x 5 groups
+        "rows threads=256 groups=5 rows=1 per_thread=0 vec=4 split=5",       # int32 (int64 sum)
+        "rows threads=256 groups=6 rows=1 per_thread=0 vec=4 split=6",       # float16
+        "rows threads=256 groups=9 rows=1 per_thread=0 vec=1 split=9"], plan.geometry   # 2^17 + 3: scalar steps
+    lt.eval(*outs)
+    check(outs[0], ta.sum(1), 1e-3)
+    check(outs[1], ta.amax(1))
+    check(outs[2], ta.argmax(1))
+    check(outs[3], ta.argmin(1))
+    check(outs[4], (ta > 0).any(1))
+    check(outs[5], (ta > -10).all(1))
+    check(outs[6], tf.sum(), 1e-3)
+    check(outs[7], tf * 2.0)
+    check(outs[8], (tf * 2.0).amin())
+    check(outs[9], th.float().sum().half(), 0.5)
+    check(outs[10], ti.sum())
+    check(outs[11], (ti * 3).amax())
+
+
+@pytest.mark.parametrize("spec, want", [("rows:split=3", "threads=256 groups=3 rows=1 per_thread=0 vec=4 split=3"),
+                                        ("rows:split=1", "threads=256 groups=1 rows=1 per_thread=0 vec=4"),
+                                        ("split=2", "threads=256 groups=2 rows=1 per_thread=0 vec=4 split=2")])
+def test_forced_split(gpu, monkeypatch, spec, want):
+    monkeypatch.setenv(GEOMETRY_ENV, spec)
+    n = 65536 + 4 * (len(spec))                       # a shape of its own per case
+    (x, tx) = pair(data(n, ties=True))
+    outs = [x.argmax(), x.sum()]
+    assert all(p.endswith("geometry " + want) for p in paths(*outs)), paths(*outs)
+    lt.eval(*outs)
+    check(outs[0], tx.argmax())
+    check(outs[1], tx.sum(), 1e-3)
+
+
 # ---------------------------------------------------------------- columns
 
 def test_column_reductions(gpu):
@@ -301,6 +362,31 @@ def test_column_reductions(gpu):
     check(outs[2], tx.amax(0))
     check(outs[3], tc.sum(0), 1e-4)
     check(outs[4], ti.sum(1))
+
+
+def test_column_reductions_split_over_groups(gpu):
+    """Few outputs and a long reduced dim (>= 16384): the reduced dim is split over groups per 32
+    outputs as well; the last group of each 32 folds the partials in group order.  Ties and NaN
+    across groups, two blocks of 32 outputs (idle lanes), integers, bfloat16, a view."""
+    x = np.round(data((40000, 5))).astype(np.float32)
+    x[30000, 2] = x[35000, 2] = 9.0
+    x[12345, 4] = x[22222, 4] = np.nan
+    (a, ta) = pair(x)
+    (i, ti) = pair(np.arange(-100000, 100000, dtype=np.int32).reshape(20000, 10))
+    (b, tb) = pair(data((17000, 33), seed=1), "bf16")
+    outs = [a.sum(dim=0), a.amax(dim=0), a.argmax(dim=0), a.argmin(dim=0), (a > 0).any(dim=0), i.sum(dim=0),
+            b.sum(dim=0), a[:, 1:].amin(dim=0)]
+    ps = paths(*outs)
+    assert len(ps) == 4 and all(p.startswith("// columns:") and " split=" in p for p in ps), ps
+    lt.eval(*outs)
+    check(outs[0], ta.sum(0))
+    check(outs[1], ta.amax(0))
+    check(outs[2], ta.argmax(0))
+    check(outs[3], ta.argmin(0))
+    check(outs[4], (ta > 0).any(0))
+    check(outs[5], ti.sum(0))
+    check(outs[6], tb.float().sum(0).to(torch.bfloat16), 0.5)
+    check(outs[7], ta[:, 1:].amin(0))
 
 
 # ---------------------------------------------------------------- forced geometries still compute right

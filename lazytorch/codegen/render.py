@@ -86,11 +86,19 @@ MAX_THREADS = 1024
 SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
 COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
 GEOMETRY_ENV = "LAZYTORCH_GPU_GEOMETRY"
-# A single-pass reduction of one long row (x.sum() over 2^24 elements) splits its row over many
-# groups (`split`), each reducing a slice of about GRID_SLICE elements; every group writes its
-# partial, and the last group to finish (an atomic ticket) folds the partials in group order:
-# deterministic, torch's tie rules kept, one launch.  Rows shorter than GRID_MIN stay in one group.
+# A single-pass reduction of few long rows (x.sum() over 2^24 elements; at most GRID_MAX_ROWS
+# rows) splits each row over many groups (`split`), each reducing a slice of about GRID_SLICE
+# elements; every group writes its partial, and the last group of the row to finish (an atomic
+# ticket per row) folds the row's partials in group order: deterministic, torch's tie rules
+# kept, one launch.  Rows shorter than GRID_MIN stay in one group.
 GRID_MIN = 65536
+GRID_MAX_ROWS = 64
+# Column reductions with few outputs (fewer than COLUMN_SPLIT_GROUPS groups of 32) and a reduced
+# dim of at least COLUMN_SPLIT_MIN split it over groups as well, each slice of a group taking at
+# least COLUMN_SPLIT_RUN reduced indices; the last group of each 32 outputs folds their partials.
+COLUMN_SPLIT_GROUPS = 64
+COLUMN_SPLIT_MIN = 16384
+COLUMN_SPLIT_RUN = 64
 GRID_THREADS = 256
 GRID_SLICE = GRID_THREADS * 64
 GRID_MAX_GROUPS = 1024
@@ -162,23 +170,35 @@ def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geome
     return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0, vec)
 
 
-def grid_split(inner: int, vec: int, groups: int = 0) -> int:
-    """Groups sharing one row of `inner` elements (`groups`: forced, else about one per
-    GRID_SLICE elements, at most GRID_MAX_GROUPS); every group gets a non-empty slice."""
-    want = groups or min(GRID_MAX_GROUPS, _ceil(inner, GRID_SLICE))
+def grid_split(outer: int, inner: int, vec: int, groups: int = 0) -> int:
+    """Groups sharing each of `outer` rows of `inner` elements (`groups`: forced, else about one
+    per GRID_SLICE elements, at most GRID_MAX_GROUPS in all); every group gets a non-empty slice."""
+    want = groups or min(max(1, GRID_MAX_GROUPS // max(1, outer)), _ceil(inner, GRID_SLICE))
     want = max(1, min(want, _ceil(inner, vec)))
     return _ceil(inner, _ceil(inner, want * vec) * vec)
 
 
-def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
+def columns_geometry(outer: int, inner: int, partial_bytes: int, splittable: bool = False) -> Geometry:
     """32 adjacent outputs per group; slices of the reduced domain per group: 8, or 32 when the
     outputs alone give too few groups to fill the GPU; fewer when the partials of all slices
-    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory."""
+    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory.  Few outputs and
+    a long reduced dim (`splittable`: the dialect has the grid combine): the reduced dim split
+    over `split` groups per 32 outputs as well."""
     groups = max(1, _ceil(outer, SIMD))
     slices = 8 if groups >= COLUMN_GROUPS or inner < 64 else 32
     while slices > 1 and slices * SIMD * partial_bytes > SHARED_BYTES:
         slices //= 2
-    return Geometry(SIMD * slices, groups, slices, 0)
+    split = 1
+    if splittable and groups < COLUMN_SPLIT_GROUPS and inner >= COLUMN_SPLIT_MIN:
+        split = column_split(groups, inner, slices)
+    return Geometry(SIMD * slices, groups * split, slices, 0, 1, split)
+
+
+def column_split(groups: int, inner: int, slices: int, want: int = 0) -> int:
+    """Groups sharing the reduced dim of each 32 outputs (`want`: forced), every one non-empty."""
+    want = want or min(max(1, GRID_MAX_GROUPS // groups), _ceil(inner, slices * COLUMN_SPLIT_RUN))
+    want = max(1, min(want, inner))
+    return _ceil(inner, _ceil(inner, want))
 
 
 def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False,
@@ -213,14 +233,16 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
                        groups=max(1, min(g.groups, _ceil(max(outer * inner, 1), g.threads * per))))
     if template == "columns":
         rows = max(1, min(g.rows, MAX_THREADS // SIMD))
-        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0, vec=1)
+        blocks = max(1, _ceil(outer, SIMD))
+        split = column_split(blocks, inner, rows, g.split) if splittable and g.split > 1 and inner > 0 else 1
+        return replace(g, rows=rows, threads=SIMD * rows, groups=blocks * split, per_thread=0, vec=1, split=split)
     g = replace(g, vec=ROW_VECTOR if vectorisable and g.vec > 1 else 1)
     if splittable and (g.split > 1 or "split" in fields):
-        split = grid_split(inner, g.vec, g.split) if g.split > 1 else 1
+        split = grid_split(outer, inner, g.vec, g.split) if g.split > 1 else 1
         g = replace(g, split=split, rows=1, per_thread=0,
                     threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)))
         if split > 1:
-            return replace(g, groups=split)
+            return replace(g, groups=max(1, outer) * split)
         g = replace(g, groups=max(1, outer))
     if g.rows > 1:
         rows = min(g.rows, MAX_THREADS // SIMD)
@@ -480,23 +502,25 @@ class _Renderer:
         if template == "columns":
             per_thread = sum(r.dtype.itemsize + (8 if r.index else 0) + (4 if REDUCTIONS[r.op].nan else 0)
                              for r in k.stages[2].reduces)
-            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread), "columns",
-                                   k.outer_numel, k.inner_numel)
+            splittable = "grid_ticket" in self.d.extra
+            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread, splittable), "columns",
+                                   k.outer_numel, k.inner_numel, splittable=splittable)
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
         vec = ROW_VECTOR if self.row_vector else 1
         splittable = self.splittable(k, revisits)
         if splittable and k.inner_numel >= GRID_MIN:
-            split = grid_split(k.inner_numel, vec)
-            g = Geometry(GRID_THREADS, split, 1, 0, vec, split)
+            split = grid_split(k.outer_numel, k.inner_numel, vec)
+            g = Geometry(GRID_THREADS, k.outer_numel * split, 1, 0, vec, split)
         else:
             g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
         return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector), splittable)
 
     def splittable(self, k: Kernel, revisits: bool) -> bool:
-        """Whether a rows kernel may split its row over groups (a grid combine): one row, one
-        pass over it that reduces, and a dialect that spells the combine's fence and ticket."""
+        """Whether a rows kernel may split its rows over groups (a grid combine): at most
+        GRID_MAX_ROWS rows, one pass over each that reduces, and a dialect that spells the
+        combine's fence and ticket."""
         elem = [s for s in k.stages if s.scope == "elem" and not s.empty]
-        return ("grid_ticket" in self.d.extra and k.outer_numel == 1 and not revisits and len(elem) == 1
+        return ("grid_ticket" in self.d.extra and 1 <= k.outer_numel <= GRID_MAX_ROWS and not revisits and len(elem) == 1
                 and bool(elem[0].reduces) and k.inner_numel > 0)
 
     def row_vector_accesses(self, k: Kernel) -> dict[int, str]:
@@ -583,17 +607,20 @@ class _Renderer:
                 parts["nan"] = (f"lt_p{n}n", D.int32)
             if r.index:
                 parts["index"] = (f"lt_p{n}i", D.int64)
-            scratch += [(name, dt_, g.split) for name, dt_ in parts.values()]
-            load = {key: d.extra["grid_load"].format(T=d.register_type(dt_), ptr=name, idx="lt_p")
+            scratch += [(name, dt_, g.split * k.outer_numel) for name, dt_ in parts.values()]
+            load = {key: d.extra["grid_load"].format(T=d.register_type(dt_), ptr=name, idx="lt_row_p + lt_p")
                     for key, (name, dt_) in parts.items()}
             ident = red.identity(r.value_dtype if r.index else r.dtype)
             names = {"nan": None, "index": None, **{k_: v[0] for k_, v in parts.items()}}
             reduces.append(dict(r=r, parts=names, load=load, T=T,
                                 identity=ident, fold=red.fold.format(r.acc, "lt_b") if not r.index else ""))
-        scratch.append(("lt_done", D.int32, 1))
+        columns = self._columns_kernel()
+        scratch.append(("lt_done", D.int32, _ceil(k.outer_numel, SIMD) if columns else k.outer_numel))
         self.scratch = tuple(scratch)
-        return dict(reduces=reduces, slice=g.slice(k.inner_numel), split=g.split,
-                    fence=d.extra["grid_fence"], ticket=d.extra["grid_ticket"].format("lt_done"))
+        return dict(reduces=reduces, slice=_ceil(k.inner_numel, g.split) if columns else g.slice(k.inner_numel),
+                    split=g.split,
+                    fence=d.extra["grid_fence"],
+                    ticket=d.extra["grid_ticket"].format("lt_done + lt_blk" if columns else "lt_done + o"))
 
     def _columns_kernel(self) -> bool:
         """_columns before rendering (GPU geometry depends on it): the simd test only matters to C."""
