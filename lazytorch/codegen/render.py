@@ -118,7 +118,7 @@ class Geometry:
     rows: int = 1
     per_thread: int = 1
     vec: int = 1
-    split: int = 1        # rows: groups per row (> 1: a grid combine folds their partials)
+    split: int = 1        # rows: groups per row; columns: per 32 outputs (> 1: a grid combine folds their partials)
 
     def __str__(self) -> str:
         return (f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
@@ -222,7 +222,7 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
         if key not in ("threads", "groups", "rows", "per_thread", "vec", "split") or not value.strip().isdigit():
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
                              "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, "
-                             "vec=1|4 (rows), split=N (rows)")
+                             "vec=1|4 (rows), split=N (rows, columns)")
         fields[key] = int(value)
     if template == "rows" and "threads" in fields and "rows" not in fields:
         fields["rows"] = 1                     # threads alone: one group per row
