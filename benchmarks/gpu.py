@@ -95,7 +95,26 @@ def copy_bandwidth(nbytes: int, plan: Plan) -> dict[str, Any]:
 # time per launch is the kernel's.  `LAZYTORCH_GPU_GEOMETRY` (see docs/gpu.md) forces a geometry:
 #
 #   python -m benchmarks.gpu kernels W1,W2,W3,W4 [--geometry "threads=512" --geometry "rows:per_thread=4"]
+#   python -m benchmarks.gpu kernels R1,R2,R3,R4 --geometry "" --geometry "split=1"   (long reductions)
 BATCH = 20
+
+
+def _kernel_rows() -> dict:
+    """Kernel-only rows for long reductions (the grid combine; no peer columns, so not in the
+    workload table): `python -m benchmarks.gpu kernels R1,R2,R3,R4`."""
+    from .workloads import F32, Workload, randn
+    vec = lambda rng, s: [randn(rng, s["N"])]                       # noqa: E731
+    mat = lambda rng, s: [randn(rng, s["M"], s["N"])]               # noqa: E731
+    return {w.name: w for w in [
+        Workload("R1", "x.sum() over N", {"N": 2 ** 24}, {"N": 2 ** 17}, inputs=vec, math=lambda o, x: x.sum(),
+                 bytes_moved=lambda s: s["N"] * F32),
+        Workload("R2", "x.sum(1) of M x N, few long rows", {"M": 4, "N": 2 ** 22}, {"M": 4, "N": 2 ** 17},
+                 inputs=mat, math=lambda o, x: x.sum(dim=1), bytes_moved=lambda s: s["M"] * s["N"] * F32),
+        Workload("R3", "x.sum(0) of M x N, few outputs", {"M": 2 ** 20, "N": 16}, {"M": 2 ** 15, "N": 16},
+                 inputs=mat, math=lambda o, x: x.sum(dim=0), bytes_moved=lambda s: s["M"] * s["N"] * F32),
+        Workload("R4", "x.argmax() over N", {"N": 2 ** 24}, {"N": 2 ** 17}, inputs=vec, math=lambda o, x: x.argmax(),
+                 bytes_moved=lambda s: s["N"] * F32),
+    ]}
 
 
 def kernel_times(names: list[str], geometry: str = "", rounds: int = 5, quick: bool = False) -> list[dict]:
@@ -114,8 +133,9 @@ def kernel_times(names: list[str], geometry: str = "", rounds: int = 5, quick: b
     os.environ["LAZYTORCH_GPU_GEOMETRY"] = geometry     # read when each kernel is rendered
     lt.set_backend("cuda")                               # the plan as the cuda backend builds it
     rows = []
+    extra = _kernel_rows()
     for name in names:
-        w = BY_NAME[name]
+        w = BY_NAME[name] if name in BY_NAME else extra[name]
         arrays = make_inputs(w, quick)
         out = w.math(_lazytorch_ops(), *[lt.tensor(a) for a in arrays])
         total, shapes = 0.0, []

@@ -229,9 +229,13 @@ class _Progress:
 # ---------------------------------------------------------------- inspection
 
 def kernel_plan(tensors, backend: str | None = None) -> KernelPlan:
-    """The plan the tensors' pending program compiles to, without running it (not cached)."""
+    """The plan the tensors' pending program compiles to, without running it (not cached); on
+    the GPU backends each kernel's template and launch geometry come with it (plan.geometry)."""
+    from .codegen.gpu import plan_geometry
     roots, prog = program_for(t.node for t in tensors)
-    return plan_for(prog.order, roots, backend)
+    plan = plan_for(prog.order, roots, backend)
+    plan.geometry = plan_geometry(plan)
+    return plan
 
 
 def dump_after(nodes: Iterable[Node], after: str, backend: str | None = None) -> str:

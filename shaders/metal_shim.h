@@ -443,6 +443,21 @@ inline void threadgroup_barrier(mem_flags) {
 }
 inline void simdgroup_barrier(mem_flags) { lt_emu::put(0); }
 
+// Device atomics and fences, as the rows template's grid combine uses them (one thread of each
+// threadgroup takes a ticket; the last group folds every group's partial).  The emulator runs
+// threadgroups one after another, so a plain read-modify-write is atomic and the fence orders nothing.
+enum memory_order { memory_order_relaxed, memory_order_seq_cst };
+enum class thread_scope { thread_scope_thread, thread_scope_simdgroup, thread_scope_threadgroup, thread_scope_device };
+constexpr thread_scope thread_scope_device = thread_scope::thread_scope_device;
+typedef int atomic_int;
+typedef unsigned atomic_uint;
+template <class P, class T> inline T atomic_fetch_add_explicit(P p, T v, memory_order) {
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+inline void atomic_thread_fence(mem_flags, memory_order, thread_scope) {}
+
 template <class T> inline T simd_sum(T v) { return lt_emu::reduce(v, [](T a, T b) { return T(a + b); }); }
 template <class T> inline T simd_product(T v) { return lt_emu::reduce(v, [](T a, T b) { return T(a * b); }); }
 template <class T> inline T simd_max(T v) { return lt_emu::reduce(v, [](T a, T b) { return max(a, b); }); }

@@ -68,6 +68,11 @@ PROGRAMS = {
     "broadcast_where": lambda: lt.where(t((4, 1, 5)) > 0, t((3, 5)), -t((4, 3, 1))).round(),
     # long rows: one block per row (register-cached with a block-wide combine, or striding)
     "long_rows": lambda: (lt.softmax(t((3, 5000)), dim=-1), t((2, 3000)).argmax(dim=1)),
+    # vector steps over rows (half: 8-byte words), the broadcast weight and bias moved by steps too
+    "vector_rows_f16": lambda: lt.nn.functional.layer_norm(t((4, 256), np.float16), (256,), t((256,), np.float16),
+                                                           t((256,), np.float16, seed=2)),
+    # long rows split over blocks: each block's partials, the last block folds them (grid combine)
+    "grid_reduce": lambda: (lambda x: (x.sum(dim=1), x.argmax(dim=1)))(t((3, 70000))),
     "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
                       + lt.maximum(t((9,)), t((9,), seed=4)) * 2).to(lt.float16),
 }

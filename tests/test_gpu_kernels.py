@@ -15,7 +15,8 @@ import torch
 import lazytorch as lt
 from conftest import BACKENDS
 from lazytorch.codegen.gpu import launch_call
-from lazytorch.codegen.render import GEOMETRY_ENV, Geometry, forced_geometry, rows_geometry
+from lazytorch.codegen.render import (GEOMETRY_ENV, Geometry, columns_geometry, forced_geometry, grid_split,
+                                      rows_geometry)
 from lazytorch.realize import kernel_plan
 
 GPU_BACKENDS = [b for b in BACKENDS if b in ("metal-emu", "metal", "cuda")]
@@ -72,7 +73,13 @@ def test_geometry_table():
     assert rows_geometry(8192, 1025, True) == Geometry(256, 8192, 1, 5)
     assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
     assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
-    assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # a full reduction: wide
+    assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # one group (unless split below)
+    assert rows_geometry(4096, 4096, True, 4) == Geometry(512, 4096, 1, 8, 4)   # W3 with vector steps
+    assert rows_geometry(8192, 1024, True, 4) == Geometry(256, 1024, 8, 32, 4)  # W4: 8 steps of 4 per lane
+    assert grid_split(1, 2 ** 24, 4) == 1024 and grid_split(4, 2 ** 24, 4) == 256   # x.sum() over 2^24
+    assert grid_split(1, 70001, 1) == 5 and grid_split(1, 5, 4, 8) == 2             # no group left empty
+    assert columns_geometry(5, 40000, 4, True) == Geometry(1024, 20, 32, 0, 1, 20)  # sum(x, 0), 5 outputs
+    assert columns_geometry(5, 40000, 4, False).split == columns_geometry(5000, 40000, 4, True).split == 1
 
 
 def test_geometry_override(monkeypatch):
@@ -95,7 +102,7 @@ def test_linear_vector_steps_and_tail(gpu, n):
     per = 4 if n >= 128 else 1
     groups = -(-n // (256 * per))          # 1027: the second group's first thread takes the 3-element tail
     assert paths(out) == [f"// linear: k0_pointwise, pointwise over {n} contiguous elements; geometry "
-                          f"threads=256 groups={groups} rows=1 per_thread={per}"]
+                          f"threads=256 groups={groups} rows=1 per_thread={per} vec={per}"]
     check(out, (ta * tb + 1.0).tanh() - ta.sigmoid())
 
 
@@ -162,7 +169,7 @@ def test_revisited_rows_up_to_1024_a_warp_each(gpu):
     (h, th) = pair(data((5, 700), np.float16, seed=3))
     outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(h, dim=-1)]
     ps = paths(*outs)
-    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=22" in ps[1], ps
+    assert "rows=8 per_thread=32" in ps[0] and "rows=5 per_thread=24 vec=4" in ps[1], ps
     lt.eval(*outs)
     check(outs[0], F_torch_layer_norm(tx, tw, tb), 1e-4)
     check(outs[1], torch.softmax(th.float(), -1).half(), 2e-3)
@@ -190,6 +197,155 @@ def test_long_single_pass_rows_and_full_reductions(gpu):
     check(outs[3], torch.zeros(0))
 
 
+# ---------------------------------------------------------------- rows: vector steps
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_row_vector_steps_float_types(gpu, dtype):
+    """Rows whose length is a multiple of 4: thread t takes elements [4t..4t+3] + k*4T (vec=4) in
+    every rows path (a warp per row, one group per row in registers, single-pass striding);
+    odd lengths keep scalar steps (vec=1).  Half types move 8 bytes per step."""
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    tol = {"f32": 1e-4, "f16": 3e-3, "bf16": 3e-2}[dtype]
+    (x, tx), (w, tw), (b, tb) = (pair(data((9, 1000), np_dt), dtype), pair(data(1000, np_dt, seed=1), dtype),
+                                 pair(data(1000, np_dt, seed=2), dtype))
+    (y, ty) = pair(data((3, 4096), np_dt, seed=3), dtype)
+    (z, tz), (zb, tzb) = pair(data((40, 2048), np_dt, seed=4), dtype), pair(data(2048, np_dt, seed=5), dtype)
+    (odd, todd) = pair(data((6, 1001), np_dt, seed=6), dtype)
+    outs = [F.layer_norm(x, (1000,), w, b), lt.softmax(y, dim=-1), F.relu(z + zb) * 2.0, z.sum(dim=1),
+            lt.softmax(odd, dim=-1)]
+    ps = paths(*outs)
+    assert [p.split("geometry ")[1] for p in ps] == [
+        "threads=256 groups=2 rows=8 per_thread=32 vec=4",      # a warp per row, 8 steps of 4 per lane
+        "threads=512 groups=3 rows=1 per_thread=8 vec=4",       # one group per row, in registers
+        "threads=512 groups=40 rows=1 per_thread=0 vec=4",      # single pass: a broadcast row (bias), a sum
+        "threads=192 groups=1 rows=6 per_thread=32 vec=1"], ps  # 1001: scalar steps
+    lt.eval(*outs)
+    up = (lambda t: t.float()) if dtype != "f32" else (lambda t: t)
+    check(outs[0], F_torch_layer_norm(up(tx), up(tw), up(tb)).to(tx.dtype), tol)
+    check(outs[1], torch.softmax(up(ty), -1).to(ty.dtype), tol)
+    check(outs[2], (torch.relu(up(tz) + up(tzb)) * 2.0).to(tz.dtype), tol)
+    check(outs[3], up(tz).sum(1).to(tz.dtype), tol * 40)
+    check(outs[4], torch.softmax(up(todd), -1).to(todd.dtype), tol)
+
+
+def test_row_vector_steps_ints_ties_and_edges(gpu):
+    """Integer and bool rows (4-byte and 16-byte steps), argmax/argmin ties under the vector
+    numbering (each thread still sees its indices in increasing order), empty and size-1 dims."""
+    (i, ti) = pair(np.arange(-300, 340, dtype=np.int32).reshape(8, 80))
+    (c, tc) = pair(np.arange(-60, 60, dtype=np.int8).reshape(3, 40))
+    (t, tt) = pair(data((5, 1200), ties=True))
+    (one, tone) = pair(data((1, 4), seed=1))
+    (empty, tempty) = pair(data((0, 8), seed=2))
+    outs = [i.sum(dim=1), (i * 3).amax(dim=1), c.sum(dim=1), (c > 0).any(dim=1), t.argmax(dim=1),
+            t.argmin(dim=1), lt.softmax(one, dim=-1), lt.softmax(empty, dim=-1), empty.sum(dim=1)]
+    ps = paths(*outs)
+    assert all("vec=4" in p for p in ps if p.startswith("// rows")), ps
+    lt.eval(*outs)
+    check(outs[0], ti.sum(1))
+    check(outs[1], (ti * 3).amax(1))
+    check(outs[2], tc.sum(1))
+    check(outs[3], (tc > 0).any(1))
+    check(outs[4], tt.argmax(1))
+    check(outs[5], tt.argmin(1))
+    check(outs[6], torch.softmax(tone, -1))
+    check(outs[7], torch.softmax(tempty, -1))
+    check(outs[8], tempty.sum(1))
+
+
+def test_row_vector_steps_views_fall_back_per_operand(gpu):
+    """Operands that are not contiguous along the row, or whose rows do not start at a multiple
+    of 4, load element by element at the vector numbering; the aligned ones still move by steps."""
+    base = data((6, 44))
+    (x, tx) = pair(base)
+    (y, ty), (y2, ty2) = pair(data((8, 12), seed=1)), pair(data((8, 12), seed=2))
+    outs = [x[:, 4:].exp() * 2.0,                 # offset 4, row stride 44: whole steps
+            x[:, 1:41].exp() + 1.0,               # offset 1: the input loads per element
+            x[:, :40].sum(dim=1),
+            y.t().exp() + y2.t(),                 # transposed inputs, contiguous output
+            lt.softmax(x[:, 2:], dim=-1)]         # a row of 42: scalar steps
+    ps = paths(*outs)
+    assert len(ps) == 3 and "vec=4" in ps[0] and "vec=4" in ps[1] and "vec=1" in ps[2], ps   # x's rows fuse
+    lt.eval(*outs)
+    check(outs[0], tx[:, 4:].exp() * 2.0)
+    check(outs[1], tx[:, 1:41].exp() + 1.0)
+    check(outs[2], tx[:, :40].sum(1), 1e-4)
+    check(outs[3], ty.t().exp() + ty2.t())
+    check(outs[4], torch.softmax(tx[:, 2:], -1))
+
+
+def test_kernel_plan_shows_geometry(gpu):
+    """lt.kernel_plan prints each GPU kernel's template and geometry under its launch line, the
+    same geometry the kernel's source names."""
+    (x, _), (y, _) = pair(data((64, 4096))), pair(data(5000, seed=1))
+    outs = [lt.softmax(x, dim=-1), (y * 2.0).exp(), x.sum(dim=0)]
+    text = str(lt.kernel_plan(*outs))
+    assert "    # rows threads=512 groups=64 rows=1 per_thread=8 vec=4" in text, text
+    assert "    # linear threads=256 groups=5 rows=1 per_thread=4 vec=4" in text, text
+    assert "    # columns threads=1024 groups=128 rows=32 per_thread=0 vec=1" in text, text
+    plan = lt.kernel_plan(*outs)
+    assert [p.split("geometry ")[1] for p in paths(*outs)] == [g.split(" ", 1)[1] for g in plan.geometry.values()]
+
+
+def test_kernel_plan_has_no_geometry_off_the_gpu():
+    x = lt.tensor(data((4, 8)))
+    plan = lt.realize.kernel_plan([lt.softmax(x, dim=-1)], "cpu")
+    assert plan.geometry == {} and "threads=" not in str(plan)
+
+
+# ---------------------------------------------------------------- long reductions: a grid combine
+
+def test_long_reductions_split_over_groups(gpu):
+    """A single-pass reduction of few long rows (>= 65536 elements) splits each row over groups
+    (split=N): each group reduces a slice, the row's last group folds the partials in group order.
+    Still one launch; ties and NaN across groups keep torch's rules; fused outputs are written by
+    every group."""
+    x = data((3, 70000))
+    x[1, 5000] = x[1, 60000] = 9.0                   # equal maxima in different groups: the first wins
+    x[1, 20000] = x[1, 65000] = -9.0
+    x[2, 40000] = x[2, 50000] = np.nan               # two NaNs: the first wins argmax, any NaN wins amax
+    (a, ta) = pair(x)
+    (f, tf) = pair(data(2 ** 17 + 3, seed=1))         # odd length: scalar steps
+    (h, th) = pair(data(90000, np.float16, seed=2))
+    (i, ti) = pair(np.arange(-40000, 40000, dtype=np.int32))
+    y = f * 2.0
+    outs = [a.sum(dim=1), a.amax(dim=1), a.argmax(dim=1), a.argmin(dim=1), (a > 0).any(dim=1),
+            (a > -10).all(dim=1), f.sum(), y, y.amin(), h.sum(), i.sum(), (i * 3).amax()]
+    plan = lt.kernel_plan(*outs)
+    assert plan.count("kernel") == len(paths(*outs)) == 4, plan   # as unsplit: f's sum, y and its amin fuse
+    assert sorted(plan.geometry.values()) == [
+        "rows threads=256 groups=15 rows=1 per_thread=0 vec=4 split=5",      # 3 rows x 5 groups
+        "rows threads=256 groups=5 rows=1 per_thread=0 vec=4 split=5",       # int32 (int64 sum)
+        "rows threads=256 groups=6 rows=1 per_thread=0 vec=4 split=6",       # float16
+        "rows threads=256 groups=9 rows=1 per_thread=0 vec=1 split=9"], plan.geometry   # 2^17 + 3: scalar steps
+    lt.eval(*outs)
+    check(outs[0], ta.sum(1), 1e-3)
+    check(outs[1], ta.amax(1))
+    check(outs[2], ta.argmax(1))
+    check(outs[3], ta.argmin(1))
+    check(outs[4], (ta > 0).any(1))
+    check(outs[5], (ta > -10).all(1))
+    check(outs[6], tf.sum(), 1e-3)
+    check(outs[7], tf * 2.0)
+    check(outs[8], (tf * 2.0).amin())
+    check(outs[9], th.float().sum().half(), 0.5)
+    check(outs[10], ti.sum())
+    check(outs[11], (ti * 3).amax())
+
+
+@pytest.mark.parametrize("spec, want", [("rows:split=3", "threads=256 groups=3 rows=1 per_thread=0 vec=4 split=3"),
+                                        ("rows:split=1", "threads=256 groups=1 rows=1 per_thread=0 vec=4"),
+                                        ("split=2", "threads=256 groups=2 rows=1 per_thread=0 vec=4 split=2")])
+def test_forced_split(gpu, monkeypatch, spec, want):
+    monkeypatch.setenv(GEOMETRY_ENV, spec)
+    n = 65536 + 4 * (len(spec))                       # a shape of its own per case
+    (x, tx) = pair(data(n, ties=True))
+    outs = [x.argmax(), x.sum()]
+    assert all(p.endswith("geometry " + want) for p in paths(*outs)), paths(*outs)
+    lt.eval(*outs)
+    check(outs[0], tx.argmax())
+    check(outs[1], tx.sum(), 1e-3)
+
+
 # ---------------------------------------------------------------- columns
 
 def test_column_reductions(gpu):
@@ -208,12 +364,39 @@ def test_column_reductions(gpu):
     check(outs[4], ti.sum(1))
 
 
+def test_column_reductions_split_over_groups(gpu):
+    """Few outputs and a long reduced dim (>= 16384): the reduced dim is split over groups per 32
+    outputs as well; the last group of each 32 folds the partials in group order.  Ties and NaN
+    across groups, two blocks of 32 outputs (idle lanes), integers, bfloat16, a view."""
+    x = np.round(data((40000, 5))).astype(np.float32)
+    x[30000, 2] = x[35000, 2] = 9.0
+    x[12345, 4] = x[22222, 4] = np.nan
+    (a, ta) = pair(x)
+    (i, ti) = pair(np.arange(-100000, 100000, dtype=np.int32).reshape(20000, 10))
+    (b, tb) = pair(data((17000, 33), seed=1), "bf16")
+    outs = [a.sum(dim=0), a.amax(dim=0), a.argmax(dim=0), a.argmin(dim=0), (a > 0).any(dim=0), i.sum(dim=0),
+            b.sum(dim=0), a[:, 1:].amin(dim=0)]
+    ps = paths(*outs)
+    assert len(ps) == 4 and all(p.startswith("// columns:") and " split=" in p for p in ps), ps
+    lt.eval(*outs)
+    check(outs[0], ta.sum(0))
+    check(outs[1], ta.amax(0))
+    check(outs[2], ta.argmax(0))
+    check(outs[3], ta.argmin(0))
+    check(outs[4], (ta > 0).any(0))
+    check(outs[5], ti.sum(0))
+    check(outs[6], tb.float().sum(0).to(torch.bfloat16), 0.5)
+    check(outs[7], ta[:, 1:].amin(0))
+
+
 # ---------------------------------------------------------------- forced geometries still compute right
 
 @pytest.mark.parametrize("spec, cols, want", [
-    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0"),
-    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10"),
-    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1")])
+    ("rows:threads=64,per_thread=0", 300, "threads=64 groups=5 rows=1 per_thread=0 vec=4"),
+    ("rows:rows=2", 301, "threads=64 groups=3 rows=2 per_thread=10 vec=1"),
+    ("rows:rows=2,vec=1", 304, "threads=64 groups=3 rows=2 per_thread=10 vec=1"),
+    ("rows:threads=128", 308, "threads=128 groups=5 rows=1 per_thread=4 vec=4"),
+    ("linear:per_thread=1,groups=1", 302, "threads=256 groups=1 rows=1 per_thread=1 vec=1")])
 def test_forced_geometry(gpu, monkeypatch, spec, cols, want):
     # a shape of its own per case: no plan compiled under another setting is reused
     monkeypatch.setenv(GEOMETRY_ENV, spec)

@@ -79,20 +79,24 @@ def mlx_call(target: str, rendered: Rendered, head: str) -> MlxCall:
     outs = [a for a in kernel.args if a.role == "out"]
     digest = hashlib.sha256((head + body).encode()).hexdigest()[:12]
     flag = ERROR_FLAG in body
+    # after the kernel's own outputs (the backends pair outputs with the launch's writes in order,
+    # so these extra ones are ignored): a grid combine's scratch, then the error flag, last
+    scratch = rendered.scratch
     return GPU_TARGETS[target].call_type(
         name=f"lt_{digest}",
         input_names=tuple(a.name for a in ins),
-        output_names=tuple(a.name for a in outs) + ((ERROR_FLAG,) if flag else ()),
+        output_names=tuple(a.name for a in outs) + tuple(n for n, _, _ in scratch) + ((ERROR_FLAG,) if flag else ()),
         source=body, header=head,
         input_shapes=tuple((a.numel,) for a in ins), input_dtypes=tuple(a.dtype for a in ins),
-        output_shapes=tuple((a.numel,) for a in outs) + (((1,),) if flag else ()),
-        output_dtypes=tuple(a.dtype for a in outs) + ((D.int32,) if flag else ()),
-        grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag else None)
+        output_shapes=(tuple((a.numel,) for a in outs) + tuple((n,) for _, _, n in scratch)
+                       + (((1,),) if flag else ())),
+        output_dtypes=tuple(a.dtype for a in outs) + tuple(dt for _, dt, _ in scratch) + ((D.int32,) if flag else ()),
+        grid=rendered.grid, threadgroup=rendered.threadgroup, init_value=0 if flag or scratch else None)
 
 
-def launch_call(launch, target: str) -> MlxCall | None:
-    """The MlxCall of a plan launch on `target` ("metal" or "cuda"); None: not a kernel this
-    generator lowers (the executor runs it on the host)."""
+def render_launch(launch, target: str) -> Rendered | None:
+    """A plan launch rendered for `target` ("metal" or "cuda"); None: not a kernel this generator
+    lowers (the executor runs it on the host)."""
     check_dtypes(launch, target)
     if launch.kind != "kernel" or not supports(launch):
         return None
@@ -105,7 +109,36 @@ def launch_call(launch, target: str) -> MlxCall | None:
     rendered = render(kernel, target)
     if kernel.row_cache and not (rendered.geometry and rendered.geometry.per_thread):
         rendered = render(narrow_scalars(lower(launch)), target)
-    return mlx_call(target, rendered, header(target, rendered))
+    return rendered
+
+
+def launch_call(launch, target: str) -> MlxCall | None:
+    """The MlxCall of a plan launch on `target` ("metal" or "cuda"); None: not a kernel this
+    generator lowers (the executor runs it on the host)."""
+    rendered = render_launch(launch, target)
+    return None if rendered is None else mlx_call(target, rendered, header(target, rendered))
+
+
+# The GPU target each backend renders for (metal-emu runs the Metal source).
+BACKEND_TARGETS = {"metal": "metal", "metal-emu": "metal", "cuda": "cuda"}
+
+
+def plan_geometry(plan) -> dict[str, str]:
+    """Launch name -> "<template> threads=.. groups=.. rows=.. per_thread=.. vec=.." for each
+    kernel of a plan on a GPU backend (what lt.kernel_plan prints); {} on other backends.  A
+    launch whose dtypes the GPU lacks (float64) is left out: running it raises, naming the op."""
+    target = BACKEND_TARGETS.get(plan.backend)
+    if target is None:
+        return {}
+    out = {}
+    for launch in plan.launches:
+        try:
+            rendered = render_launch(launch, target)
+        except TypeError:
+            continue
+        if rendered is not None:
+            out[launch.name] = f"{rendered.template} {rendered.geometry}"
+    return out
 
 
 def division_by_zero(launch) -> ZeroDivisionError:

@@ -81,10 +81,27 @@ SIMD_MAX_PER_THREAD = 32
 SIMD_ROWS_PER_GROUP = 8
 ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
 ROW_MAX_PER_THREAD = 16
+ROW_VECTOR = 4                # rows kernels: a thread's adjacent elements per step (one 16-byte word of float)
 MAX_THREADS = 1024
 SHARED_BYTES = 16384          # threadgroup memory a columns kernel may use for its partials
 COLUMN_GROUPS = 256           # column reductions with fewer groups split the reduced dim 32 ways
 GEOMETRY_ENV = "LAZYTORCH_GPU_GEOMETRY"
+# A single-pass reduction of few long rows (x.sum() over 2^24 elements; at most GRID_MAX_ROWS
+# rows) splits each row over many groups (`split`), each reducing a slice of about GRID_SLICE
+# elements; every group writes its partial, and the last group of the row to finish (an atomic
+# ticket per row) folds the row's partials in group order: deterministic, torch's tie rules
+# kept, one launch.  Rows shorter than GRID_MIN stay in one group.
+GRID_MIN = 65536
+GRID_MAX_ROWS = 64
+# Column reductions with few outputs (fewer than COLUMN_SPLIT_GROUPS groups of 32) and a reduced
+# dim of at least COLUMN_SPLIT_MIN split it over groups as well, each slice of a group taking at
+# least COLUMN_SPLIT_RUN reduced indices; the last group of each 32 outputs folds their partials.
+COLUMN_SPLIT_GROUPS = 64
+COLUMN_SPLIT_MIN = 16384
+COLUMN_SPLIT_RUN = 64
+GRID_THREADS = 256
+GRID_SLICE = GRID_THREADS * 64
+GRID_MAX_GROUPS = 1024
 
 
 @dataclass(frozen=True)
@@ -93,14 +110,23 @@ class Geometry:
     the domain, `per_thread` consecutive elements per thread and step (vector loads where the
     dialect has them).  rows: `rows` rows per group (> 1: one simdgroup per row), `threads`
     per group, `per_thread` elements of the row each thread keeps in registers (0: none, every
-    pass re-reads the row).  columns: 32 outputs per group, `rows` slices of the reduced domain."""
+    pass re-reads the row); `vec` 4: thread t of a row takes elements [4t..4t+3] + k*4T, each
+    aligned contiguous operand moved as one word (1: elements t + k*T, one by one).  columns: 32
+    outputs per group, `rows` slices of the reduced domain.  linear: `vec` is per_thread."""
     threads: int
     groups: int
     rows: int = 1
     per_thread: int = 1
+    vec: int = 1
+    split: int = 1        # rows: groups per row; columns: per 32 outputs (> 1: a grid combine folds their partials)
 
     def __str__(self) -> str:
-        return f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
+        return (f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
+                f" vec={self.vec}" + (f" split={self.split}" if self.split > 1 else ""))
+
+    def slice(self, inner: int) -> int:
+        """split > 1: the elements of the row each group reduces (a multiple of vec)."""
+        return _ceil(inner, self.split * self.vec) * self.vec
 
     @property
     def row_threads(self) -> int:
@@ -120,37 +146,67 @@ def _pow2_at_least(n: int) -> int:
 
 def linear_geometry(numel: int) -> Geometry:
     vec = LINEAR_VECTOR if numel >= LINEAR_VECTOR * SIMD else 1
-    return Geometry(LINEAR_THREADS, max(1, min(LINEAR_MAX_GROUPS, _ceil(numel, LINEAR_THREADS * vec))), 1, vec)
+    return Geometry(LINEAR_THREADS, max(1, min(LINEAR_MAX_GROUPS, _ceil(numel, LINEAR_THREADS * vec))), 1, vec, vec)
 
 
-def rows_geometry(outer: int, inner: int, revisits: bool) -> Geometry:
+def _row_share(inner: int, threads: int, vec: int) -> int:
+    """Elements of a row each of `threads` threads holds (a multiple of `vec`)."""
+    return _ceil(inner, threads * vec) * vec
+
+
+def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geometry:
     """Short rows: a simdgroup each; longer ones: one group, in registers if a later pass revisits
-    the row (softmax, layer_norm), else threads striding over it."""
+    the row (softmax, layer_norm), else threads striding over it.  `vec` (ROW_VECTOR where the
+    row's operands allow vector steps, else 1): elements a thread takes per step."""
     if inner <= SIMD_ROW or (revisits and inner <= SIMD_ROW_REVISITED):
         rows = max(1, min(SIMD_ROWS_PER_GROUP, outer))
-        return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows, _ceil(inner, SIMD) if revisits else 0)
+        return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows,
+                        _row_share(inner, SIMD, vec) if revisits else 0, vec)
     if revisits:
         threads = min(MAX_THREADS, max(64, _pow2_at_least(_ceil(inner, ROW_PER_THREAD))))
-        per = _ceil(inner, threads)
-        return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0)
+        per = _row_share(inner, threads, vec)
+        return Geometry(threads, max(1, outer), 1, per if per <= ROW_MAX_PER_THREAD else 0, vec)
     most = LINEAR_THREADS if outer >= COLUMN_GROUPS else MAX_THREADS   # few long rows: wider groups
-    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0)
+    return Geometry(min(most, max(SIMD, _pow2_at_least(_ceil(inner, 4)))), max(1, outer), 1, 0, vec)
 
 
-def columns_geometry(outer: int, inner: int, partial_bytes: int) -> Geometry:
+def grid_split(outer: int, inner: int, vec: int, groups: int = 0) -> int:
+    """Groups sharing each of `outer` rows of `inner` elements (`groups`: forced, else about one
+    per GRID_SLICE elements, at most GRID_MAX_GROUPS in all); every group gets a non-empty slice."""
+    want = groups or min(max(1, GRID_MAX_GROUPS // max(1, outer)), _ceil(inner, GRID_SLICE))
+    want = max(1, min(want, _ceil(inner, vec)))
+    return _ceil(inner, _ceil(inner, want * vec) * vec)
+
+
+def columns_geometry(outer: int, inner: int, partial_bytes: int, splittable: bool = False) -> Geometry:
     """32 adjacent outputs per group; slices of the reduced domain per group: 8, or 32 when the
     outputs alone give too few groups to fill the GPU; fewer when the partials of all slices
-    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory."""
+    (`partial_bytes` per thread) would pass SHARED_BYTES of threadgroup memory.  Few outputs and
+    a long reduced dim (`splittable`: the dialect has the grid combine): the reduced dim split
+    over `split` groups per 32 outputs as well."""
     groups = max(1, _ceil(outer, SIMD))
     slices = 8 if groups >= COLUMN_GROUPS or inner < 64 else 32
     while slices > 1 and slices * SIMD * partial_bytes > SHARED_BYTES:
         slices //= 2
-    return Geometry(SIMD * slices, groups, slices, 0)
+    split = 1
+    if splittable and groups < COLUMN_SPLIT_GROUPS and inner >= COLUMN_SPLIT_MIN:
+        split = column_split(groups, inner, slices)
+    return Geometry(SIMD * slices, groups * split, slices, 0, 1, split)
 
 
-def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geometry:
+def column_split(groups: int, inner: int, slices: int, want: int = 0) -> int:
+    """Groups sharing the reduced dim of each 32 outputs (`want`: forced), every one non-empty."""
+    want = want or min(max(1, GRID_MAX_GROUPS // groups), _ceil(inner, slices * COLUMN_SPLIT_RUN))
+    want = max(1, min(want, inner))
+    return _ceil(inner, _ceil(inner, want))
+
+
+def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False,
+                    splittable: bool = False) -> Geometry:
     """`g` with the fields LAZYTORCH_GPU_GEOMETRY sets (e.g. "threads=512,per_thread=8"; for one
-    template only: "rows:threads=128"), made consistent with the kernel's shape."""
+    template only: "rows:threads=128"), made consistent with the kernel's shape (`vectorisable`:
+    whether a rows kernel may take vector steps, vec=4; `splittable`: whether its one row may be
+    split over groups, split=N)."""
     spec = os.environ.get(GEOMETRY_ENV, "").strip()
     if not spec:
         return g
@@ -163,27 +219,38 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int) -> Geome
         key, _, value = kv.partition("=")
         if scope and scope != template:
             continue
-        if key not in ("threads", "groups", "rows", "per_thread") or not value.strip().isdigit():
+        if key not in ("threads", "groups", "rows", "per_thread", "vec", "split") or not value.strip().isdigit():
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
-                             "[linear:|rows:]threads=N, groups=N, rows=N, per_thread=N")
+                             "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, "
+                             "vec=1|4 (rows), split=N (rows, columns)")
         fields[key] = int(value)
     if template == "rows" and "threads" in fields and "rows" not in fields:
         fields["rows"] = 1                     # threads alone: one group per row
     g = replace(g, **fields)
     if template == "linear":
         per = max(1, g.per_thread)
-        return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per,
+        return replace(g, threads=max(1, min(MAX_THREADS, g.threads)), per_thread=per, vec=per,
                        groups=max(1, min(g.groups, _ceil(max(outer * inner, 1), g.threads * per))))
     if template == "columns":
         rows = max(1, min(g.rows, MAX_THREADS // SIMD))
-        return replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, SIMD)), per_thread=0)
+        blocks = max(1, _ceil(outer, SIMD))
+        split = column_split(blocks, inner, rows, g.split) if splittable and g.split > 1 and inner > 0 else 1
+        return replace(g, rows=rows, threads=SIMD * rows, groups=blocks * split, per_thread=0, vec=1, split=split)
+    g = replace(g, vec=ROW_VECTOR if vectorisable and g.vec > 1 else 1)
+    if splittable and (g.split > 1 or "split" in fields):
+        split = grid_split(outer, inner, g.vec, g.split) if g.split > 1 else 1
+        g = replace(g, split=split, rows=1, per_thread=0,
+                    threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)))
+        if split > 1:
+            return replace(g, groups=max(1, outer) * split)
+        g = replace(g, groups=max(1, outer))
     if g.rows > 1:
         rows = min(g.rows, MAX_THREADS // SIMD)
         g = replace(g, rows=rows, threads=SIMD * rows, groups=max(1, _ceil(outer, rows)))
     else:
         g = replace(g, threads=max(SIMD, min(MAX_THREADS, g.threads // SIMD * SIMD)), groups=max(1, outer))
-    if g.per_thread and "per_thread" not in fields:      # the row over the forced threads
-        per = _ceil(inner, g.row_threads)
+    if g.per_thread and ("per_thread" not in fields or g.per_thread % g.vec):   # the row over the forced threads
+        per = _row_share(inner, g.row_threads, g.vec)
         g = replace(g, per_thread=per if per <= (SIMD_MAX_PER_THREAD if g.rows > 1 else ROW_MAX_PER_THREAD) else 0)
     if g.per_thread and g.per_thread * g.row_threads < inner:
         g = replace(g, per_thread=0)           # the row does not fit: no register cache
@@ -202,6 +269,9 @@ class Rendered:
     threadgroup: tuple[int, int, int] = (1, 1, 1)
     parallel: bool = False
     geometry: Geometry | None = None              # GPU: what the grid and threadgroup came from
+    # GPU grid combine (geometry.split > 1): the extra outputs the kernel writes, as (name, dtype,
+    # elements): each group's partials and the ticket counter; zero-initialised, read by no one else
+    scratch: tuple = ()
 
 
 def _literal(value, dt: DType) -> str:
@@ -227,6 +297,10 @@ class _Stage:
     simd: bool = True
     reduces: list = field(default_factory=list)   # the stage's Reduces (Metal combines them across threads)
     accs: list = field(default_factory=list)      # (type, name, initial value) of every accumulator
+    vloads: list = field(default_factory=list)    # GPU rows, vector steps: the step's loads into lt_l*
+    vdecls: list = field(default_factory=list)    # ... the arrays its stores fill (lt_s*)
+    vstores: list = field(default_factory=list)   # ... and their stores after the step
+    vmoved: set = field(default_factory=set)      # the lt_l*/lt_s* arrays those lines move
 
 
 class _Renderer:
@@ -240,7 +314,10 @@ class _Renderer:
         self.filled: dict[int, int] = {}         # access -> id of the stage that loads it from memory
         self.vector: dict[int, tuple[int, str]] = {}   # GPU linear: access -> (bytes, word type) of its vector load
         self.in_vector = False                   # rendering the vector body (lanes lt_q of a vector)
+        self.row_vector: dict[int, str] = {}     # GPU rows: access -> its word type ("": moved element by element)
+        self.out: _Stage | None = None           # the stage being rendered
         self.stage_id = 0
+        self.scratch: tuple = ()                 # GPU grid combine: its extra outputs
 
     # ---- index expressions
     def index(self, a: Access, scope: str) -> str:
@@ -278,9 +355,10 @@ class _Renderer:
                 slot = self.cached_loads[acc]
                 if self.filled.setdefault(acc, self.stage_id) != self.stage_id:
                     return f"const {T} {op.var} = lt_c{slot}[lt_j];"
-                e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
+                e = (fmt.format(ptr=f"lt_l{acc}", idx="lt_q") if self.vector_step(acc, scope, "load")
+                     else fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope)))
                 return self.note(f"const {T} {op.var} = {e}; lt_c{slot}[lt_j] = {op.var};")
-            if self.in_vector and acc in self.vector:
+            if self.in_vector and acc in self.vector or self.vector_step(acc, scope, "load"):
                 e = fmt.format(ptr=f"lt_l{acc}", idx="lt_q")
             else:
                 e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))
@@ -304,7 +382,7 @@ class _Renderer:
     def store_line(self, st, scope: str) -> str:
         a = self.k.accesses[st.access]
         fmt = self.d.store.get(st.dtype.name, self.d.store["*"])
-        if self.in_vector and st.access in self.vector:
+        if self.in_vector and st.access in self.vector or self.vector_step(st.access, scope, "store"):
             return self.note(f"lt_s{st.access}[lt_q] = {fmt.format(st.value)};")
         return self.note(f"{self.k.args[a.arg].name}[{self.at(a, scope)}] = {fmt.format(st.value)};")
 
@@ -335,8 +413,36 @@ class _Renderer:
             out.clauses.append(f"reduction(|:{a}_nan)")
             out.final.append(f"if ({a}_nan) {a} = NAN;")
 
+    def vector_step(self, acc: int, scope: str, kind: str) -> bool:
+        """GPU rows with vector steps: whether access `acc` moves as one step's ROW_VECTOR adjacent
+        elements (lt_l*/lt_s* arrays, moved before/after the step); records the move once per stage."""
+        if not (self.geo and self.geo.vec > 1 and scope == "elem" and acc in self.row_vector):
+            return False
+        a, d, n = self.k.accesses[acc], self.d, self.geo.vec
+        name = f"lt_l{acc}" if kind == "load" else f"lt_s{acc}"
+        if name in self.out.vmoved:
+            return True
+        self.out.vmoved.add(name)
+        T = d.storage_type(self.k.args[a.arg].dtype)
+        row = self.index(a, "row")
+        ptr, base = self.k.args[a.arg].name, "lt_b" if row == "0" else row + " + lt_b"
+        word = self.row_vector[acc]
+        nbytes = self.k.args[a.arg].dtype.itemsize * n
+        decl = d.extra.get("vec_decl", "{T} {v}[{n}];").format(T=T, v=name, n=n, bytes=nbytes)
+        fields = dict(ptr=ptr, idx=base, v=name, W=word, n=n)
+        each = d.extra[f"vec_{kind}_each"].format(**fields)
+        move = (f"if (lt_aligned) {{ {d.extra['vec_' + kind].format(**fields)} }} else {{ {each} }}"
+                if word else each)
+        if kind == "load":
+            self.out.vloads.append(f"{decl} {move}")
+        else:
+            self.out.vdecls.append(decl)
+            self.out.vstores.append(move)
+        return True
+
     def stage(self, s: Stage) -> _Stage:
         out = _Stage(s.scope)
+        self.out = out
         self.stage_id += 1
         for op in s.ops:
             line = self.op_line(op, s.scope)
@@ -357,6 +463,8 @@ class _Renderer:
         kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
         self.k = kernel
         if self.d.gpu:
+            if not self.linear and not self._columns_kernel():
+                self.row_vector = self.row_vector_accesses(kernel)
             self.geo = self.geometry(kernel, "columns" if self._columns_kernel() else "rows")
             if self.geo.per_thread and not self.linear:
                 self.cached_loads = _revisited_loads(kernel)
@@ -385,7 +493,7 @@ class _Renderer:
             empty = kernel.numel == 0 if shape == "linear" else kernel.outer_numel == 0
             grid = (0 if empty else self.geo.groups * self.geo.threads, 1, 1)
             tg = (self.geo.threads, 1, 1)
-        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo)
+        return Rendered(source, shape, frozenset(self.helpers), kernel, grid, tg, parallel, self.geo, self.scratch)
 
     # ---- GPU geometry and what depends on it
     def geometry(self, k: Kernel, template: str) -> Geometry:
@@ -394,11 +502,43 @@ class _Renderer:
         if template == "columns":
             per_thread = sum(r.dtype.itemsize + (8 if r.index else 0) + (4 if REDUCTIONS[r.op].nan else 0)
                              for r in k.stages[2].reduces)
-            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread), "columns",
-                                   k.outer_numel, k.inner_numel)
+            splittable = "grid_ticket" in self.d.extra
+            return forced_geometry(columns_geometry(k.outer_numel, k.inner_numel, per_thread, splittable), "columns",
+                                   k.outer_numel, k.inner_numel, splittable=splittable)
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
-        g = rows_geometry(k.outer_numel, k.inner_numel, revisits)
-        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel)
+        vec = ROW_VECTOR if self.row_vector else 1
+        splittable = self.splittable(k, revisits)
+        if splittable and k.inner_numel >= GRID_MIN:
+            split = grid_split(k.outer_numel, k.inner_numel, vec)
+            g = Geometry(GRID_THREADS, k.outer_numel * split, 1, 0, vec, split)
+        else:
+            g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
+        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector), splittable)
+
+    def splittable(self, k: Kernel, revisits: bool) -> bool:
+        """Whether a rows kernel may split its rows over groups (a grid combine): at most
+        GRID_MAX_ROWS rows, one pass over each that reduces, and a dialect that spells the
+        combine's fence and ticket."""
+        elem = [s for s in k.stages if s.scope == "elem" and not s.empty]
+        return ("grid_ticket" in self.d.extra and 1 <= k.outer_numel <= GRID_MAX_ROWS and not revisits and len(elem) == 1
+                and bool(elem[0].reduces) and k.inner_numel > 0)
+
+    def row_vector_accesses(self, k: Kernel) -> dict[int, str]:
+        """The operands of a rows kernel that move ROW_VECTOR adjacent elements per step: contiguous
+        along a one-dim row whose length is a multiple of ROW_VECTOR, each row's first element at a
+        multiple of it (so the run-time alignment check of the buffer is all a word move needs).
+        Value: the dialect's word for the step's bytes ("": element by element).  None such (or a
+        row of another length): {}, and the kernel keeps scalar steps."""
+        n = ROW_VECTOR
+        if "vec_load_each" not in self.d.extra or len(k.inner) != 1 or k.inner_numel % n or not k.inner_numel:
+            return {}
+        words = self.d.extra.get("vec_words", {})
+        out = {}
+        for i, a in enumerate(k.accesses):
+            if a.arg is None or a.inner != (1,) or a.offset % n or any(s % n for s in a.outer):
+                continue
+            out[i] = words.get(str(k.args[a.arg].dtype.itemsize * n), "")
+        return out
 
     def vector_accesses(self, k: Kernel, n: int) -> dict[int, tuple[int, str]]:
         """The accesses of a linear kernel loaded and stored as one n-element word (dialects with
@@ -444,9 +584,43 @@ class _Renderer:
                        aligned=" && ".join(aligned))
             return ctx
         ctx["row_threads"] = g.row_threads
+        ctx["grid"] = self.grid_combine(k, stages) if g.split > 1 else None
+        words = sorted({self.k.args[self.k.accesses[acc].arg].name for acc, w in self.row_vector.items() if w})
+        ctx["row_aligned"] = " && ".join(
+            d.extra["vec_aligned"].format(ptr=name, bytes=_arg_bytes(k, name) * g.vec) for name in words
+        ) if g.vec > 1 else ""
         ctx["cached"] = [(slot, d.register_type(_load_dtype(k, acc)))
                          for acc, slot in sorted(self.cached_loads.items(), key=lambda t: t[1])]
         return ctx
+
+    def grid_combine(self, k: Kernel, stages: list[_Stage]) -> dict:
+        """The template's view of the grid combine: each reduce's partial buffers (value, NaN
+        flag, index) as scratch outputs, and how the last group loads and folds them."""
+        d, g = self.d, self.geo
+        reduces, scratch = [], []
+        for n, r in enumerate(r for st in stages for r in st.reduces):
+            red = REDUCTIONS[r.op]
+            dt = D.int32 if r.dtype.is_bool else D.float32 if r.dtype.is_floating_point else r.dtype
+            T = d.register_type(dt)
+            parts = {"value": (f"lt_p{n}", dt)}
+            if red.nan and r.dtype.is_floating_point and not r.index:
+                parts["nan"] = (f"lt_p{n}n", D.int32)
+            if r.index:
+                parts["index"] = (f"lt_p{n}i", D.int64)
+            scratch += [(name, dt_, g.split * k.outer_numel) for name, dt_ in parts.values()]
+            load = {key: d.extra["grid_load"].format(T=d.register_type(dt_), ptr=name, idx="lt_row_p + lt_p")
+                    for key, (name, dt_) in parts.items()}
+            ident = red.identity(r.value_dtype if r.index else r.dtype)
+            names = {"nan": None, "index": None, **{k_: v[0] for k_, v in parts.items()}}
+            reduces.append(dict(r=r, parts=names, load=load, T=T,
+                                identity=ident, fold=red.fold.format(r.acc, "lt_b") if not r.index else ""))
+        columns = self._columns_kernel()
+        scratch.append(("lt_done", D.int32, _ceil(k.outer_numel, SIMD) if columns else k.outer_numel))
+        self.scratch = tuple(scratch)
+        return dict(reduces=reduces, slice=_ceil(k.inner_numel, g.split) if columns else g.slice(k.inner_numel),
+                    split=g.split,
+                    fence=d.extra["grid_fence"],
+                    ticket=d.extra["grid_ticket"].format("lt_done + lt_blk" if columns else "lt_done + o"))
 
     def _columns_kernel(self) -> bool:
         """_columns before rendering (GPU geometry depends on it): the simd test only matters to C."""
@@ -478,6 +652,10 @@ def _revisited_loads(k: Kernel) -> dict[int, int]:
                 seen.setdefault(op.attrs["access"], set()).add(n)
     again = [acc for acc, where in seen.items() if len(where) > 1]
     return {acc: slot for slot, acc in enumerate(again)}
+
+
+def _arg_bytes(k: Kernel, name: str) -> int:
+    return next(a.dtype.itemsize for a in k.args if a.name == name)
 
 
 def _load_dtype(k: Kernel, acc: int) -> DType:

@@ -100,6 +100,9 @@ class KernelPlan:
     scalar_slots: frozenset = frozenset()    # param slots that receive Python numbers, not buffers
     nodes: list[Node] = field(default_factory=list, repr=False)   # the final graph, topological
     refusals: list[Refusal] = field(default_factory=list, repr=False)   # fusion's refused merges
+    # GPU backends, filled by lazytorch.kernel_plan: launch name -> its kernel's template and
+    # launch geometry (codegen/gpu.py::plan_geometry), printed under the launch
+    geometry: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def kernels(self) -> list[Launch]:
@@ -130,6 +133,8 @@ def format_plan(plan: KernelPlan) -> str:
         reads = ", ".join(repr(b) for _, b in l.reads)
         writes = ", ".join(f"{names[id(n)]}->{b!r}" for n, b in l.writes)
         lines.append(f"{l.name}: {l.kind}/{l.pattern}{dom} reads({reads}) writes({writes})")
+        if l.name in plan.geometry:
+            lines.append(f"    # {plan.geometry[l.name]}")
         src = origins(l.nodes)
         if src:
             lines.append(f"    # from {', '.join(src)}")

@@ -261,7 +261,9 @@ class MetalEmuBackend(Backend):
 
         def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
             # astype only narrows 0-d float64 params to the float32 the kernel reads (narrow_scalars)
-            outs = [w.reshape(-1) for w in writes] + ([np.zeros(1, np.int32)] if flag else [])
+            outs = [w.reshape(-1) for w in writes]
+            # the call's further outputs (a grid combine's scratch, the error flag), zeroed
+            outs += [np.zeros(s, d.np) for s, d in zip(call.output_shapes[len(outs):], call.output_dtypes[len(outs):])]
             run(call, [np.asarray(r).reshape(-1).astype(d, copy=False) for r, d in zip(reads, dtypes)], outs)
             return flag and outs[-1][0]     # the executor raises when the kernel set it
         return fn

@@ -21,12 +21,12 @@ namespace mlx::core::cu {
 
 namespace cg = cooperative_groups;
 
-__global__ void custom_kernel_lt_e5ffd3152b12(
+__global__ void custom_kernel_lt_94a57f33cfe7(
     const float* a0,
     const float* a1,
     const float* a2,
     float* a3) {
-// linear: k0_pointwise, pointwise over 240 contiguous elements; geometry threads=256 groups=1 rows=1 per_thread=4
+// linear: k0_pointwise, pointwise over 240 contiguous elements; geometry threads=256 groups=1 rows=1 per_thread=4 vec=4
 const int32_t lt_tid = int32_t(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
 const float v2 = a0[0];
 const float v3 = ((float)(v2));

@@ -1,11 +1,11 @@
 inline float lt_sigmoid_f32(float x) { return 1.0f / (1.0f + metal::precise::exp(-x)); }
-[[kernel]] void custom_kernel_lt_343bf7e48bed_floatc_float_floatc_float(
+[[kernel]] void custom_kernel_lt_7e6c1d37d9c7_floatc_float_floatc_float(
   const constant float* a0 [[buffer(0)]],
   const device float* a1 [[buffer(1)]],
   const constant float* a2 [[buffer(2)]],
   device float* a3 [[buffer(3)]],
   uint3 thread_position_in_grid [[thread_position_in_grid]]) {
-// linear: k0_pointwise, pointwise over 240 contiguous elements; geometry threads=256 groups=1 rows=1 per_thread=4
+// linear: k0_pointwise, pointwise over 240 contiguous elements; geometry threads=256 groups=1 rows=1 per_thread=4 vec=4
 const int32_t lt_tid = int32_t(thread_position_in_grid.x);
 const float v2 = a0[0];
 const float v3 = float(v2);

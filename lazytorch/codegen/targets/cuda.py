@@ -164,6 +164,14 @@ DIALECT = Dialect(
         "vec_load": "*reinterpret_cast<{W}*>({v}) = *reinterpret_cast<const {W}*>({ptr} + {idx});",
         "vec_store": "*reinterpret_cast<{W}*>({ptr} + {idx}) = *reinterpret_cast<const {W}*>({v});",
         "vec_aligned": "(size_t)({ptr}) % {bytes} == 0",
+        # the same n elements moved one by one (rows kernels, when a pointer is not aligned)
+        "vec_load_each": "for (int lt_e = 0; lt_e < {n}; lt_e++) {v}[lt_e] = {ptr}[{idx} + lt_e];",
+        "vec_store_each": "for (int lt_e = 0; lt_e < {n}; lt_e++) {ptr}[{idx} + lt_e] = {v}[lt_e];",
+        # the grid combine of long reductions (gpu_rows.j2): each block's partial, a fence, a
+        # ticket; the last block reads every partial past L1 (volatile) and folds them in order
+        "grid_fence": "__threadfence();",
+        "grid_ticket": "atomicAdd({0}, 1)",
+        "grid_load": "((volatile {T}*){ptr})[{idx}]",
     },
 )
 

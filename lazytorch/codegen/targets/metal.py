@@ -222,6 +222,17 @@ DIALECT = Dialect(
         "simd_sum": "simd_sum({0})", "simd_prod": "simd_product({0})", "simd_amax": "simd_max({0})",
         "simd_amin": "simd_min({0})", "simd_any": "simd_any({0})", "simd_all": "simd_all({0})",
         "simd_flag": "simd_max({0})",   # OR of a 0/1 int flag across the simdgroup
+        # rows kernels' vector steps (a thread's 4 adjacent elements): Metal moves them element by
+        # element into a thread array (no word casts: its strict address spaces; no vec_words, so
+        # linear kernels keep their per-element loads)
+        "vec_decl": "{T} {v}[{n}];",
+        "vec_load_each": "for (uint lt_e = 0; lt_e < {n}; lt_e++) {v}[lt_e] = {ptr}[{idx} + lt_e];",
+        "vec_store_each": "for (uint lt_e = 0; lt_e < {n}; lt_e++) {ptr}[{idx} + lt_e] = {v}[lt_e];",
+        # the grid combine of long reductions (gpu_rows.j2): a device-scope fence (MSL 3.2) around
+        # a relaxed atomic ticket orders each threadgroup's partial before the last group reads it
+        "grid_fence": "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);",
+        "grid_ticket": "atomic_fetch_add_explicit((device atomic_int*)({0}), 1, memory_order_relaxed)",
+        "grid_load": "{ptr}[{idx}]",
     },
 )
 
