@@ -256,3 +256,34 @@ def test_flipped_and_expanded_operands(backend):
     check(lambda m, x, w: m.matmul(x.flip(-1), w), x, w, atol=1e-4)
     check(lambda m, x, w: m.matmul(x.flip(1), w.flip(0)), x, w, atol=1e-4)
     check(lambda m, x, w: m.matmul(x[:, :1].expand(2, 5, 16), w), x, w, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("ids_shape", [(2, 3), (5,), (0,), ()])
+def test_embedding_runs_on_the_device_of_mlx_backends(dtype, ids_shape):
+    """On metal and cuda an embedding launch is an MLX take on the device (runtime/mlx.py
+    DEVICE_REFERENCE), not a round trip of the table through host memory; here its launch function
+    runs over MLX arrays on MLX's CPU, against torch, with torch's IndexError for a bad index."""
+    import mlx.core as mx
+    import torch
+    from lazytorch.ir import dtypes as D
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.mlx import MlxBuffer, device_reference_launch, to_mx
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((7, 4)).astype(dtype)
+    ids = rng.integers(0, 7, ids_shape)
+    plan = kernel_plan([F(lt).embedding(lt.tensor(ids), lt.tensor(weight))], "cuda")
+    (launch,) = plan.launches
+    fn = device_reference_launch(launch)
+    assert launch.kind == "reference" and fn is not None
+    reads = [MlxBuffer(to_mx(a, D.from_numpy(a.dtype)), D.from_numpy(a.dtype)) for a in (ids, weight)]
+    out = MlxBuffer(mx.zeros(launch.writes[0][1].shape, dtype=mx.float16 if dtype == np.float16 else mx.float32),
+                    D.from_numpy(np.dtype(dtype)))
+    fn(reads, [out])
+    want = torch.nn.functional.embedding(torch.from_numpy(ids), torch.from_numpy(weight)).numpy()
+    np.testing.assert_array_equal(np.asarray(out), want)
+    if ids.size:
+        bad = [MlxBuffer(to_mx(np.where(ids == ids.flat[0], 7, ids), D.int64), D.int64), reads[1]]
+        with pytest.raises(IndexError, match=r"embedding: index 7 is out of range for 7 embeddings"):
+            fn(bad, [out])
+

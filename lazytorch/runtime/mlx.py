@@ -171,6 +171,9 @@ class MlxBackend(Backend):
         if launch.kind == "library":
             check_dtypes(launch, self.factory.target)
             return _device_library_launch(launch) if self.factory.matmul_on_device else None
+        if launch.kind == "reference":
+            check_dtypes(launch, self.factory.target)
+            return device_reference_launch(launch)
         call = launch_call(launch, self.factory.target)
         if call is None:
             return None
@@ -313,6 +316,43 @@ def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
         env = _views(launch, views, reads)
         out = mx.fast.scaled_dot_product_attention(env[id(q)], env[id(k)], env[id(v)], scale=scale, mask=mask)
         return [mx.contiguous(out)]
+    return fn
+
+
+def _embedding(node, indices, weight):
+    """Rows of `weight`; an index outside 0..rows-1 is torch's IndexError, as on the host (one
+    device-to-host read of a flag: cheaper than a round trip of the table through host memory)."""
+    mx = _mx()
+    rows = weight.shape[0]
+    bad = (indices < 0) | (indices >= rows)
+    if mx.any(bad).item():
+        first = int(np.asarray(indices)[np.asarray(bad)].reshape(-1)[0])
+        raise IndexError(f"embedding: index {first} is out of range for {rows} embeddings; "
+                         f"valid indices are 0..{rows - 1}")
+    return mx.take(weight, indices.reshape(-1), axis=0)
+
+
+# Reference launches the MLX backends run as MLX calls on the device instead of on the host (a host
+# launch copies every buffer it reads to host memory and its results back: a model's embedding
+# table, 47 MB for MiniLM, on every call).  op -> implementation(node, *input arrays).
+DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding}
+
+
+def device_reference_launch(launch) -> LaunchFn | None:
+    """A reference launch as MLX calls over MlxBuffers, when every node has a DEVICE_REFERENCE
+    entry and reads only the launch's buffers and earlier nodes; else None (the host runs it)."""
+    known = {id(n) for n, _ in launch.reads}
+    for node in launch.nodes:
+        if node.op not in DEVICE_REFERENCE or any(id(i) not in known for i in node.inputs):
+            return None
+        known.add(id(node))
+
+    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+        env = {id(node): r.array for (node, _), r in zip(launch.reads, reads)}
+        for node in launch.nodes:
+            env[id(node)] = DEVICE_REFERENCE[node.op](node, *(env[id(i)] for i in node.inputs))
+        for (node, _), w in zip(launch.writes, writes):
+            w.array = env[id(node)].reshape(w.array.shape)
     return fn
 
 
