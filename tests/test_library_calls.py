@@ -256,3 +256,61 @@ def test_flipped_and_expanded_operands(backend):
     check(lambda m, x, w: m.matmul(x.flip(-1), w), x, w, atol=1e-4)
     check(lambda m, x, w: m.matmul(x.flip(1), w.flip(0)), x, w, atol=1e-4)
     check(lambda m, x, w: m.matmul(x[:, :1].expand(2, 5, 16), w), x, w, atol=1e-4)
+
+
+
+def _device_reference(program, *arrays):
+    """Run the single reference launch of `program(*tensors)` through runtime/mlx.py's device
+    implementation (DEVICE_REFERENCE) over MLX arrays on MLX's CPU; returns the host result.
+    The arrays have distinct shapes: a launch's reads are matched to them by shape."""
+    import mlx.core as mx
+    from lazytorch.ir import dtypes as D
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.mlx import MlxBuffer, device_reference_launch, mx_dtype, to_mx
+    plan = kernel_plan([program(lt, *(lt.tensor(a) for a in arrays))], "cuda")
+    (launch,) = [launch for launch in plan.launches if launch.kind == "reference"]
+    fn = device_reference_launch(launch)
+    assert fn is not None, [n.op for n in launch.nodes]
+    by_shape = {a.shape: MlxBuffer(to_mx(a, D.from_numpy(a.dtype)), D.from_numpy(a.dtype)) for a in arrays}
+    assert len(by_shape) == len(arrays)
+    (_, ref), = launch.writes
+    out = MlxBuffer(mx.zeros(ref.shape, dtype=mx_dtype(ref.dtype)), ref.dtype)
+    fn([by_shape[b.shape] for _, b in launch.reads], [out])
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("ids_shape", [(2, 3), (5,), (0,), ()])
+def test_embedding_runs_on_the_device_of_mlx_backends(dtype, ids_shape):
+    """On metal and cuda an embedding launch is an MLX take on the device (runtime/mlx.py
+    DEVICE_REFERENCE), not a round trip of the table through host memory; checked against torch,
+    with torch's IndexError for a bad index."""
+    import torch
+    rng = np.random.default_rng(0)
+    weight, ids = rng.standard_normal((7, 4)).astype(dtype), rng.integers(0, 7, ids_shape)
+    got = _device_reference(lambda m, i, w: F(m).embedding(i, w), ids, weight)
+    np.testing.assert_array_equal(got, F(torch).embedding(torch.from_numpy(ids), torch.from_numpy(weight)).numpy())
+    if ids.size:
+        with pytest.raises(IndexError, match=r"embedding: index 7 is out of range for 7 embeddings"):
+            _device_reference(lambda m, i, w: F(m).embedding(i, w), np.where(ids == ids.flat[0], 7, ids), weight)
+
+
+@pytest.mark.parametrize("dim,index_shape", [(0, (2, 3)), (1, (4, 2)), (1, (2, 5)), (-1, (3, 1))])
+def test_gather_and_cat_run_on_the_device_of_mlx_backends(dim, index_shape):
+    import torch
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    index = rng.integers(0, x.shape[dim], index_shape)
+    got = _device_reference(lambda m, x, i: m.gather(x, dim, i), x, index)
+    np.testing.assert_array_equal(got, torch.gather(torch.from_numpy(x), dim, torch.from_numpy(index)).numpy())
+    with pytest.raises(RuntimeError, match=r"gather: index -1 is out of bounds"):
+        _device_reference(lambda m, x, i: m.gather(x, dim, i), x, np.where(index == index.flat[0], -1, index))
+    y = rng.standard_normal((4, 3)).astype(np.float32)
+    got = _device_reference(lambda m, x, y: m.cat([x, y, x], dim=1), x, y)
+    np.testing.assert_array_equal(got, np.concatenate([x, y, x], axis=1))
+
+
+def test_cross_entropy_target_error_names_the_target_on_the_device():
+    logits = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
+    with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+        _device_reference(lambda m, x, t: F(m).cross_entropy(x, t), logits, np.array([1, 9, 0]))

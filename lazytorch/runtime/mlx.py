@@ -23,6 +23,7 @@ from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
+from .reference import run_node
 from .executor import PlanExecutor
 from . import nvrtc
 
@@ -171,6 +172,9 @@ class MlxBackend(Backend):
         if launch.kind == "library":
             check_dtypes(launch, self.factory.target)
             return _device_library_launch(launch) if self.factory.matmul_on_device else None
+        if launch.kind == "reference":
+            check_dtypes(launch, self.factory.target)
+            return device_reference_launch(launch)
         call = launch_call(launch, self.factory.target)
         if call is None:
             return None
@@ -289,12 +293,16 @@ def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
 
 def _views(launch, views, reads: Sequence[Any]) -> dict[int, Any]:
     """id(node) -> MLX array of every value the launch reads, its view nodes included."""
-    mx = _mx()
     env = {id(node): arr for (node, _), arr in zip(launch.reads, reads)}
     for node in views:
-        spec = node.attrs["view"]
-        env[id(node)] = mx.as_strided(env[id(node.inputs[0])].reshape(-1), spec.shape, spec.strides, spec.offset)
+        env[id(node)] = _view(node, env[id(node.inputs[0])])
     return env
+
+
+def _view(node, base):
+    """A view node over its (contiguous) buffer as an MLX strided view."""
+    spec = node.attrs["view"]
+    return _mx().as_strided(base.reshape(-1), spec.shape, spec.strides, spec.offset)
 
 
 def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
@@ -313,6 +321,58 @@ def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
         env = _views(launch, views, reads)
         out = mx.fast.scaled_dot_product_attention(env[id(q)], env[id(k)], env[id(v)], scale=scale, mask=mask)
         return [mx.contiguous(out)]
+    return fn
+
+
+def _checked(node, inputs, out_of_range) -> None:
+    """One device-to-host read of a flag (cheaper than a round trip of the data through host
+    memory); when an index is out of range, the host implementation raises torch's error for it."""
+    if _mx().any(out_of_range).item():
+        run_node(node, [np.asarray(MlxBuffer(a, d)) for a, d in zip(inputs, (i.dtype for i in node.inputs))])
+        raise AssertionError(f"{node.op}: the device found an index out of range, the host none")
+
+
+def _embedding(node, indices, weight):
+    """Rows of `weight` (an index outside 0..rows-1 is torch's IndexError, as on the host)."""
+    _checked(node, (indices, weight), (indices < 0) | (indices >= weight.shape[0]))
+    return _mx().take(weight, indices.reshape(-1), axis=0)
+
+
+def _gather(node, x, index):
+    """x along dim at index, over the part of x the index covers (negative indices are out of range)."""
+    mx, dim = _mx(), node.attrs["dim"]
+    x1, idx = mx.atleast_1d(x), mx.atleast_1d(index)
+    _checked(node, (x, index), (idx < 0) | (idx >= x1.shape[dim]))
+    window = tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(idx.shape))
+    return mx.take_along_axis(x1[window], idx, axis=dim)
+
+
+def _cat(node, *arrays):
+    # the builder cast every input to the result dtype, so storage forms concatenate as they are
+    return _mx().concatenate(arrays, axis=node.attrs["dim"])
+
+
+# Reference launches the MLX backends run as MLX calls on the device instead of on the host (a host
+# launch copies every buffer it reads to host memory and its results back: a model's embedding
+# table, 47 MB for MiniLM, on every call).  op -> implementation(node, *input arrays).
+DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding, "gather": _gather, "cat": _cat, "view": _view}
+
+
+def device_reference_launch(launch) -> LaunchFn | None:
+    """A reference launch as MLX calls over MlxBuffers, when every node has a DEVICE_REFERENCE
+    entry and reads only the launch's buffers and earlier nodes; else None (the host runs it)."""
+    known = {id(n) for n, _ in launch.reads}
+    for node in launch.nodes:
+        if node.op not in DEVICE_REFERENCE or any(id(i) not in known for i in node.inputs):
+            return None
+        known.add(id(node))
+
+    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+        env = {id(node): r.array for (node, _), r in zip(launch.reads, reads)}
+        for node in launch.nodes:
+            env[id(node)] = DEVICE_REFERENCE[node.op](node, *(env[id(i)] for i in node.inputs))
+        for (node, _), w in zip(launch.writes, writes):
+            w.array = env[id(node)].reshape(w.array.shape)
     return fn
 
 
