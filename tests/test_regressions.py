@@ -388,12 +388,17 @@ def test_var_of_equal_computed_values_is_exact(backend):
     check(lambda m, x: (x * 3 - x).var(-1), sample((3, 5), "float32", values=np.full(15, v)))
 
 
-# NOT FIXED (cpu codegen/compiler flags, op fuzzer seed 9113): with -fno-trapping-math, GCC folds the
-# C kernel's `(float)(int64_t)x` into `truncf(x)` (match.pd: float(fix_trunc x) -> IFN_TRUNC where
-# the target has a trunc instruction), which keeps the sign of zero: `True / x.long()` at x = -0.98
-# gives -inf (torch: inf, 1 / +0).  Fix candidates: drop -fno-trapping-math, or have the C dialect
-# write int -> float casts as `(float)(v) + 0.0f`.  Not strict: other compilers do not fold.
-@pytest.mark.xfail(strict=False, reason="cpu: GCC folds (float)(int64_t)x into truncf(x), keeping -0")
-def test_float_int_float_round_trip_has_no_negative_zero(cpu):
-    x = sample((4,), "float32", values=np.array([1.35, -1.83, -0.98, -0.2]))
-    check(lambda m, x: True / x.long(), x)
+# fixed (cpu C dialect, op fuzzer seed 9113): with -fno-trapping-math, GCC folds the C kernel's
+# `(float)(int64_t)x` into `truncf(x)` (match.pd: float(fix_trunc x) -> IFN_TRUNC where the target has
+# a trunc instruction), which keeps the sign of zero: `True / x.long()` at x = -0.98 gave -inf (torch:
+# inf, 1 / +0).  Casts from an integer to a float type now map 0 to +0 (lt_to_float in the C preamble).
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("via,to", [("int64", "float32"), ("int32", "float32"), ("int64", "float64"),
+                                    ("int16", "float16"), ("int64", "bfloat16")])
+def test_float_int_float_round_trip_has_no_negative_zero(backend, src, via, to):
+    x = sample((7,), src, values=np.array([1.35, -1.83, -0.98, -0.2, -0.0, 0.0, 0.5]))
+    got = check(lambda m, x: x.to(getattr(m, via)).to(getattr(m, to)), x)
+    if not (lt.get_backend() in NO_FLOAT64_BACKENDS and "float64" in (src, to)):
+        v = got.float().numpy()
+        assert not np.signbit(v[v == 0]).any()                           # torch: every zero is +0.0
+    check(lambda m, x: True / x.to(getattr(m, via)), x)                  # the campaign's form: +inf
