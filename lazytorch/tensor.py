@@ -187,24 +187,25 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
         copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
-        from .realize import eval_nodes, host_value
         node = self._raw_node()
         if not node.realized:
+            from .realize import eval_nodes
             eval_nodes([node], live_pending())
-        if self.dtype is D.bfloat16 or not isinstance(node.buffer, np.ndarray):
-            return host_value(node)
-        return self._share()
+        if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
+            return self._share()
+        from .realize import host_value
+        return host_value(node)
 
     def _share(self) -> np.ndarray:
         """The realized buffer as an array the user may write through (host_data "Data going out"):
         results built from this tensor and still pending get a snapshot first (torch computed them)."""
-        from .realize import pending_readers
         node = self._node
-        if self._base is None and not is_shared(node.buffer) and node not in _grad.RECORDS \
-                and pending_readers(node, live_pending()):
-            self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
-            node.buffer = np.array(node.buffer, copy=True)
-            self._version += 1                   # views of this tensor re-derive: they share its data
+        if self._base is None and not is_shared(node.buffer):
+            live = live_pending()
+            if live and _read_by(node, live) and node not in _grad.RECORDS:
+                self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
+                node.buffer = np.array(node.buffer, copy=True)
+                self._version += 1               # views of this tensor re-derive: they share its data
         return share(self._node.buffer)
 
     def __array__(self, dtype=None, copy=None):
@@ -529,6 +530,11 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     if isinstance(result, Node):
         return wrap_one(result, traced)
     return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
+
+
+def _read_by(node: Node, live: list[Node]) -> bool:
+    from .realize import pending_readers
+    return pending_readers(node, live)
 
 
 def view_node(base: Node, spec: V.ViewSpec) -> Node:
