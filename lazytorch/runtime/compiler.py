@@ -2,10 +2,13 @@
 
 `load(source, toolchain=None)` returns a ctypes library: from memory (a bounded LRU), else from
 the disk cache (~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.
-`load_indexed(structure, make)` finds the library of a program without its source: a small index
-entry maps a digest of the plan's structure (plus this code's version, `code_version`, and the
-toolchain) to the library's key, so a new process with a warm disk cache skips lowering and
-rendering; only on an index miss does it call `make()` for the source.  A Toolchain is
+`load_all(sources)` loads several translation units, compiling the missing ones concurrently (one
+compiler process each).  `load_indexed(structure, make)` finds the libraries of a program without
+its source: a small index entry maps a digest of the plan's structure (plus this code's version,
+`code_version`, and the toolchain) to the libraries' keys, so a new process with a warm disk cache
+skips lowering and rendering; only on an index miss does it call `make()` for the sources.  In a
+new disk cache, `prefetch_toolchain` probes the compiler on a background thread while the first
+program renders.  A Toolchain is
 the compiler, its version line and flags, and the source suffix: the cpu backend's is the system
 C compiler probed once (`toolchain()`); metal-emu passes g++ with the shader shim.  Cache entries
 are keyed by a hash of source + compiler version + flags, written atomically (temp file +
@@ -31,7 +34,11 @@ from .caches import LRU
 # -ffp-contract=off: no fused multiply-adds the source did not write.  A value a kernel recomputes
 # (x * x in both the mean and the centred sum of a var) must round the same way each time, as in
 # torch: contracted in one place only, var of equal values was 4e-16 and var of one value inf, not NaN.
-BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
+# -O2 with -O3's vectorizer (-ftree-vectorize, the dynamic cost model): the README demo's kernels
+# compile in 0.22 s of CPU against 0.28 s at -O3, and W1/W3/W4-style kernels ran as fast or faster
+# (min of 60 runs, one thread; docs/benchmarks.md, "First calls"): what kernels gain from -O3 is the
+# vectorizer, and the rest of -O3 (unswitching, peeling, loop distribution, ...) only cost time.
+BASE_FLAGS = ["-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
               "-ffp-contract=off", "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
 # loaded libraries (one per program); dlclose is unsafe with ctypes, so an evicted one stays mapped

@@ -1,7 +1,8 @@
 """The `cpu` backend: generated C kernels compiled by the system compiler, run through ctypes.
 
 `prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
-one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
+one shared library (one compiler run per program, or one per idle core for a program of several
+kernels: `program_units`; cached on disk by runtime/compiler.py), and
 hands the plan to the backend-neutral executor.  A program whose plan was compiled before (in any
 process) is found through the plan index by its structure (`plan_structure`) without lowering or
 rendering anything (the code generator is not even imported then).  Kernels write straight into the
