@@ -96,3 +96,40 @@ def test_concurrent_compile_failure_reports_and_cleans_up(tmp_path, monkeypatch)
     assert not list(tmp_path.glob(".tmp-*")) and not list(tmp_path.glob(f"{compiler.key_of(bad)}.*"))
     libs = compiler.load_all([good, good.replace("7", "8").replace("lt_good_unit", "lt_other_unit")])
     assert libs[0].lt_good_unit() == 7 and libs[1].lt_other_unit() == 8
+
+
+SMALL = r"""
+import json, numpy as np, lazytorch as lt
+from lazytorch.runtime import compiler
+lt.set_backend("cpu")
+x = lt.tensor(np.arange(6, dtype=np.float32))
+print(json.dumps({"value": (lt.tanh(x) * 2).sum().item(), "stats": compiler.stats,
+                  "flags": list(compiler.toolchain().flags)}))
+"""
+
+
+@pytest.mark.parametrize("openmp", [True, False])
+def test_first_compile_settles_openmp_without_a_probe(tmp_path, openmp):
+    """A new cache assumes OpenMP builds and lets the first compile settle it (no probe compile of its
+    own); a compiler that rejects -fopenmp (Apple's clang) gets the program compiled again without it,
+    and the marker makes later processes start without it."""
+    env = dict(os.environ, LAZYTORCH_CACHE_DIR=str(tmp_path / "cache"))
+    if not openmp:
+        cc = tmp_path / "cc-without-openmp"
+        cc.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "-fopenmp" ] && '
+                      '{ echo "error: unsupported option -fopenmp" >&2; exit 1; }; done\nexec gcc "$@"\n')
+        cc.chmod(0o755)
+        env["CC"] = str(cc)
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", SMALL], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    want = float((np.tanh(np.arange(6, dtype=np.float32)) * 2).sum())
+    for r in runs:
+        assert r["value"] == pytest.approx(want, rel=1e-6)
+        assert ("-fopenmp" in r["flags"]) == openmp and ("-fopenmp-simd" in r["flags"]) != openmp
+    assert runs[0]["stats"]["compiled"] == 1 and runs[1]["stats"]["compiled"] == 0
+    (marker,) = (tmp_path / "cache").glob("openmp-*")
+    assert marker.read_text() == ("1" if openmp else "0")
+    assert not list((tmp_path / "cache").glob(".tmp-*"))

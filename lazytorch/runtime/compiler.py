@@ -104,7 +104,8 @@ _toolchain_lock = threading.Lock()
 
 
 def toolchain() -> Toolchain:
-    """The cpu backend's C toolchain, probed once per process (OpenMP where it links)."""
+    """The cpu backend's C toolchain, probed once per process (OpenMP unless a compile found that
+    it does not build: `_settle_openmp`)."""
     if _toolchain:
         return _toolchain[0]
     with _toolchain_lock:                   # (a probe started by prefetch_toolchain may be running)
@@ -114,11 +115,10 @@ def toolchain() -> Toolchain:
 
 
 def prefetch_toolchain() -> None:
-    """Make the toolchain known early.  From a disk cache that knows it (the compiler's version line
-    and whether OpenMP links), at once; otherwise (a new cache: `cc --version` and an OpenMP probe
-    compile, ~70-140 ms of subprocesses) on a background thread, so that the probe overlaps the first
-    program's planning and code generation (load_indexed renders first then: a new cache has no
-    index entry) instead of preceding them.  Errors are left for the foreground call to raise."""
+    """Make the toolchain known early.  From a disk cache that knows the compiler's version line, at
+    once; otherwise (a new cache: `cc --version`, a process start) on a background thread, so that it
+    overlaps the first program's planning and code generation (load_indexed renders first then: a
+    new cache has no index entry).  Errors are left for the foreground call to raise."""
     if _toolchain or _probing[0]:
         return
     try:
@@ -140,6 +140,16 @@ def prefetch_toolchain() -> None:
 
 
 _probing = [False]                      # a background probe of a new cache's toolchain is running
+# Whether OpenMP builds is settled by the first compile, not by a probe compile of its own (~90 ms
+# in a new cache): the toolchain assumes it does until a marker says otherwise; the first program's
+# compile writes the marker, and if that compile fails, the probe decides whether OpenMP was the
+# cause (then the toolchain drops it and OpenMPUnavailable asks the caller to render again).
+_openmp_unsettled = [False]
+
+
+class OpenMPUnavailable(KernelCompileError):
+    """The C compiler cannot build OpenMP code: the cpu toolchain now compiles without it (-fopenmp-simd);
+    the caller compiles its program again (its keys depend on the flags)."""
 
 
 def _probe_toolchain(probe: bool = True) -> bool:
@@ -147,15 +157,35 @@ def _probe_toolchain(probe: bool = True) -> bool:
     if not _toolchain:
         cc = compiler()
         version = _version_line(cc, probe)
-        openmp = _has_openmp(cc, version, probe) if version is not None else None
-        if openmp is None:
+        if version is None:
             return False
-        flags = BASE_FLAGS + (["-fopenmp"] if openmp else ["-fopenmp-simd"])
-        # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
-        # extra flags are part of the cache key, so such builds never mix with normal ones)
-        flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
-        _toolchain.append(Toolchain(cc, version, tuple(flags)))
+        openmp = _has_openmp(cc, version, probe=False)       # None: not settled yet, assume it builds
+        _openmp_unsettled[0] = openmp is None
+        _toolchain.append(_make_toolchain(cc, version, openmp is not False))
     return True
+
+
+def _make_toolchain(cc: str, version: str, openmp: bool) -> Toolchain:
+    flags = BASE_FLAGS + (["-fopenmp"] if openmp else ["-fopenmp-simd"])
+    # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
+    # extra flags are part of the cache key, so such builds never mix with normal ones)
+    flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
+    return Toolchain(cc, version, tuple(flags))
+
+
+def _settle_openmp(tc: Toolchain, compiled: bool) -> None:
+    """After the first compile with an unsettled toolchain: record that OpenMP builds, or (the compile
+    failed) probe whether OpenMP was the cause and drop it from the toolchain if so."""
+    if not (_openmp_unsettled[0] and _toolchain and tc is _toolchain[0]):
+        return
+    _openmp_unsettled[0] = False
+    marker = _openmp_marker(tc.version)
+    if compiled:
+        _atomic_write(marker, b"1")
+    elif not _has_openmp(tc.compiler, tc.version):
+        _toolchain[0] = _make_toolchain(tc.compiler, tc.version, False)
+        raise OpenMPUnavailable(f"{tc.name} {tc.compiler!r} cannot build OpenMP code; kernels compile "
+                                "without it (-fopenmp-simd, one thread)")
 
 
 def _version_line(cc: str, probe: bool = True) -> str | None:
@@ -181,8 +211,12 @@ def _version_line(cc: str, probe: bool = True) -> str | None:
     return version
 
 
+def _openmp_marker(version: str) -> Path:
+    return cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+
+
 def _has_openmp(cc: str, version: str, probe: bool = True) -> bool | None:
-    marker = cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+    marker = _openmp_marker(version)
     if marker.exists():
         return marker.read_text() == "1"
     if not probe:
@@ -376,6 +410,7 @@ def _compile_all(jobs: list[tuple[str, Path]], tc: Toolchain) -> None:
             _atomic_write(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
             stats["compiled"] += 1
             _just_built.add(path)
+        _settle_openmp(tc, failure is None)
         if failure is not None:
             raise failure
     finally:

@@ -132,11 +132,10 @@ class CpuBackend(Backend):
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
         structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
-        if structure is not None:
-            libs, kernels = compiler.load_indexed(structure, make)
-        else:
-            units, kernels = make()
-            libs = compiler.load_all([u for u in units if u]) if kernels else []
+        try:
+            libs, kernels = _load_program(structure, make)
+        except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
+            libs, kernels = _load_program(structure, make)
         functions = _functions(libs, kernels)
 
         def compile_launch(launch, plan) -> LaunchFn | None:
@@ -150,6 +149,15 @@ class CpuBackend(Backend):
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
 PLAN_INDEX = True
+
+
+def _load_program(structure: str | None, make) -> tuple[list, tuple[str, ...]]:
+    """(libraries, "launch=symbol" names) of a program: through the plan index when it has a
+    structure, else rendered and compiled."""
+    if structure is not None:
+        return compiler.load_indexed(structure, make)
+    units, kernels = make()
+    return (compiler.load_all([u for u in units if u]) if kernels else []), kernels
 
 
 def program_source(sources: dict[str, str]) -> str:
