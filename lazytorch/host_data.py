@@ -86,7 +86,7 @@ def host_values(data, dtype=None) -> tuple[np.ndarray, D.DType]:
 # array went out get a snapshot when it goes out (tensor.py `Tensor.numpy`).  Buffers with no array
 # out, the common case (inputs made from numpy data are copied in; `.item()` drops its array), are
 # read in place: no copy.
-_SHARED: dict[int, list] = {}       # id(buffer) -> weakrefs to the arrays handed out over it
+SHARED: dict[int, list] = {}        # id(buffer) -> weakrefs to the arrays handed out over it
 
 
 def share(buffer: np.ndarray) -> np.ndarray:
@@ -97,22 +97,22 @@ def share(buffer: np.ndarray) -> np.ndarray:
         return buffer
     out = np.asarray(memoryview(buffer))
     key = id(buffer)                     # stable while the memoryview keeps the buffer alive
-    _SHARED.setdefault(key, []).append(weakref.ref(out, lambda ref, key=key: _release(key, ref)))
+    SHARED.setdefault(key, []).append(weakref.ref(out, lambda ref, key=key: _release(key, ref)))
     return out
 
 
 def _release(key: int, ref: weakref.ref) -> None:
-    refs = _SHARED.get(key)
+    refs = SHARED.get(key)
     if refs is not None:
         if ref in refs:
             refs.remove(ref)
         if not refs:
-            del _SHARED[key]
+            del SHARED[key]
 
 
 def is_shared(buffer) -> bool:
     """Whether arrays the user may write through are out over `buffer`."""
-    return id(buffer) in _SHARED
+    return id(buffer) in SHARED
 
 
 def snapshot(node: Node) -> Node:

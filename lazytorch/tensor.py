@@ -20,7 +20,7 @@ from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
-from .host_data import _SHARED, is_shared, share, snapshot
+from .host_data import SHARED, is_shared, share, snapshot
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
@@ -74,7 +74,7 @@ class Tensor:
         if base is not None and self._base_version != base._version:
             self._node = view_node(base._node, self._spec)
             self._base_version = base._version
-        if _SHARED and (is_shared(self._node.buffer) or base is not None and is_shared(base._node.buffer)):
+        if SHARED and (is_shared(self._node.buffer) or base is not None and is_shared(base._node.buffer)):
             return self._snapshot()
         return self._node
 

@@ -337,7 +337,7 @@ def test_writes_through_numpy_arrays_reach_only_later_results(backend, dtype):
 def test_write_through_numpy_keeps_views_and_evaluated_inputs_cheap(backend):
     """A pending result built before the array went out keeps its value; a tensor whose array was
     dropped is read in place again (no copy per build); a view of the tensor sees the write."""
-    from lazytorch.host_data import _SHARED
+    from lazytorch.host_data import SHARED
     t = lt.tensor(np.zeros(4, np.float32))
     y = t + 1                                  # pending, reads t
     v = t[1:]                                  # a view of t: shares its data as in torch
@@ -347,7 +347,7 @@ def test_write_through_numpy_keeps_views_and_evaluated_inputs_cheap(backend):
     np.testing.assert_array_equal(v.numpy(), [3, 0, 0])
     np.testing.assert_array_equal(t.numpy(), [0, 3, 0, 0])
     del a
-    assert not _SHARED                         # every array handed out is gone: nothing counts
+    assert not SHARED                         # every array handed out is gone: nothing counts
     assert t.node is t._node                   # read in place
     with lt.no_grad():
         w = lt.ones(3).requires_grad_()

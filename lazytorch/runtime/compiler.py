@@ -7,8 +7,8 @@ compiler process each).  `load_indexed(structure, make)` finds the libraries of 
 its source: a small index entry maps a digest of the plan's structure (plus this code's version,
 `code_version`, and the toolchain) to the libraries' keys, so a new process with a warm disk cache
 skips lowering and rendering; only on an index miss does it call `make()` for the sources.  In a
-new disk cache, `prefetch_toolchain` probes the compiler on a background thread while the first
-program renders.  A Toolchain is
+new disk cache, `prefetch_toolchain` asks the compiler for its version on a background thread
+while the first program renders, and that program's compile settles whether OpenMP builds.  A Toolchain is
 the compiler, its version line and flags, and the source suffix: the cpu backend's is the system
 C compiler probed once (`toolchain()`); metal-emu passes g++ with the shader shim.  Cache entries
 are keyed by a hash of source + compiler version + flags, written atomically (temp file +
@@ -38,8 +38,9 @@ from .caches import LRU
 # compile in 0.22 s of CPU against 0.28 s at -O3, and W1/W3/W4-style kernels ran as fast or faster
 # (min of 60 runs, one thread; docs/benchmarks.md, "First calls"): what kernels gain from -O3 is the
 # vectorizer, and the rest of -O3 (unswitching, peeling, loop distribution, ...) only cost time.
-BASE_FLAGS = ["-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
-              "-ffp-contract=off", "-Werror=implicit-function-declaration"]
+BASE_FLAGS = ["-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared",
+              "-fno-math-errno", "-fno-trapping-math", "-std=gnu11", "-ffp-contract=off",
+              "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
 # loaded libraries (one per program); dlclose is unsafe with ctypes, so an evicted one stays mapped
 # but is no longer looked up: the bound is on what the process keeps finding, not on mappings
