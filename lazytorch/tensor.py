@@ -188,6 +188,9 @@ class Tensor:
         """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
         copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
         node = self._raw_node()
+        base = self._base
+        if base is not None and node.realized and is_shared(base._node.buffer):
+            node = self._node = view_node(base._node, self._spec)   # writes through the root's array
         if not node.realized:
             from .realize import eval_nodes
             eval_nodes([node], live_pending())

@@ -346,6 +346,10 @@ def test_write_through_numpy_keeps_views_and_evaluated_inputs_cheap(backend):
     np.testing.assert_array_equal(y.numpy(), [1, 1, 1, 1])
     np.testing.assert_array_equal(v.numpy(), [3, 0, 0])
     np.testing.assert_array_equal(t.numpy(), [0, 3, 0, 0])
+    a[2] = 7                                   # the view was evaluated: it still reads its root
+    np.testing.assert_array_equal(v.numpy(), [3, 7, 0])
+    np.testing.assert_array_equal((v * 1).numpy(), [3, 7, 0])
+    np.testing.assert_array_equal(y.numpy(), [1, 1, 1, 1])
     del a
     assert not SHARED                         # every array handed out is gone: nothing counts
     assert t.node is t._node                   # read in place
