@@ -1,21 +1,71 @@
 """W8's fresh process: import a framework, run one workload once (the first evaluation, timed),
 check it, time the steady state, and print one JSON line.  Started by runner.cold_start.
 
-    python -m benchmarks.cold_start --workload W1 --framework "lazytorch[cpu]" [--quick]
+    python -m benchmarks.cold_start --workload W1 --framework "lazytorch[cpu]" [--quick] [--phases]
+
+`--phases` (lazytorch on cpu) adds where the first call's time went: wall milliseconds of planning,
+code generation (importing the code generator, lowering, rendering) and the C compiler, and the
+call's CPU time with its child processes' (the compiler's): docs/benchmarks.md, "First calls".
 """
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
+import os
+import resource
 import time
 
 
+def compile_bytecode() -> None:
+    """Compile lazytorch's (and this harness's) modules to bytecode before the timed part, as an
+    installed package has them (pip compiles at install).  Run from a source checkout under
+    PYTHONDONTWRITEBYTECODE=1, every fresh process would otherwise compile each module it imports,
+    the code generator's included (the README demo's first call: ~1.0 s against ~0.45 s)."""
+    for name in ("lazytorch", "benchmarks"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            compileall.compile_dir(os.path.dirname(spec.origin), quiet=2)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the C compiler's runs)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def watch_phases() -> dict[str, float]:
+    """Wall seconds spent in lazytorch's first-call phases, filled in as they run (wrappers around
+    the planner, the cpu code generator and the compiler runs)."""
+    from lazytorch import realize
+    from lazytorch.runtime import compiler, cpu
+    spent: dict[str, float] = {}
+
+    def wrap(owner, name: str, phase: str) -> None:
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[phase] = spent.get(phase, 0.0) + time.perf_counter() - t
+        setattr(owner, name, timed)
+    wrap(realize, "plan_for", "plan")
+    wrap(cpu, "kernel_sources", "codegen")
+    wrap(compiler, "_compile_all", "cc")
+    return spent
+
+
 def main() -> None:
+    compile_bytecode()
     t0 = time.perf_counter()
     p = argparse.ArgumentParser()
     p.add_argument("--workload", required=True)
     p.add_argument("--framework", required=True)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--phases", action="store_true")
     args = p.parse_args()
     from .frameworks import by_name
     from .runner import check, describe, prepared_call, reference
@@ -28,9 +78,13 @@ def main() -> None:
         fw.ops()  # imports the framework
         row["import_s"] = time.perf_counter() - t0
         call = prepared_call(w, fw, inputs)
-        t1 = time.perf_counter()
+        phases = watch_phases() if args.phases else None
+        c1, t1 = cpu_seconds(), time.perf_counter()
         out = call()
         row["first_call_s"] = time.perf_counter() - t1
+        if phases is not None:
+            row["first_call_cpu_s"] = cpu_seconds() - c1
+            row["phases_ms"] = {k: round(v * 1e3, 1) for k, v in phases.items()}
         row.update(check(fw.to_numpy(out), reference(w, inputs), w.tol))
         if row["status"] == "ok":
             row["median_s"] = measure(call, QUICK).median_s

@@ -4,14 +4,20 @@ dtype's storage form.
 
 It knows no Tensor, so both tensor.py (`copy_` from data) and interop.py (`tensor()`, which adds
 the Tensor cases) use it; lazytorch never imports torch for this.
+
+Data going out: `x.numpy()` hands out arrays that share a tensor's buffer (`share`), and this
+module counts the buffers that have such arrays alive (`is_shared`), so that lazy results built
+from them read a snapshot (`snapshot`): see "Data going out" below.
 """
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 
 from .ir import dtypes as D
+from .ir.node import Node
 
 
 def infer_dtype(data) -> D.DType:
@@ -69,3 +75,46 @@ def host_values(data, dtype=None) -> tuple[np.ndarray, D.DType]:
         D.from_numpy(data.dtype) if isinstance(data, np.ndarray) and data.dtype.kind in "biuf" else infer_dtype(data)
     values = np.array(data, dtype=np.float32 if dt is D.bfloat16 else None)
     return np.array(D.from_compute(values, dt), copy=True), dt
+
+
+# ---------------------------------------------------------------- data going out
+# `x.numpy()` is a view of x's buffer, as in torch, and the user may write through it at any time.
+# A lazy result reads its inputs when it is evaluated, so a result built from x before such a write
+# would see it, where torch, which computed the result eagerly, never does.  A pending result must
+# give x's value as of when it was built: while arrays over a buffer are out (and writable), a node
+# built from it reads a snapshot of it (tensor.py `Tensor.node`), and results built before the
+# array went out get a snapshot when it goes out (tensor.py `Tensor.numpy`).  Buffers with no array
+# out, the common case (inputs made from numpy data are copied in; `.item()` drops its array), are
+# read in place: no copy.
+SHARED: dict[int, list] = {}        # id(buffer) -> weakrefs to the arrays handed out over it
+
+
+def share(buffer: np.ndarray) -> np.ndarray:
+    """An array over `buffer`'s memory for the user.  The buffer counts as shared while that array
+    or any view of it lives: its base is a memoryview, where numpy stops collapsing a view's base
+    chain, so every view derived from it keeps it alive.  Read-only buffers are handed out as is."""
+    if not buffer.flags.writeable:
+        return buffer
+    out = np.asarray(memoryview(buffer))
+    key = id(buffer)                     # stable while the memoryview keeps the buffer alive
+    SHARED.setdefault(key, []).append(weakref.ref(out, lambda ref, key=key: _release(key, ref)))
+    return out
+
+
+def _release(key: int, ref: weakref.ref) -> None:
+    refs = SHARED.get(key)
+    if refs is not None:
+        if ref in refs:
+            refs.remove(ref)
+        if not refs:
+            del SHARED[key]
+
+
+def is_shared(buffer) -> bool:
+    """Whether arrays the user may write through are out over `buffer`."""
+    return id(buffer) in SHARED
+
+
+def snapshot(node: Node) -> Node:
+    """A new leaf with a copy of a realized node's current values."""
+    return Node.from_buffer(np.array(node.buffer, copy=True), node.shape, node.dtype)

@@ -4,7 +4,10 @@ Data that comes in is copied when the tensor is made.  A lazy result reads its i
 evaluated, which may be long after the op was written; sharing the memory of a caller's numpy array
 would let later writes to that array change results written before them (torch computes eagerly,
 so it never shows this).  Data that goes out shares memory: `x.numpy()` of an evaluated tensor is a
-view of its buffer, as torch's is.
+view of its buffer, as torch's is, and writes through it reach x.  For the same reason they must
+not reach lazy results built from x before the write: while such arrays are out, a result built
+from x reads a snapshot of it, and results built before the array went out get one when it goes
+out (host_data.py, "Data going out"; a buffer with no array out is read in place, without a copy).
 
 Foreign arrays (torch tensors, MLX arrays, anything with `__dlpack__` or `__array__`) come in
 through DLPack or `__array__`; lazytorch never imports torch for that.

@@ -106,6 +106,12 @@ def _reaches(root: Node, inside: set[int], related: dict[int, bool]) -> bool:
     return found
 
 
+def pending_readers(node: Node, live: Iterable[Node]) -> bool:
+    """Whether a live pending value reads the realized `node` (tensor.py `_share` snapshots it then)."""
+    inside, related = {id(node)}, {}
+    return any(not n.realized and _reaches(n, inside, related) for n in live)
+
+
 def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[Node], Program]:
     """(roots, program) of the pending values of `nodes` and of the live values synced with them."""
     roots = pending_roots(nodes)

@@ -20,6 +20,7 @@ from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
+from .host_data import SHARED, is_shared, share, snapshot
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
@@ -71,9 +72,27 @@ class Tensor:
     def node(self) -> Node:
         base = self._base
         if base is not None and self._base_version != base._version:
-            self._node = view_node(base.node, self._spec)
+            self._node = view_node(base._node, self._spec)
+            self._base_version = base._version
+        if SHARED and (is_shared(self._node.buffer) or base is not None and is_shared(base._node.buffer)):
+            return self._snapshot()
+        return self._node
+
+    def _raw_node(self) -> Node:
+        """This tensor's own node (`node` less the snapshot): what views alias and evals store into."""
+        base = self._base
+        if base is not None and self._base_version != base._version:
+            self._node = view_node(base._node, self._spec)
             self._base_version = base._version
         return self._node
+
+    def _snapshot(self) -> Node:
+        """The node a result built now reads while the user holds arrays over this tensor's data
+        (host_data "Data going out"): a copy of the data as it is now.  Autograd's nodes stay."""
+        base = self._base
+        if base is not None and is_shared(base._node.buffer):
+            return self._node if base._node in _grad.RECORDS else view_node(snapshot(base._node), self._spec)
+        return self._node if self._node in _grad.RECORDS else snapshot(self._node)
 
     def _rebind(self, node: Node, op: str = "in-place op") -> None:
         """Give this tensor a new value (in-place `op`): write through into the base for views."""
@@ -168,9 +187,29 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
         copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
-        from .realize import eval_tensors, host_value
-        eval_tensors([self], live_pending())
-        return host_value(self.node)
+        node = self._raw_node()
+        base = self._base
+        if base is not None and node.realized and is_shared(base._node.buffer):
+            node = self._node = view_node(base._node, self._spec)   # writes through the root's array
+        if not node.realized:
+            from .realize import eval_nodes
+            eval_nodes([node], live_pending())
+        if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
+            return self._share()
+        from .realize import host_value
+        return host_value(node)
+
+    def _share(self) -> np.ndarray:
+        """The realized buffer as an array the user may write through (host_data "Data going out"):
+        results built from this tensor and still pending get a snapshot first (torch computed them)."""
+        node = self._node
+        if self._base is None and not is_shared(node.buffer):
+            live = live_pending()
+            if live and _read_by(node, live) and node not in _grad.RECORDS:
+                self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
+                node.buffer = np.array(node.buffer, copy=True)
+                self._version += 1               # views of this tensor re-derive: they share its data
+        return share(self._node.buffer)
 
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()
@@ -478,7 +517,7 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     Results that are views of this tensor's data alias its root, as torch's views do.  To find each
     result's ViewSpec into the root, `build` is traced once more over a placeholder for the root.
     """
-    result = build(this.node)
+    result = build(this._raw_node())            # (a view shares its root's data, also while shared)
     root = this._base if this._base is not None else this
     spec = this._spec if this._base is not None else V.contiguous(root.shape)
     placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
@@ -494,6 +533,11 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     if isinstance(result, Node):
         return wrap_one(result, traced)
     return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
+
+
+def _read_by(node: Node, live: list[Node]) -> bool:
+    from .realize import pending_readers
+    return pending_readers(node, live)
 
 
 def view_node(base: Node, spec: V.ViewSpec) -> Node:

@@ -288,10 +288,10 @@ def test_fuzz_tolerance_follows_the_least_precise_dtype():
     assert program_tolerance(generate(5604)) >= TOLERANCE["float16"]
 
 
-# NOT FIXED (interop, docs/nn.md "Data going out is shared"): a write through the array `x.numpy()`
-# returned reaches results built from x before the write and still pending; torch computed them
+# fixed (interop, docs/nn.md "Data going out is shared"): a write through the array `x.numpy()`
+# returned reached results built from x before the write and still pending; torch computed them
 # eagerly, so they keep the old values.  Found while writing the host-array stress generator.
-@pytest.mark.xfail(strict=True, reason="interop: writes through x.numpy() reach pending results that read x")
+# While arrays over a buffer are out, results built from it read a snapshot (host_data.share).
 def test_write_through_numpy_view_does_not_reach_pending_results(backend):
     def prog(m):
         t = m.tensor(np.ones(3, np.float32))
@@ -302,6 +302,61 @@ def test_write_through_numpy_view_does_not_reach_pending_results(backend):
     got, want = prog(lt), prog(torch)
     np.testing.assert_array_equal(got[1], want[1])          # the tensor itself sees the write in both
     np.testing.assert_array_equal(got[0], want[0])          # the earlier result must not
+
+
+def _write_through_cases(m, dtype):
+    """Writes through x.numpy() (and views of it) between building results from x and reading them."""
+    out = []
+    t = m.tensor(np.arange(12).reshape(3, 4), dtype=dtype)
+    y0 = t + 1                                  # built before the array went out
+    a = t.numpy()
+    y1 = t.sum(0)                               # built while it is out
+    col = a[:, 1]                               # a numpy view derived from it
+    col[:] = 7
+    y2 = t * 2                                  # after a write: sees it
+    a[0, 0] = 9
+    y3 = t.T[1:]                                # a view of t, then a reduction of it
+    s3 = y3.sum()
+    b = t.numpy()[2]                            # another array out, a derived view of it kept
+    b[...] = 0
+    out += [y0, y1, y2, y3.clone(), s3, t.clone()]
+    del a, col, b
+    y4 = t * 3                                  # no array out any more: plain reads
+    out.append(y4)
+    return [o.numpy().copy() for o in out]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8", "bool"])
+def test_writes_through_numpy_arrays_reach_only_later_results(backend, dtype):
+    got = _write_through_cases(lt, getattr(lt, dtype))
+    want = _write_through_cases(torch, getattr(torch, dtype))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_write_through_numpy_keeps_views_and_evaluated_inputs_cheap(backend):
+    """A pending result built before the array went out keeps its value; a tensor whose array was
+    dropped is read in place again (no copy per build); a view of the tensor sees the write."""
+    from lazytorch.host_data import SHARED
+    t = lt.tensor(np.zeros(4, np.float32))
+    y = t + 1                                  # pending, reads t
+    v = t[1:]                                  # a view of t: shares its data as in torch
+    a = t.numpy()
+    a[1] = 3
+    np.testing.assert_array_equal(y.numpy(), [1, 1, 1, 1])
+    np.testing.assert_array_equal(v.numpy(), [3, 0, 0])
+    np.testing.assert_array_equal(t.numpy(), [0, 3, 0, 0])
+    a[2] = 7                                   # the view was evaluated: it still reads its root
+    np.testing.assert_array_equal(v.numpy(), [3, 7, 0])
+    np.testing.assert_array_equal((v * 1).numpy(), [3, 7, 0])
+    np.testing.assert_array_equal(y.numpy(), [1, 1, 1, 1])
+    del a
+    assert not SHARED                         # every array handed out is gone: nothing counts
+    assert t.node is t._node                   # read in place
+    with lt.no_grad():
+        w = lt.ones(3).requires_grad_()
+    w.numpy()[0] = 2                           # a tensor autograd tracks keeps its node
+    assert w.node is w._node
 
 
 # fixed (found by test_reliability's creation x dtype check on metal-emu, flaky by seed): rand in
@@ -388,12 +443,17 @@ def test_var_of_equal_computed_values_is_exact(backend):
     check(lambda m, x: (x * 3 - x).var(-1), sample((3, 5), "float32", values=np.full(15, v)))
 
 
-# NOT FIXED (cpu codegen/compiler flags, op fuzzer seed 9113): with -fno-trapping-math, GCC folds the
-# C kernel's `(float)(int64_t)x` into `truncf(x)` (match.pd: float(fix_trunc x) -> IFN_TRUNC where
-# the target has a trunc instruction), which keeps the sign of zero: `True / x.long()` at x = -0.98
-# gives -inf (torch: inf, 1 / +0).  Fix candidates: drop -fno-trapping-math, or have the C dialect
-# write int -> float casts as `(float)(v) + 0.0f`.  Not strict: other compilers do not fold.
-@pytest.mark.xfail(strict=False, reason="cpu: GCC folds (float)(int64_t)x into truncf(x), keeping -0")
-def test_float_int_float_round_trip_has_no_negative_zero(cpu):
-    x = sample((4,), "float32", values=np.array([1.35, -1.83, -0.98, -0.2]))
-    check(lambda m, x: True / x.long(), x)
+# fixed (cpu C dialect, op fuzzer seed 9113): with -fno-trapping-math, GCC folds the C kernel's
+# `(float)(int64_t)x` into `truncf(x)` (match.pd: float(fix_trunc x) -> IFN_TRUNC where the target has
+# a trunc instruction), which keeps the sign of zero: `True / x.long()` at x = -0.98 gave -inf (torch:
+# inf, 1 / +0).  Casts from an integer to a float type now map 0 to +0 (lt_to_float in the C preamble).
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("via,to", [("int64", "float32"), ("int32", "float32"), ("int64", "float64"),
+                                    ("int16", "float16"), ("int64", "bfloat16")])
+def test_float_int_float_round_trip_has_no_negative_zero(backend, src, via, to):
+    x = sample((7,), src, values=np.array([1.35, -1.83, -0.98, -0.2, -0.0, 0.0, 0.5]))
+    got = check(lambda m, x: x.to(getattr(m, via)).to(getattr(m, to)), x)
+    if not (lt.get_backend() in NO_FLOAT64_BACKENDS and "float64" in (src, to)):
+        v = got.float().numpy()
+        assert not np.signbit(v[v == 0]).any()                           # torch: every zero is +0.0
+    check(lambda m, x: True / x.to(getattr(m, via)), x)                  # the campaign's form: +inf

@@ -2,10 +2,13 @@
 
 `load(source, toolchain=None)` returns a ctypes library: from memory (a bounded LRU), else from
 the disk cache (~/.cache/lazytorch, or LAZYTORCH_CACHE_DIR), else by compiling it.
-`load_indexed(structure, make)` finds the library of a program without its source: a small index
-entry maps a digest of the plan's structure (plus this code's version, `code_version`, and the
-toolchain) to the library's key, so a new process with a warm disk cache skips lowering and
-rendering; only on an index miss does it call `make()` for the source.  A Toolchain is
+`load_all(sources)` loads several translation units, compiling the missing ones concurrently (one
+compiler process each).  `load_indexed(structure, make)` finds the libraries of a program without
+its source: a small index entry maps a digest of the plan's structure (plus this code's version,
+`code_version`, and the toolchain) to the libraries' keys, so a new process with a warm disk cache
+skips lowering and rendering; only on an index miss does it call `make()` for the sources.  In a
+new disk cache, `prefetch_toolchain` asks the compiler for its version on a background thread
+while the first program renders, and that program's compile settles whether OpenMP builds.  A Toolchain is
 the compiler, its version line and flags, and the source suffix: the cpu backend's is the system
 C compiler probed once (`toolchain()`); metal-emu passes g++ with the shader shim.  Cache entries
 are keyed by a hash of source + compiler version + flags, written atomically (temp file +
@@ -23,7 +26,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 from . import threads
 from .caches import LRU
@@ -31,8 +34,13 @@ from .caches import LRU
 # -ffp-contract=off: no fused multiply-adds the source did not write.  A value a kernel recomputes
 # (x * x in both the mean and the centred sum of a var) must round the same way each time, as in
 # torch: contracted in one place only, var of equal values was 4e-16 and var of one value inf, not NaN.
-BASE_FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-std=gnu11",
-              "-ffp-contract=off", "-Werror=implicit-function-declaration"]
+# -O2 with -O3's vectorizer (-ftree-vectorize, the dynamic cost model): the README demo's kernels
+# compile in 0.22 s of CPU against 0.28 s at -O3, and W1/W3/W4-style kernels ran as fast or faster
+# (min of 60 runs, one thread; docs/benchmarks.md, "First calls"): what kernels gain from -O3 is the
+# vectorizer, and the rest of -O3 (unswitching, peeling, loop distribution, ...) only cost time.
+BASE_FLAGS = ["-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-march=native", "-fPIC", "-shared",
+              "-fno-math-errno", "-fno-trapping-math", "-std=gnu11", "-ffp-contract=off",
+              "-Werror=implicit-function-declaration"]
 stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0, "rebuilt": 0}
 # loaded libraries (one per program); dlclose is unsafe with ctypes, so an evicted one stays mapped
 # but is no longer looked up: the bound is on what the process keeps finding, not on mappings
@@ -93,24 +101,98 @@ def compiler() -> str:
 
 
 _toolchain: list = []
+_toolchain_lock = threading.Lock()
 
 
 def toolchain() -> Toolchain:
-    """The cpu backend's C toolchain, probed once per process (OpenMP where it links)."""
-    if not _toolchain:
-        cc = compiler()
-        version = _version_line(cc)
-        flags = BASE_FLAGS + (["-fopenmp"] if _has_openmp(cc, version) else ["-fopenmp-simd"])
-        # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
-        # extra flags are part of the cache key, so such builds never mix with normal ones)
-        flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
-        _toolchain.append(Toolchain(cc, version, tuple(flags)))
+    """The cpu backend's C toolchain, probed once per process (OpenMP unless a compile found that
+    it does not build: `_settle_openmp`)."""
+    if _toolchain:
+        return _toolchain[0]
+    with _toolchain_lock:                   # (a probe started by prefetch_toolchain may be running)
+        if not _toolchain:
+            _probe_toolchain()
     return _toolchain[0]
 
 
-def _version_line(cc: str) -> str:
+def prefetch_toolchain() -> None:
+    """Make the toolchain known early.  From a disk cache that knows the compiler's version line, at
+    once; otherwise (a new cache: `cc --version`, a process start) on a background thread, so that it
+    overlaps the first program's planning and code generation (load_indexed renders first then: a
+    new cache has no index entry).  Errors are left for the foreground call to raise."""
+    if _toolchain or _probing[0]:
+        return
+    try:
+        with _toolchain_lock:
+            if _probe_toolchain(probe=False):
+                return
+    except Exception:   # noqa: BLE001  (toolchain() raises it again where it is needed)
+        return
+    _probing[0] = True
+
+    def probe() -> None:
+        try:
+            toolchain()
+        except Exception:   # noqa: BLE001
+            pass
+        finally:
+            _probing[0] = False
+    threading.Thread(target=probe, name="lazytorch-toolchain-probe", daemon=True).start()
+
+
+_probing = [False]                      # a background probe of a new cache's toolchain is running
+# Whether OpenMP builds is settled by the first compile, not by a probe compile of its own (~90 ms
+# in a new cache): the toolchain assumes it does until a marker says otherwise; the first program's
+# compile writes the marker, and if that compile fails, the probe decides whether OpenMP was the
+# cause (then the toolchain drops it and OpenMPUnavailable asks the caller to render again).
+_openmp_unsettled = [False]
+
+
+class OpenMPUnavailable(KernelCompileError):
+    """The C compiler cannot build OpenMP code: the cpu toolchain now compiles without it (-fopenmp-simd);
+    the caller compiles its program again (its keys depend on the flags)."""
+
+
+def _probe_toolchain(probe: bool = True) -> bool:
+    """Find the toolchain (probe=False: only from the disk cache's markers); whether it is known."""
+    if not _toolchain:
+        cc = compiler()
+        version = _version_line(cc, probe)
+        if version is None:
+            return False
+        openmp = _has_openmp(cc, version, probe=False)       # None: not settled yet, assume it builds
+        _openmp_unsettled[0] = openmp is None
+        _toolchain.append(_make_toolchain(cc, version, openmp is not False))
+    return True
+
+
+def _make_toolchain(cc: str, version: str, openmp: bool) -> Toolchain:
+    flags = BASE_FLAGS + (["-fopenmp"] if openmp else ["-fopenmp-simd"])
+    # e.g. "-fsanitize=address -fno-omit-frame-pointer" to check every generated access (the
+    # extra flags are part of the cache key, so such builds never mix with normal ones)
+    flags += os.environ.get("LAZYTORCH_EXTRA_CFLAGS", "").split()
+    return Toolchain(cc, version, tuple(flags))
+
+
+def _settle_openmp(tc: Toolchain, compiled: bool) -> None:
+    """After the first compile with an unsettled toolchain: record that OpenMP builds, or (the compile
+    failed) probe whether OpenMP was the cause and drop it from the toolchain if so."""
+    if not (_openmp_unsettled[0] and _toolchain and tc is _toolchain[0]):
+        return
+    _openmp_unsettled[0] = False
+    marker = _openmp_marker(tc.version)
+    if compiled:
+        _atomic_write(marker, b"1")
+    elif not _has_openmp(tc.compiler, tc.version):
+        _toolchain[0] = _make_toolchain(tc.compiler, tc.version, False)
+        raise OpenMPUnavailable(f"{tc.name} {tc.compiler!r} cannot build OpenMP code; kernels compile "
+                                "without it (-fopenmp-simd, one thread)")
+
+
+def _version_line(cc: str, probe: bool = True) -> str | None:
     """`cc --version`'s first line, remembered in the disk cache per compiler binary (its path,
-    size and modification time): starting the compiler costs a new process ~10 ms."""
+    size and modification time): starting the compiler costs a new process ~10 ms.  None: not
+    remembered and `probe` is off."""
     binary = os.path.realpath(shutil.which(cc) or cc)
     try:
         st = os.stat(binary)
@@ -119,6 +201,8 @@ def _version_line(cc: str) -> str:
         return marker.read_text()
     except OSError:
         pass
+    if not probe:
+        return None
     import subprocess
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     try:
@@ -128,10 +212,16 @@ def _version_line(cc: str) -> str:
     return version
 
 
-def _has_openmp(cc: str, version: str) -> bool:
-    marker = cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+def _openmp_marker(version: str) -> Path:
+    return cache_dir() / f"openmp-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+
+
+def _has_openmp(cc: str, version: str, probe: bool = True) -> bool | None:
+    marker = _openmp_marker(version)
     if marker.exists():
         return marker.read_text() == "1"
+    if not probe:
+        return None
     import subprocess
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
@@ -162,44 +252,63 @@ def _remembered(key: str, make: Callable[[], ctypes.CDLL | None]) -> ctypes.CDLL
     return lib
 
 
+def load_all(sources: Sequence[str], tc: Toolchain | None = None) -> list[ctypes.CDLL]:
+    """The libraries of several translation units (one program's kernels, split): those not cached
+    are compiled concurrently, one compiler process each, so a program's compile uses the cores."""
+    tc = tc or toolchain()
+    keys = [key_of(s, tc) for s in sources]
+    if len(sources) > 1:
+        with _lock:
+            todo = [(s, cache_dir() / f"{k}.so") for s, k in zip(sources, keys)
+                    if k not in _memory and not _valid(cache_dir() / f"{k}.so")]
+            if len(todo) > 1:
+                _compile_all(todo, tc)
+    return [_remembered(k, lambda s=s, k=k: _load(s, k, tc)) for s, k in zip(sources, keys)]
+
+
 class Indexed(NamedTuple):
-    library: ctypes.CDLL | None
-    names: tuple[str, ...]       # what `make` returned beside the source (the kernels it holds)
+    libraries: tuple[ctypes.CDLL, ...]
+    names: tuple[str, ...]       # what `make` returned beside the sources (the kernels they hold)
 
 
-def load_indexed(structure: str, make: Callable[[], tuple[str, tuple[str, ...]]],
+def load_indexed(structure: str, make: Callable[[], tuple[Sequence[str], tuple[str, ...]]],
                  tc: Toolchain | None = None) -> Indexed:
-    """The library of a program whose plan has `structure` (a text that determines its source):
-    through the plan index without rendering when an entry exists and its library is valid, else
-    `make()` -> (source, names) loaded as `load` does, and the index entry written."""
+    """The libraries of a program whose plan has `structure` (a text that determines its source):
+    through the plan index without rendering when an entry exists and its libraries are valid, else
+    `make()` -> (translation units, names) loaded as `load_all` does, and the index entry written."""
+    early = None
+    if tc is None and not _toolchain and _probing[0]:
+        early = make()                      # a new cache, its toolchain still probed: no entry yet
     tc = tc or toolchain()
     digest = hashlib.sha256("\0".join([structure, code_version(), tc.version, " ".join(tc.flags)])
                             .encode()).hexdigest()[:32]
-    entry = _read_index(digest)
+    entry = _read_index(digest) if early is None else None
     if entry is not None:
-        key, names = entry
-        if key == NO_LIBRARY:
-            return Indexed(None, ())
-        lib = _remembered(key, lambda: _load_known(key, tc))
-        if lib is not None:
-            return Indexed(lib, names)
-    source, names = make()
-    lib = load(source, tc) if source else None
-    # the entry: the library's key on the first line, then one name per line
-    key = key_of(source, tc) if source else NO_LIBRARY
-    _atomic_write(cache_dir() / f"{digest}.plan", "\n".join([key, *names]).encode())
-    return Indexed(lib, tuple(names))
+        keys, names = entry
+        libs = [_remembered(k, lambda k=k: _load_known(k, tc)) for k in keys]
+        if all(lib is not None for lib in libs):
+            return Indexed(tuple(libs), names)
+    units, names = early or make()
+    units = [u for u in units if u]
+    libs = load_all(units, tc)
+    # the entry: the libraries' keys on the first line (NO_LIBRARY: none), then one name per line
+    keys_line = " ".join(key_of(u, tc) for u in units) or NO_LIBRARY
+    _atomic_write(cache_dir() / f"{digest}.plan", "\n".join([keys_line, *names]).encode())
+    return Indexed(tuple(libs), tuple(names))
 
 
 NO_LIBRARY = "-"        # an index entry of a plan none of whose launches the code generator renders
 
 
-def _read_index(digest: str) -> tuple[str, tuple[str, ...]] | None:
+def _read_index(digest: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     try:
-        key, *names = (cache_dir() / f"{digest}.plan").read_text().split("\n")
+        line, *names = (cache_dir() / f"{digest}.plan").read_text().split("\n")
     except (OSError, ValueError):
         return None
-    return (key, tuple(names)) if len(key) == 32 or key == NO_LIBRARY else None
+    if line == NO_LIBRARY:
+        return (), ()
+    keys = tuple(line.split(" "))
+    return (keys, tuple(names)) if all(len(k) == 32 for k in keys) else None
 
 
 def _load_known(key: str, tc: Toolchain) -> ctypes.CDLL | None:
@@ -241,7 +350,9 @@ def code_version() -> str:
 def _load(source: str, key: str, tc: Toolchain) -> ctypes.CDLL:
     with _lock:
         path = cache_dir() / f"{key}.so"
-        if _valid(path):
+        if path in _just_built:             # (load_all compiled it a moment ago)
+            _just_built.discard(path)
+        elif _valid(path):
             stats["disk_hits"] += 1
         else:
             _compile(source, path, tc)
@@ -268,24 +379,49 @@ def _valid(path: Path, report: bool = True) -> bool:
     return ok
 
 
+_just_built: set[Path] = set()          # compiled by load_all, not yet loaded (not a disk hit)
+
+
 def _compile(source: str, path: Path, tc: Toolchain) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=tc.suffix)
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    out = tmp[:-len(tc.suffix)] + ".so"
+    _compile_all([(source, path)], tc)
+    _just_built.discard(path)
+
+
+def _compile_all(jobs: list[tuple[str, Path]], tc: Toolchain) -> None:
+    """Compile each (source, path) into its cache entry, all compiler processes at once; the
+    first failure raises KernelCompileError once every process has ended (no temp file is left)."""
     import subprocess               # (not at import: a warm disk cache starts no compiler)
+    running, failure = [], None
     try:
-        proc = subprocess.run([tc.compiler, *tc.flags, tmp, "-o", out, "-lm"], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise KernelCompileError(_explain(proc.stderr, source, tc.name))
-        data = Path(out).read_bytes()
-        os.replace(out, path)
-        _atomic_write(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
-        stats["compiled"] += 1
+        for source, path in jobs:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=tc.suffix)
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            out = tmp[:-len(tc.suffix)] + ".so"
+            running.append((source, path, tmp, out))
+            running[-1] += (subprocess.Popen([tc.compiler, *tc.flags, tmp, "-o", out, "-lm"],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),)
+        for source, path, tmp, out, proc in running:
+            _, stderr = proc.communicate()
+            if proc.returncode != 0:
+                failure = failure or KernelCompileError(_explain(stderr, source, tc.name))
+                continue
+            data = Path(out).read_bytes()
+            os.replace(out, path)
+            _atomic_write(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
+            stats["compiled"] += 1
+            _just_built.add(path)
+        _settle_openmp(tc, failure is None)
+        if failure is not None:
+            raise failure
     finally:
-        for p in (tmp, out):
-            if os.path.exists(p):
-                os.unlink(p)
+        for job in running:
+            if len(job) > 4 and job[4].poll() is None:
+                job[4].kill()
+                job[4].wait()
+            for p in job[2:4]:
+                if os.path.exists(p):
+                    os.unlink(p)
 
 
 def _explain(stderr: str, source: str, compiler_name: str = "the C compiler") -> str:

@@ -1,7 +1,8 @@
 """The `cpu` backend: generated C kernels compiled by the system compiler, run through ctypes.
 
 `prepare(plan)` lowers and renders every kernel launch of the plan, compiles them together into
-one shared library (one compiler run per program, cached on disk by runtime/compiler.py), and
+one shared library (one compiler run per program, or one per idle core for a program of several
+kernels: `program_units`; cached on disk by runtime/compiler.py), and
 hands the plan to the backend-neutral executor.  A program whose plan was compiled before (in any
 process) is found through the plan index by its structure (`plan_structure`) without lowering or
 rendering anything (the code generator is not even imported then).  Kernels write straight into the
@@ -108,6 +109,7 @@ class CpuBackend(Backend):
 
     def __init__(self):
         self.pool = BufferPool()
+        compiler.prefetch_toolchain()         # a new disk cache: probe while the first program plans
 
     def empty(self, shape, dtype):
         return self.pool.empty(tuple(shape), dtype.np)
@@ -123,34 +125,39 @@ class CpuBackend(Backend):
     def prepare(self, plan):
         sources: dict[str, str] = {}
 
-        def make() -> tuple[str, tuple[str, ...]]:
+        def make() -> tuple[list[str], tuple[str, ...]]:
             rendered = kernel_sources(plan)
             sources.update(rendered)
             symbols = getattr(rendered, "symbols", None) or {_name(k): k for k in rendered}
-            return program_source(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
+            return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
-        lib, kernels = None, ()
         structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
-        if structure is not None:
-            lib, kernels = compiler.load_indexed(structure, make)
-        else:
-            source, kernels = make()
-            lib = compiler.load(source) if kernels else None
-        if lib is not None and kernels:
-            ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
-        symbols = dict(k.split("=", 1) for k in kernels)      # launch name -> kernel symbol
+        try:
+            libs, kernels = _load_program(structure, make)
+        except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
+            libs, kernels = _load_program(structure, make)
+        functions = _functions(libs, kernels)
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
                 return host_gemm(launch)       # runtime/library.py: BLAS through numpy
-            if launch.kind != "kernel" or launch.name not in symbols:
+            if launch.kind != "kernel" or launch.name not in functions:
                 return None
-            return _kernel_launch(lib[symbols[launch.name]], launch)
+            return _kernel_launch(functions[launch.name], launch)
         return PlanExecutor(self, plan, compile_launch, sources)
 
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
 PLAN_INDEX = True
+
+
+def _load_program(structure: str | None, make) -> tuple[list, tuple[str, ...]]:
+    """(libraries, "launch=symbol" names) of a program: through the plan index when it has a
+    structure, else rendered and compiled."""
+    if structure is not None:
+        return compiler.load_indexed(structure, make)
+    units, kernels = make()
+    return (compiler.load_all([u for u in units if u]) if kernels else []), kernels
 
 
 def program_source(sources: dict[str, str]) -> str:
@@ -161,6 +168,67 @@ def program_source(sources: dict[str, str]) -> str:
     helpers = getattr(sources, "helpers", None)
     library = helper_library("c")
     return library.header(helpers if helpers is not None else library.names) + "\n".join(sources.values())
+
+
+# A program of at least this many distinct kernels compiles as one translation unit per idle core
+# (up to MAX_UNITS), the compiler processes running at once.  The README demo's 7 kernels take
+# ~0.22 s of gcc CPU time in one unit, ~0.15 s + 0.08 s split in two; the split pays only where a
+# second core is free (on a busy machine two processes were slower than one: docs/benchmarks.md,
+# "First calls"), so the load average decides.  Fewer kernels stay one unit.
+SPLIT_MIN_KERNELS = 4
+MAX_UNITS = 2
+
+
+def program_units(sources: Sources) -> list[str]:
+    """The program's translation units: its kernels dealt to parts of about equal source length
+    (largest first), each with the helper header."""
+    parts = min(MAX_UNITS, _idle_cores()) if len(sources) >= SPLIT_MIN_KERNELS else 1
+    if parts <= 1:
+        return [program_source(sources)]
+    groups: list[list[str]] = [[] for _ in range(parts)]
+    sizes = [0] * parts
+    for symbol in sorted(sources, key=lambda k: -len(sources[k])):
+        i = sizes.index(min(sizes))
+        groups[i].append(symbol)
+        sizes[i] += len(sources[symbol])
+    units = []
+    for group in groups:
+        part = Sources({k: sources[k] for k in sources if k in group})      # (in program order)
+        part.helpers = sources.helpers
+        units.append(program_source(part))
+    return units
+
+
+def _idle_cores() -> int:
+    """Cores this process may use that the last minute's load left idle, this process's own
+    included (at least 1)."""
+    import os
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:                  # macOS has no affinity API
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, int(cores - busy + 1.5))  # (+1: this process is part of the load it reads)
+
+
+def _functions(libs, kernels: Sequence[str]) -> dict:
+    """launch name -> its compiled kernel, found in whichever of the program's libraries defines
+    it; each library's kernels get the process's thread policy (`lt_parallel`)."""
+    for lib in libs:
+        ctypes.c_int.in_dll(lib, "lt_parallel").value = threads.kernels_parallel()
+    out = {}
+    for entry in kernels:
+        name, symbol = entry.split("=", 1)
+        for lib in libs:
+            try:
+                out[name] = lib[symbol]
+                break
+            except AttributeError:
+                continue
+    return out
 
 
 def launch_structures(plan) -> tuple[list, dict[str, tuple]]:

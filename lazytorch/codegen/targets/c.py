@@ -29,8 +29,12 @@ DIALECT = Dialect(
            "*": "{0}"},
     # a float cast to uint8 goes through int64 and wraps (-19.0 -> 237) as torch's CPU does; C leaves
     # a direct out-of-range float -> unsigned conversion undefined (ARM saturates it to 0)
-    cast={"bool": "(({0}) != 0)", "uint8": "({T})(int64_t)({0})", "float16": "lt_round_f16((float)({0}))",
-          "bfloat16": "lt_round_bf16((float)({0}))", "*": "({T})({0})"},
+    # casts to a float type go through lt_to_float/lt_to_double (preamble): from an integer they add
+    # +0, because GCC folds `(float)(int64_t)x` into truncf(x), which keeps the sign of zero
+    # (torch: `(x = -0.98).long().float()` is +0.0)
+    cast={"bool": "(({0}) != 0)", "uint8": "({T})(int64_t)({0})", "float16": "lt_round_f16(lt_to_float({0}))",
+          "bfloat16": "lt_round_bf16(lt_to_float({0}))", "float32": "lt_to_float({0})",
+          "float64": "lt_to_double({0})", "*": "({T})({0})"},
     templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
     preamble="c_preamble.h.j2",
     template_helpers={s: frozenset({"lt_parallel"}) for s in ("linear", "rows", "columns")},
