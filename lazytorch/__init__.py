@@ -56,7 +56,11 @@ def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in th
     if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
         return
     from .tensor import live_pending
-    _eval_tensors([t for t in tensors if isinstance(t, Tensor)], live_pending())
+    given = [t for t in tensors if isinstance(t, Tensor)]
+    for t in given:                     # (nothing pending: no scan of the live tensors)
+        if t.node.op != "buffer":
+            _eval_tensors(given, live_pending())
+            return
 
 
 def dump(*tensors: Tensor, after: str | None = None) -> str:

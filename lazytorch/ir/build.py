@@ -10,13 +10,15 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from . import dtypes as D
 from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
-from .node import TRACE, Node, user_line
+from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
+from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node
 from .registry import OpDef, get
 from .schema import Schema, SchemaError
 
@@ -413,22 +415,35 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
+    scalar_trees = {dt: tree_id(("leaf", key)) for dt, key in scalar_keys.items()}
+    getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
+        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
+        epoch = epoch_now[0]
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
             if type(na) is not Node or na.op == "param" or na.op == "scalar":
                 return None
             sa = (na.shape, na.dtype)
+            t = na.tree
+            if t is not None:
+                ia, la, za = t[1:] if t[0] == epoch else (0, None, 0)
+            elif na.op == "buffer":
+                ia, la, za = leaf_tree(na), (na,), 1
+            else:
+                ia = 0
         else:
             na = new(Node)
             na.op, na.inputs, na.attrs, na.shape, na.dtype = "scalar", (), _NO_ATTRS, (), da
-            na.buffer, na.value, na._key, na.origin = None, a, scalar_keys[da], None
+            na.buffer, na.value, na._key, na._origin, na.tree = None, a, scalar_keys[da], None, None
             sa = da
+            ia, la, za = scalar_trees[da], (na,), 1
         if b is _NONE:
             sig, inputs = sa, (na,)
+            ib = -1
         elif more:
             return None
         else:
@@ -438,26 +453,67 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
                 if type(nb) is not Node or nb.op == "param" or nb.op == "scalar":
                     return None
                 sig = (sa, nb.shape, nb.dtype)
+                t = nb.tree
+                if t is not None:
+                    ib, lb, zb = t[1:] if t[0] == epoch else (0, None, 0)
+                elif nb.op == "buffer":
+                    ib, lb, zb = leaf_tree(nb), (nb,), 1
+                else:
+                    ib = 0
+                if ia and ib and da is None and not disjoint(la, lb):
+                    ib = 0                       # x * x, (x + 1) * x: shared leaves, not a tree
             else:
                 nb = new(Node)
                 nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                nb.buffer, nb.value, nb._key, nb.origin = None, b, scalar_keys[db], None
+                nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
                 sig = (sa, db)
+                ib, lb, zb = scalar_trees[db], (nb,), 1
             inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
             node = new(Node)
-            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, *known
+            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, *known[:4]
             node.buffer = node.value = None
-            node.origin = user_line() if TRACE[0] else None
+            if not (ia and ib):
+                node.tree = None
+            elif ib < 0:                         # (one operand)
+                item = (known[4], ia)
+                node.tree = (epoch, TREES.get(item) or tree_id(item), la, za + 1) if za < MAX_TREE_NODES else None
+            else:
+                item = (known[4], ia, ib)
+                size = za + zb + 1
+                node.tree = (epoch, TREES.get(item) or tree_id(item), la + lb, size) \
+                    if size <= MAX_TREE_NODES else None
+            if trace[0]:                         # provenance: user_site(), inlined
+                f = getframe(1)
+                while f is not None:
+                    code = f.f_code
+                    mine = inside.get(code)
+                    if mine is None:
+                        mine = inside[code] = code.co_filename.startswith(PACKAGE)
+                    if not mine:
+                        node._origin = (code, f.f_lineno)
+                        break
+                    f = f.f_back
+                else:
+                    node._origin = None
+            else:
+                node._origin = None
             return node
         args = (a,) if b is _NONE else (a, b)
         node = call(name, *args)
         if _built_from(node, name, args, inputs):
-            memo[sig] = (node.attrs, node.shape, node.dtype, node.key)
+            memo[sig] = (node.attrs, node.shape, node.dtype, node.key, tree_id(("op", node.key)))
         return node
 
     return build
+
+
+def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
+    """Whether two leaf tuples share no node (only buffer leaves can be shared: the fast path's
+    scalar leaves are made for one op each)."""
+    seen = {id(n) for n in a if n.op == "buffer"}
+    return not any(id(n) in seen for n in b if n.op == "buffer")
 
 
 _NONE = object()           # "no second operand"
