@@ -397,14 +397,19 @@ FAST_META = frozenset({"pointwise", "add", "div"})
 NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
-def fast_builder(name: str) -> Callable[..., Node | None] | None:
+def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
+                 general: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
-    take the general route; None when the op has no fast path.
+    take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
+    Tensor API's own function of the op), it returns `wrap(node)` and calls `general` itself
+    where it would return None: a method the Tensor API can install as it is (`x * 2.0` then
+    runs one Python function down to the node).
 
     The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
-    through `call`, so binding, meta rules and errors are exactly the general ones; its result's
-    op, attributes, shape, dtype and key are remembered and later calls build the node directly.
+    through `call` (or `general`), so binding, meta rules and errors are exactly the general ones;
+    its result's op, attributes, shape, dtype and key are remembered and later calls build the
+    node directly.
     """
     op = get(name)
     if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
@@ -426,7 +431,7 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
             if type(na) is not Node or na.op == "param" or na.op == "scalar":
-                return None
+                return None if general is None else general(a, *(() if b is _NONE else (b,)), *more)
             sa = (na.shape, na.dtype)
             t = na.tree
             if t is not None:
@@ -445,13 +450,13 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
             sig, inputs = sa, (na,)
             ib = -1
         elif more:
-            return None
+            return None if general is None else general(a, b, *more)
         else:
             db = NUMBER_DTYPES.get(type(b))
             if db is None:
                 nb = getattr(b, "node", None)
                 if type(nb) is not Node or nb.op == "param" or nb.op == "scalar":
-                    return None
+                    return None if general is None else general(a, b)
                 sig = (sa, nb.shape, nb.dtype)
                 t = nb.tree
                 if t is not None:
@@ -499,12 +504,16 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
                     node._origin = None
             else:
                 node._origin = None
-            return node
+            return node if wrap is None else wrap(node)
         args = (a,) if b is _NONE else (a, b)
-        node = call(name, *args)
+        if general is None:
+            node = result = call(name, *args)
+        else:
+            result = general(*args)
+            node = getattr(result, "node", None)
         if _built_from(node, name, args, inputs):
             memo[sig] = (node.attrs, node.shape, node.dtype, node.key, tree_id(("op", node.key)))
-        return node
+        return result
 
     return build
 
