@@ -435,7 +435,10 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
             sa = (na.shape, na.dtype)
             t = na.tree
             if t is not None:
-                ia, la, za = t[1:] if t[0] == epoch else (0, None, 0)
+                if t[0] == epoch:
+                    _, ia, la, za = t
+                else:
+                    ia = 0
             elif na.op == "buffer":
                 ia, la, za = leaf_tree(na), (na,), 1
             else:
@@ -460,7 +463,10 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
                 sig = (sa, nb.shape, nb.dtype)
                 t = nb.tree
                 if t is not None:
-                    ib, lb, zb = t[1:] if t[0] == epoch else (0, None, 0)
+                    if t[0] == epoch:
+                        _, ib, lb, zb = t
+                    else:
+                        ib = 0
                 elif nb.op == "buffer":
                     ib, lb, zb = leaf_tree(nb), (nb,), 1
                 else:
@@ -476,16 +482,17 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
             inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
+            attrs, shape, dtype, key, op_id = known
             node = new(Node)
-            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, *known[:4]
+            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, attrs, shape, dtype, key
             node.buffer = node.value = None
             if not (ia and ib):
                 node.tree = None
             elif ib < 0:                         # (one operand)
-                item = (known[4], ia)
+                item = (op_id, ia)
                 node.tree = (epoch, TREES.get(item) or tree_id(item), la, za + 1) if za < MAX_TREE_NODES else None
             else:
-                item = (known[4], ia, ib)
+                item = (op_id, ia, ib)
                 size = za + zb + 1
                 node.tree = (epoch, TREES.get(item) or tree_id(item), la + lb, size) \
                     if size <= MAX_TREE_NODES else None
