@@ -53,14 +53,16 @@ from .serialization import load, save  # noqa: E402
 
 def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in the brief)
     """Materialise the given tensors together: shared work runs once, then each holds a buffer."""
+    given = [t for t in tensors if isinstance(t, Tensor)]
+    for t in given:                     # (nothing pending: nothing to do, no scan of live tensors)
+        if t.node.op != "buffer":
+            break
+    else:
+        return
     if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
         return
     from .tensor import live_pending
-    given = [t for t in tensors if isinstance(t, Tensor)]
-    for t in given:                     # (nothing pending: no scan of the live tensors)
-        if t.node.op != "buffer":
-            _eval_tensors(given, live_pending())
-            return
+    _eval_tensors(given, live_pending())
 
 
 def dump(*tensors: Tensor, after: str | None = None) -> str:
