@@ -18,7 +18,7 @@ from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
-from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node
+from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node, user_site
 from .registry import OpDef, get
 from .schema import Schema, SchemaError
 
@@ -427,6 +427,34 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
         # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
         epoch = epoch_now[0]
+        db = NUMBER_DTYPES.get(b.__class__)
+        if db is not None and a.__class__ is wrap and not more:
+            # the hottest case, `tensor <op> number` inside a tree, in a straight line
+            na = a.node
+            t = na.tree
+            if t is not None and t[0] == epoch:
+                known = memo.get(((na.shape, na.dtype), db))
+                if known is not None:
+                    _, ia, la, za = t
+                    nb = new(Node)
+                    nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
+                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
+                    attrs, shape, dtype, key, op_id = known
+                    node = new(Node)
+                    node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
+                    node._key, node.buffer, node.value = key, None, None
+                    if za < MAX_TREE_NODES - 1:
+                        item = (op_id, ia, scalar_trees[db])
+                        node.tree = (epoch, TREES.get(item) or tree_id(item), la + (nb,), za + 2)
+                    else:
+                        node.tree = None
+                    if trace[0]:
+                        f = getframe(1)
+                        mine = inside.get(f.f_code)
+                        node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
+                    else:
+                        node._origin = None
+                    return wrap(node)
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
