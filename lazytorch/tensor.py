@@ -20,6 +20,7 @@ from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
+from .realize import eval_tensors, host_value
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
@@ -174,7 +175,6 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a numpy array: evaluated if pending, then a view of the tensor's buffer (no
         copy, as torch's; bfloat16 comes back widened to a float32 copy)."""
-        from .realize import eval_tensors, host_value
         node = self.node
         if node.op != "buffer":
             eval_tensors([self], live_pending())
