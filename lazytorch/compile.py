@@ -55,10 +55,13 @@ _lock = threading.RLock()
 _tracing = threading.local()
 
 
+_traces_running = [0]         # bodies running on placeholders in any thread (traces hold a lock)
+
+
 def tracing() -> bool:
     """Whether this thread is running a body on placeholders (lt.eval is then a no-op: the
     compiled program evaluates everything it computes)."""
-    return getattr(_tracing, "active", False)
+    return _traces_running[0] > 0 and getattr(_tracing, "active", False)
 
 
 def compile_info() -> CompileInfo:
@@ -558,9 +561,11 @@ class CompiledFunction:
             a = _unflatten(spec, it)
             kw = _unflatten(kwspec, it) if kwspec is not None else {}
             _tracing.active = True
+            _traces_running[0] += 1
             try:
                 result = self._fn(*a, **kw)
             finally:
+                _traces_running[0] -= 1
                 _tracing.active = False
             out_leaves_raw: list = []
             out_spec = _flatten(result, out_leaves_raw)
