@@ -60,19 +60,17 @@ def program(roots: Iterable[Node]) -> Program:
     order: list[Node] = []
     leaves: list[Node] = []
     sig: list = []                                   # per node: key, then input positions if any
-
-    def place_leaf(node: Node) -> None:              # (full and iota have no inputs either)
-        index[node] = len(order)
-        order.append(node)
-        sig.append(node.key)
-        if node.op in LEAF_OPS:
-            leaves.append(node)
-
+    at = index.__getitem__
+    # (node._key is the key once computed: read the slot, call the property only when it is not)
     for root in roots:
         if root in index:
             continue
         if not root.inputs:
-            place_leaf(root)
+            index[root] = len(order)
+            order.append(root)
+            sig.append(root._key or root.key)
+            if root.op in LEAF_OPS:
+                leaves.append(root)
             continue
         stack = [(root, iter(root.inputs))]
         while stack:
@@ -82,7 +80,7 @@ def program(roots: Iterable[Node]) -> Program:
                     if not child.inputs:             # leaves are placed at once, in the same order
                         index[child] = len(order)
                         order.append(child)
-                        sig.append(child.key)
+                        sig.append(child._key or child.key)
                         if child.op in LEAF_OPS:
                             leaves.append(child)
                         continue
@@ -93,12 +91,9 @@ def program(roots: Iterable[Node]) -> Program:
                 if node not in index:
                     index[node] = len(order)
                     order.append(node)
-                    sig.append(node.key)
-                    sig.append(tuple([index[i] for i in node.inputs]))
-    # which nodes are the outputs, in order: one order can carry different roots (a live tensor's
-    # pending value inside the program joins as a root only while the tensor is alive), and the
-    # compiled program returns one buffer per root
-    sig.append(("roots", tuple([index[r] for r in roots])))
+                    sig.append(node._key or node.key)
+                    sig.append(tuple(map(at, node.inputs)))
+    sig.append(("roots", tuple(map(at, roots))))
     return Program(order, tuple(sig), leaves)
 
 
