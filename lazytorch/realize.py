@@ -69,7 +69,7 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
 
     A live node inside the program joins directly; one outside joins when its pending graph reads
     a node of the program (walked once per eval, memoised across live nodes)."""
-    inside = {id(n) for n in prog.order if not n.is_leaf}     # pending values, not shared data
+    inside = {id(n) for n in prog.order if n.op not in LEAF_OPS}    # pending values, not shared data
     related: dict[int, bool] = {}
     extra: list[Node] = []
     for n in live:
@@ -112,11 +112,12 @@ def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[
     if not roots:
         return roots, Program([], (), [])
     prog = program(roots)
-    extra = synced_roots(prog, live)
-    if extra:
-        ids = {id(r) for r in roots}
-        more = [n for n in extra if id(n) not in ids and not ids.add(id(n))]
-        if more:                    # (a live root itself, the common case, adds nothing)
+    ids = {id(r) for r in roots}
+    # (a live root itself, the common case, adds nothing: only other pending values are looked at)
+    others = [n for n in live if id(n) not in ids and n.op != "buffer" and n.op not in LEAF_OPS]
+    if others:
+        more = [n for n in synced_roots(prog, others) if id(n) not in ids and not ids.add(id(n))]
+        if more:
             roots = roots + more
             prog = program(roots)
     return roots, prog
