@@ -35,6 +35,7 @@ from .runtime import caches as _kernel_caches
 from .runtime import set_backend
 from .runtime import threads as _threads
 from .tensor import Size, Tensor
+from .tensor import live_pending as _live_pending
 
 bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
 half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
@@ -53,10 +54,15 @@ from .serialization import load, save  # noqa: E402
 
 def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in the brief)
     """Materialise the given tensors together: shared work runs once, then each holds a buffer."""
+    given = [t for t in tensors if isinstance(t, Tensor)]
+    for t in given:                     # (nothing pending: nothing to do, no scan of live tensors)
+        if t.node.op != "buffer":
+            break
+    else:
+        return
     if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
         return
-    from .tensor import live_pending
-    _eval_tensors([t for t in tensors if isinstance(t, Tensor)], live_pending())
+    _eval_tensors(given, _live_pending())
 
 
 def dump(*tensors: Tensor, after: str | None = None) -> str:

@@ -161,16 +161,13 @@ def make_operator(op: OpDef, dunder: str):
         reflected.__name__ = dunder
         return reflected
 
-    fast = fast_builder(op.name)
-    if fast is None:
-        def operator(self, *args):
-            return fn(self, *args)
-    else:
-        def operator(self, *args):
-            node = fast(self, *args)
-            if node is not None:
-                return Tensor(node)
-            return fn(self, *args)
+    def operator(self, *args):
+        return fn(self, *args)
+    # (the fast path builds and wraps the node itself, calling `operator` where it cannot)
+    fast = fast_builder(op.name, wrap=Tensor, general=operator)
+    if fast is not None:
+        fast.__name__ = fast.__qualname__ = dunder
+        return fast
     operator.__name__ = dunder
     return operator
 

@@ -55,10 +55,13 @@ _lock = threading.RLock()
 _tracing = threading.local()
 
 
+_traces_running = [0]         # bodies running on placeholders in any thread (traces hold a lock)
+
+
 def tracing() -> bool:
     """Whether this thread is running a body on placeholders (lt.eval is then a no-op: the
     compiled program evaluates everything it computes)."""
-    return getattr(_tracing, "active", False)
+    return _traces_running[0] > 0 and getattr(_tracing, "active", False)
 
 
 def compile_info() -> CompileInfo:
@@ -269,7 +272,8 @@ class Entry:
         self.captures = [t for _, t in self.capture_slots]
         self.shapes = [(t, t._node.shape, t._node.dtype) for t in self.captures]
         self.out_spec, self.out_leaves = trace.out_spec, trace.out_leaves
-        self.out_meta = [(r.shape, r.dtype, hash(("buffer", (), r.shape, r.dtype.name))) for r in trace.roots]
+        # (exact keys, never hashes of them: see ir/node.py)
+        self.out_meta = [(r.shape, r.dtype, ("buffer", (), r.shape, r.dtype.name)) for r in trace.roots]
         self.writes = trace.writes
         self.grad_writes = trace.grad_writes
         self.single = trace.out_spec is None and trace.out_leaves == [("out", 0)] and not trace.writes \
@@ -292,13 +296,10 @@ class Entry:
             for slot, t in self.capture_slots:
                 values[slot] = t._node.buffer
         outs = self.executable.run(values) if self.executable is not None else ()
-        nodes = []
-        for (shape, dtype, key), buf in zip(self.out_meta, outs):
-            node = Node.with_key("buffer", (), {}, shape, dtype, key)
-            node.buffer = buf
-            nodes.append(node)
         if self.single:
-            return Tensor(nodes[0])
+            shape, dtype, key = self.out_meta[0]
+            return Tensor(Node.computed(outs[0], shape, dtype, key))
+        nodes = [Node.computed(buf, shape, dtype, key) for (shape, dtype, key), buf in zip(self.out_meta, outs)]
         if self.writes:                                  # replay in-place updates of state
             with _no_grad():                             # (as an optimizer step updates parameters)
                 for target, k in self.writes:
@@ -560,9 +561,11 @@ class CompiledFunction:
             a = _unflatten(spec, it)
             kw = _unflatten(kwspec, it) if kwspec is not None else {}
             _tracing.active = True
+            _traces_running[0] += 1
             try:
                 result = self._fn(*a, **kw)
             finally:
+                _traces_running[0] -= 1
                 _tracing.active = False
             out_leaves_raw: list = []
             out_spec = _flatten(result, out_leaves_raw)

@@ -29,7 +29,7 @@ import numpy as np
 from .graph_cache import CACHE
 from .ir import dtypes as D
 from .ir.graph import Program, program
-from .ir.node import Node, type_str
+from .ir.node import EPOCH, LEAF_OPS, Node, type_str
 from .passes.normalize import normalize
 from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_after
 from .passes.plan import KernelPlan
@@ -69,7 +69,7 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
 
     A live node inside the program joins directly; one outside joins when its pending graph reads
     a node of the program (walked once per eval, memoised across live nodes)."""
-    inside = {id(n) for n in prog.order if not n.is_leaf}     # pending values, not shared data
+    inside = {id(n) for n in prog.order if n.op not in LEAF_OPS}    # pending values, not shared data
     related: dict[int, bool] = {}
     extra: list[Node] = []
     for n in live:
@@ -118,11 +118,12 @@ def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[
     if not roots:
         return roots, Program([], (), [])
     prog = program(roots)
-    extra = synced_roots(prog, live)
-    if extra:
-        ids = {id(r) for r in roots}
-        more = [n for n in extra if id(n) not in ids and not ids.add(id(n))]
-        if more:                    # (a live root itself, the common case, adds nothing)
+    ids = {id(r) for r in roots}
+    # (a live root itself, the common case, adds nothing: only other pending values are looked at)
+    others = [n for n in live if id(n) not in ids and n.op != "buffer" and n.op not in LEAF_OPS]
+    if others:
+        more = [n for n in synced_roots(prog, others) if id(n) not in ids and not ids.add(id(n))]
+        if more:
             roots = roots + more
             prog = program(roots)
     return roots, prog
@@ -157,9 +158,14 @@ def _compile(order: list[Node], roots: list[Node], name: str) -> Compiled:
 
 def eval_nodes(nodes: Iterable[Node], live: Iterable[Node] = ()) -> None:
     """Compute the pending `nodes` (and the `live` values synced with them) and cut the graph there."""
-    roots, prog = program_for(nodes, live)
+    roots = pending_roots(nodes)
     if not roots:
         return
+    if not isinstance(live, (list, tuple)):
+        live = list(live)
+    if len(roots) == 1 and roots[0].tree is not None and _eval_tree(roots[0], live):
+        return
+    roots, prog = program_for(roots, live)
     if len(prog.order) > WARN_NODES:
         warn_long_history(roots[0], len(prog.order))
     name = backend_name()
@@ -170,6 +176,40 @@ def eval_nodes(nodes: Iterable[Node], live: Iterable[Node] = ()) -> None:
     outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in prog.leaves])
     for node, buf in zip(roots, outs):
         node.realize(buf)
+
+
+class _NotATree(Exception):
+    """A tree summary disagreed with the program's walk (never expected: the slow path runs)."""
+
+
+def _eval_tree(root: Node, live: Iterable[Node]) -> bool:
+    """Evaluate a root whose node carries a tree summary (ir/graph.py: tree keys) without walking
+    its program: the graph cache is keyed by the tree id, the leaves come with the summary.  Only
+    when no other live tensor holds a pending value (synced_roots would add it); False: not done."""
+    epoch, tree, leaves, size = root.tree
+    if epoch != EPOCH[0] or size > WARN_NODES:
+        return False
+    for n in live:
+        if n is not root and n.op != "buffer" and n.op not in LEAF_OPS:
+            return False
+    name = backend_name()
+    try:
+        compiled = CACHE.get_or_compile((("tree", tree), name), lambda: _compile_tree(root, leaves, name))
+    except _NotATree:
+        return False
+    backend = get_backend(name)
+    if backend.device_memory:
+        keep_uploads(leaves, backend)
+    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in leaves])
+    root.realize(outs[0])
+    return True
+
+
+def _compile_tree(root: Node, leaves: tuple[Node, ...], name: str) -> Compiled:
+    prog = program([root])
+    if len(prog.leaves) != len(leaves) or any(a is not b for a, b in zip(prog.leaves, leaves)):
+        raise _NotATree(root)
+    return _compile(prog.order, [root], name)
 
 
 def keep_uploads(leaves: list[Node], backend: Backend) -> None:

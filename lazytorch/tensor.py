@@ -9,30 +9,35 @@ their node when the base is mutated, and an in-place op on them writes through i
 from __future__ import annotations
 
 import weakref
-from itertools import count
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from .autograd import state as _grad
+from .autograd.state import MODE as _MODE
 from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
 from .host_data import SHARED, is_shared, share, snapshot
+from .realize import eval_tensors, host_value
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
 # in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
 # still reach it.  Realized entries are dropped as evals find them (an in-place op re-tracks).
+# (keyed by id of the weak reference, which the table keeps alive: one shared callback drops it)
 _LIVE: dict[int, weakref.ref] = {}
-_ticket = count()
+
+
+def _forget(ref: weakref.ref) -> None:
+    _LIVE.pop(id(ref), None)
 
 
 def _track(t: "Tensor") -> None:
-    k = next(_ticket)
-    _LIVE[k] = weakref.ref(t, lambda _, k=k: _LIVE.pop(k, None))
+    ref = weakref.ref(t, _forget)
+    _LIVE[id(ref)] = ref
 
 
 def live_pending() -> list[Node]:
@@ -40,7 +45,8 @@ def live_pending() -> list[Node]:
     was realized are dropped here, eagerly (a lazy generator left unexhausted by its consumer
     would never drop them, and the table would grow with every step of a loop)."""
     pending, done = [], []
-    for k, ref in list(_LIVE.items()):
+    # (a copy made in one step: a collection during a listing would run _forget on the table)
+    for k, ref in _LIVE.copy().items():
         t = ref()
         node = None if t is None else t._node
         if node is None or node.realized:
@@ -62,10 +68,11 @@ class Tensor:
         self._base_version = base._version if base is not None else 0
         self._version = 0                      # bumped by every in-place op on this tensor
         self._grad = None                      # .grad: a lazy tensor after backward
-        if _grad.MODE.any_leaf:                # autograd: does this value require grad?
+        if _MODE.any_leaf:                     # autograd: does this value require grad?
             _grad.track(node)
-        if base is None and not node.realized:
-            _track(self)
+        if base is None and node.op != "buffer":
+            ref = weakref.ref(self, _forget)   # (_track, inlined: every op makes a tensor)
+            _LIVE[id(ref)] = ref
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property
@@ -196,7 +203,6 @@ class Tensor:
             eval_nodes([node], live_pending())
         if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
             return self._share()
-        from .realize import host_value
         return host_value(node)
 
     def _share(self) -> np.ndarray:

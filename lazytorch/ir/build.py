@@ -10,13 +10,15 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from . import dtypes as D
 from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
-from .node import TRACE, Node, user_line
+from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
+from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node, user_site
 from .registry import OpDef, get
 from .schema import Schema, SchemaError
 
@@ -395,14 +397,19 @@ FAST_META = frozenset({"pointwise", "add", "div"})
 NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
-def fast_builder(name: str) -> Callable[..., Node | None] | None:
+def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
+                 general: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
-    take the general route; None when the op has no fast path.
+    take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
+    Tensor API's own function of the op), it returns `wrap(node)` and calls `general` itself
+    where it would return None: a method the Tensor API can install as it is (`x * 2.0` then
+    runs one Python function down to the node).
 
     The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
-    through `call`, so binding, meta rules and errors are exactly the general ones; its result's
-    op, attributes, shape, dtype and key are remembered and later calls build the node directly.
+    through `call` (or `general`), so binding, meta rules and errors are exactly the general ones;
+    its result's op, attributes, shape, dtype and key are remembered and later calls build the
+    node directly.
     """
     op = get(name)
     if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
@@ -413,51 +420,144 @@ def fast_builder(name: str) -> Callable[..., Node | None] | None:
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
+    scalar_trees = {dt: tree_id(("leaf", key)) for dt, key in scalar_keys.items()}
+    getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
+        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
+        epoch = epoch_now[0]
+        db = NUMBER_DTYPES.get(b.__class__)
+        if db is not None and a.__class__ is wrap and not more:
+            # the hottest case, `tensor <op> number` inside a tree, in a straight line
+            na = a.node
+            t = na.tree
+            if t is not None and t[0] == epoch:
+                known = memo.get(((na.shape, na.dtype), db))
+                if known is not None:
+                    _, ia, la, za = t
+                    nb = new(Node)
+                    nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
+                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
+                    attrs, shape, dtype, key, op_id = known
+                    node = new(Node)
+                    node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
+                    node._key, node.buffer, node.value = key, None, None
+                    if za < MAX_TREE_NODES - 1:
+                        item = (op_id, ia, scalar_trees[db])
+                        node.tree = (epoch, TREES.get(item) or tree_id(item), la + (nb,), za + 2)
+                    else:
+                        node.tree = None
+                    if trace[0]:
+                        f = getframe(1)
+                        mine = inside.get(f.f_code)
+                        node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
+                    else:
+                        node._origin = None
+                    return wrap(node)
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
             if type(na) is not Node or na.op == "param" or na.op == "scalar":
-                return None
+                return None if general is None else general(a, *(() if b is _NONE else (b,)), *more)
             sa = (na.shape, na.dtype)
+            t = na.tree
+            if t is not None:
+                if t[0] == epoch:
+                    _, ia, la, za = t
+                else:
+                    ia = 0
+            elif na.op == "buffer":
+                ia, la, za = leaf_tree(na), (na,), 1
+            else:
+                ia = 0
         else:
             na = new(Node)
             na.op, na.inputs, na.attrs, na.shape, na.dtype = "scalar", (), _NO_ATTRS, (), da
-            na.buffer, na.value, na._key, na.origin = None, a, scalar_keys[da], None
+            na.buffer, na.value, na._key, na._origin, na.tree = None, a, scalar_keys[da], None, None
             sa = da
+            ia, la, za = scalar_trees[da], (na,), 1
         if b is _NONE:
             sig, inputs = sa, (na,)
+            ib = -1
         elif more:
-            return None
+            return None if general is None else general(a, b, *more)
         else:
             db = NUMBER_DTYPES.get(type(b))
             if db is None:
                 nb = getattr(b, "node", None)
                 if type(nb) is not Node or nb.op == "param" or nb.op == "scalar":
-                    return None
+                    return None if general is None else general(a, b)
                 sig = (sa, nb.shape, nb.dtype)
+                t = nb.tree
+                if t is not None:
+                    if t[0] == epoch:
+                        _, ib, lb, zb = t
+                    else:
+                        ib = 0
+                elif nb.op == "buffer":
+                    ib, lb, zb = leaf_tree(nb), (nb,), 1
+                else:
+                    ib = 0
+                if ia and ib and da is None and not disjoint(la, lb):
+                    ib = 0                       # x * x, (x + 1) * x: shared leaves, not a tree
             else:
                 nb = new(Node)
                 nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                nb.buffer, nb.value, nb._key, nb.origin = None, b, scalar_keys[db], None
+                nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
                 sig = (sa, db)
+                ib, lb, zb = scalar_trees[db], (nb,), 1
             inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
+            attrs, shape, dtype, key, op_id = known
             node = new(Node)
-            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, *known
+            node.op, node.inputs, node.attrs, node.shape, node.dtype, node._key = name, inputs, attrs, shape, dtype, key
             node.buffer = node.value = None
-            node.origin = user_line() if TRACE[0] else None
-            return node
+            if not (ia and ib):
+                node.tree = None
+            elif ib < 0:                         # (one operand)
+                item = (op_id, ia)
+                node.tree = (epoch, TREES.get(item) or tree_id(item), la, za + 1) if za < MAX_TREE_NODES else None
+            else:
+                item = (op_id, ia, ib)
+                size = za + zb + 1
+                node.tree = (epoch, TREES.get(item) or tree_id(item), la + lb, size) \
+                    if size <= MAX_TREE_NODES else None
+            if trace[0]:                         # provenance: user_site(), inlined
+                f = getframe(1)
+                while f is not None:
+                    code = f.f_code
+                    mine = inside.get(code)
+                    if mine is None:
+                        mine = inside[code] = code.co_filename.startswith(PACKAGE)
+                    if not mine:
+                        node._origin = (code, f.f_lineno)
+                        break
+                    f = f.f_back
+                else:
+                    node._origin = None
+            else:
+                node._origin = None
+            return node if wrap is None else wrap(node)
         args = (a,) if b is _NONE else (a, b)
-        node = call(name, *args)
+        if general is None:
+            node = result = call(name, *args)
+        else:
+            result = general(*args)
+            node = getattr(result, "node", None)
         if _built_from(node, name, args, inputs):
-            memo[sig] = (node.attrs, node.shape, node.dtype, node.key)
-        return node
+            memo[sig] = (node.attrs, node.shape, node.dtype, node.key, tree_id(("op", node.key)))
+        return result
 
     return build
+
+
+def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
+    """Whether two leaf tuples share no node (only buffer leaves can be shared: the fast path's
+    scalar leaves are made for one op each)."""
+    seen = {id(n) for n in a if n.op == "buffer"}
+    return not any(id(n) in seen for n in b if n.op == "buffer")
 
 
 _NONE = object()           # "no second operand"

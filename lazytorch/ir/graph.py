@@ -4,6 +4,7 @@ All walks are iterative so that programs of 100,000 nodes never hit Python's rec
 """
 from __future__ import annotations
 
+from itertools import count
 from typing import TYPE_CHECKING, Container, Iterable, NamedTuple
 
 from .node import LEAF_OPS, Node
@@ -59,19 +60,17 @@ def program(roots: Iterable[Node]) -> Program:
     order: list[Node] = []
     leaves: list[Node] = []
     sig: list = []                                   # per node: key, then input positions if any
-
-    def place_leaf(node: Node) -> None:              # (full and iota have no inputs either)
-        index[node] = len(order)
-        order.append(node)
-        sig.append(node.key)
-        if node.op in LEAF_OPS:
-            leaves.append(node)
-
+    at = index.__getitem__
+    # (node._key is the key once computed: read the slot, call the property only when it is not)
     for root in roots:
         if root in index:
             continue
         if not root.inputs:
-            place_leaf(root)
+            index[root] = len(order)
+            order.append(root)
+            sig.append(root._key or root.key)
+            if root.op in LEAF_OPS:
+                leaves.append(root)
             continue
         stack = [(root, iter(root.inputs))]
         while stack:
@@ -81,7 +80,7 @@ def program(roots: Iterable[Node]) -> Program:
                     if not child.inputs:             # leaves are placed at once, in the same order
                         index[child] = len(order)
                         order.append(child)
-                        sig.append(child.key)
+                        sig.append(child._key or child.key)
                         if child.op in LEAF_OPS:
                             leaves.append(child)
                         continue
@@ -92,13 +91,51 @@ def program(roots: Iterable[Node]) -> Program:
                 if node not in index:
                     index[node] = len(order)
                     order.append(node)
-                    sig.append(node.key)
-                    sig.append(tuple([index[i] for i in node.inputs]))
-    # which nodes are the outputs, in order: one order can carry different roots (a live tensor's
-    # pending value inside the program joins as a root only while the tensor is alive), and the
-    # compiled program returns one buffer per root
-    sig.append(("roots", tuple([index[r] for r in roots])))
+                    sig.append(node._key or node.key)
+                    sig.append(tuple(map(at, node.inputs)))
+    sig.append(("roots", tuple(map(at, roots))))
     return Program(order, tuple(sig), leaves)
+
+
+# ---------------------------------------------------------------- tree keys
+# Most programs a Tensor API call evaluates are trees: chains of pointwise ops over distinct
+# leaves (W7, an optimizer's update of one parameter).  For those, the Tensor API's fast path
+# (ir/build.py: fast_builder) keeps on each node a summary made as it builds the node, so that
+# eval needs no walk: node.tree = (epoch, tree id, leaves, number of nodes).  The tree id names the structure
+# below the node: ids are interned, `tree_id((op id, id of input 0, id of input 1))`, with op
+# ids interned from node keys and leaf ids from leaf keys, so two nodes have the same id exactly
+# when their trees have equal structure (node keys and which input is which; a tree shares no
+# node, so the nesting is the whole structure).  `leaves` are the tree's leaves in the order
+# program() lists them (its walk meets a tree's leaves left to right).  A summary is made only
+# when both inputs have one and share no leaf, for at most MAX_TREE_NODES nodes, and holds only
+# in the epoch it was made in (ir/node.py: EPOCH; realize() anywhere may cut a tree).
+# Ids are never reused: when the table is cleared (it is bounded) the counter goes on, so an id
+# made before names the same structure still or is never met again.
+MAX_TREE_NODES = 256
+MAX_TREES = 1 << 20
+TREES: dict[tuple, int] = {}
+_tree_ids = count(1)
+_LEAF_TREES: dict[tuple, int] = {}          # (shape, dtype) of a buffer leaf -> its id
+
+
+def tree_id(item: tuple) -> int:
+    """The id of a structure item: ("op", node key), ("leaf", leaf key) or (op id, input ids...)."""
+    known = TREES.get(item)
+    if known is not None:
+        return known
+    if len(TREES) >= MAX_TREES:
+        TREES.clear()
+        _LEAF_TREES.clear()
+    return TREES.setdefault(item, next(_tree_ids))
+
+
+def leaf_tree(node: Node) -> int:
+    """The tree id of a buffer leaf (its key depends only on its shape and dtype)."""
+    sig = (node.shape, node.dtype)
+    known = _LEAF_TREES.get(sig)
+    if known is None:
+        known = _LEAF_TREES[sig] = tree_id(("leaf", node.key))
+    return known
 
 
 def leaves(order: list[Node]) -> list[Node]:

@@ -28,7 +28,8 @@ LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
 
 class Node:
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "_key", "buffer", "value", "origin", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "_key", "buffer", "value", "_origin", "tree",
+                 "__weakref__")
 
     def __init__(self, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType):
@@ -40,7 +41,8 @@ class Node:
         self.buffer = None
         self.value = None
         self._key = None
-        self.origin = user_line() if TRACE[0] else None
+        self.tree = None
+        self._origin = user_site() if TRACE[0] else None
 
     @classmethod
     def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
@@ -51,10 +53,21 @@ class Node:
         node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
         node.buffer = node.value = None
         node._key = key
-        node.origin = user_line() if TRACE[0] else None
+        node.tree = None
+        node._origin = user_site() if TRACE[0] else None
         return node
 
     # ---- leaves ----
+    @classmethod
+    def computed(cls, buffer, shape: tuple[int, ...], dtype: DType, key: tuple) -> "Node":
+        """A buffer leaf holding a value just computed (lt.compile's outputs), its key known:
+        no source line (the user's line is the compiled call, not where the value was built)."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = "buffer", (), {}, shape, dtype
+        node.value = node._origin = node.tree = None
+        node._key, node.buffer = key, buffer
+        return node
+
     @classmethod
     def from_buffer(cls, buffer, shape: tuple[int, ...], dtype: DType) -> "Node":
         node = cls("buffer", (), {}, shape, dtype)
@@ -65,7 +78,7 @@ class Node:
     def scalar(cls, value, dtype: DType) -> "Node":
         node = cls.__new__(cls)                 # (no source line: a number is not where work happens)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {}, (), dtype
-        node.buffer = node.origin = None
+        node.buffer = node._origin = node.tree = None
         node._key = _SCALAR_KEYS.get(dtype) or _scalar_key(dtype)
         node.value = value
         return node
@@ -74,6 +87,24 @@ class Node:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
         self._key = ("buffer", (), self.shape, self.dtype.name)
+        self.tree = None
+        EPOCH[0] += 1            # every node's tree summary built before now may be stale
+
+    # ---- where the user built it (formatted when read: most nodes are never shown) ----
+    @property
+    def origin(self) -> str | None:
+        o = self._origin
+        if o is None or o.__class__ is str:
+            return o
+        s = _LINES.get(o)
+        if s is None:
+            s = _LINES[o] = f"{os.path.basename(o[0].co_filename)}:{o[1]}"
+        self._origin = s
+        return s
+
+    @origin.setter
+    def origin(self, value) -> None:
+        self._origin = value
 
     # ---- runtime scalars are opaque ----
     # A pass or decomposition that compares a node with a number, or tests its truth, would be
@@ -128,6 +159,9 @@ class Node:
 # which lines a kernel fused.  Passes switch it off (`TRACE[0] = False` inside `tracing(False)`);
 # their nodes inherit the origin of the node they replace (passes/rewrite.py).
 TRACE = [os.environ.get("LAZYTORCH_PROVENANCE", "1") != "0"]
+# Bumped by every realize(): a node's `tree` summary (ir/build.py's fast path) is valid only in the
+# epoch it was made in, since a realize below it changes the program it stands for.
+EPOCH = [0]
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12", interned
 
@@ -135,8 +169,10 @@ _LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12
 _INSIDE: dict = {}                          # code object -> whether it is lazytorch's own
 
 
-def user_line() -> str | None:
-    f = sys._getframe(2)
+def user_site(depth: int = 2) -> tuple | None:
+    """(code object, line) of the first frame outside this package, from `depth` frames up (the
+    caller's caller by default): a node's origin, kept raw (Node.origin formats it when read)."""
+    f = sys._getframe(depth)
     inside = _INSIDE
     while f is not None:
         code = f.f_code
@@ -144,14 +180,19 @@ def user_line() -> str | None:
         if mine is None:
             mine = inside[code] = code.co_filename.startswith(_PACKAGE)
         if not mine:
-            break
+            return (code, f.f_lineno)
         f = f.f_back
-    if f is None:
+    return None
+
+
+def user_line() -> str | None:
+    """The "file.py:12" of the first frame outside this package, above the caller."""
+    site = user_site(3)
+    if site is None:
         return None
-    k = (code, f.f_lineno)
-    s = _LINES.get(k)
+    s = _LINES.get(site)
     if s is None:
-        s = _LINES[k] = f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+        s = _LINES[site] = f"{os.path.basename(site[0].co_filename)}:{site[1]}"
     return s
 
 

@@ -13,15 +13,18 @@ anything else without a kernel runs on the reference executor (compile_launch re
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
+import math
+import operator
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..ir import dtypes as D
 from . import compiler, threads
 from .backend import Backend, LaunchFn
-from .buffer_pool import BufferPool
-from .executor import PlanExecutor, debug_level
+from .buffer_pool import MIN_BYTES, BufferPool
+from .executor import PlanExecutor, debug_level, kernel_error
+from ..passes.plan import describe_launch
 from .library import host_gemm
 
 _ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
@@ -144,7 +147,7 @@ class CpuBackend(Backend):
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
-        return PlanExecutor(self, plan, compile_launch, sources)
+        return CpuExecutor(self, plan, compile_launch, sources)
 
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
@@ -293,4 +296,176 @@ def _kernel_launch(fn, launch) -> LaunchFn:
             err[0] = 0
             return 1
         return 0
+    run.cfunc, run.arr_t = fn, arr_t         # (CpuExecutor calls the kernel with its own arrays)
     return run
+
+
+class CpuExecutor(PlanExecutor):
+    """The executor with the cpu backend's per-launch host work done once per plan.
+
+    Each kernel takes an array of pointers.  Instead of converting every argument to a buffer and
+    building that array on every run, a *frame* (one per concurrent run, reused across runs, as
+    the static memory plan's temp sets are) holds each kernel's pointer array already filled with
+    what does not change between runs: the addresses of the static temps, of the error words and
+    of the frame's scalar storage, into which a run writes its float and bool arguments (one
+    slice assignment).  A run then only writes the addresses of its array arguments and of the
+    buffers it allocates (outputs, temps outside the static plan).  Library and reference
+    launches take their buffers as in PlanExecutor; under LAZYTORCH_DEBUG every run takes
+    PlanExecutor's traced path."""
+
+    def __init__(self, backend, plan, compile_launch, sources=None):
+        super().__init__(backend, plan, compile_launch, sources)
+        self._frames: list[_Frame] = []
+        self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
+        if self.direct:
+            self._layout()
+
+    def _layout(self) -> None:
+        kernel_reads: dict[int, int] = {}            # slot -> kernel steps reading it
+        other_reads: set[int] = set()                # slots other launches read (need buffers)
+        for fn, reads, writes, _, _ in self.steps:
+            for r in reads:
+                if getattr(fn, "cfunc", None) is not None:
+                    kernel_reads[r] = kernel_reads.get(r, 0) + 1
+                else:
+                    other_reads.add(r)
+        outputs = set(self.outputs)
+        # float and bool arguments only kernels read live in the frame's storage
+        self.packed: dict[type, tuple[list[int], list[int]]] = {}   # ctype -> (arg indices, slots)
+        self.converted: list[tuple[int, int, Callable, Any]] = []   # (arg index, slot, convert, dtype)
+        packed_at: dict[int, tuple[type, int]] = {}                 # slot -> (ctype, storage index)
+        numbers = self.plan.scalar_slots                             # (params that are Python numbers)
+        for k, (slot, convert, dtype) in enumerate(self.params):
+            ctype = _SCALAR_CTYPES.get(dtype)
+            if ctype is not None and slot in kernel_reads and slot not in other_reads and slot not in outputs \
+                    and self.plan.params[k].slot in numbers:
+                args, slots = self.packed.setdefault(ctype, ([], []))
+                packed_at[slot] = (ctype, len(args))
+                args.append(k)
+                slots.append(slot)
+            else:
+                self.converted.append((k, slot, convert, dtype))
+        self.pick = {ct: _picker(args) for ct, (args, _) in self.packed.items()}
+        temp_slot: dict[int, int] = {}                                # slot -> static temp index
+        for _, _, writes, _, _ in self.steps:
+            for slot, _, _, t in writes:
+                if t >= 0:
+                    temp_slot[slot] = t
+        # per step: (cfunc or None, launch fn, reads, writes, frees, launch, dynamic pointer positions)
+        self.program: list[tuple] = []
+        self.fixed: list[list[tuple[int, tuple]]] = []   # per kernel step: (position, what) set per frame
+        for fn, reads, writes, frees, launch in self.steps:
+            cfunc = getattr(fn, "cfunc", None)
+            dynamic: list[tuple[int, int]] = []          # (pointer position, slot) written per run
+            fixed: list[tuple[int, tuple]] = []
+            if cfunc is not None:
+                for pos, slot in enumerate(reads + [w[0] for w in writes]):
+                    if slot in packed_at:
+                        fixed.append((pos, ("scalar",) + packed_at[slot]))
+                    elif slot in temp_slot:
+                        fixed.append((pos, ("temp", temp_slot[slot])))
+                    else:
+                        dynamic.append((pos, slot))
+                fixed.append((len(reads) + len(writes), ("err", len(self.fixed))))
+                self.fixed.append(fixed)
+            # buffers below the pool's threshold come straight from numpy (as the pool's own would)
+            allocs = [(slot, shape, dtype, t, np.dtype(dtype.np), math.prod(shape) * dtype.np.itemsize < MIN_BYTES)
+                      for slot, shape, dtype, t in writes]
+            self.program.append((cfunc, fn, reads, allocs, frees, launch, dynamic, len(self.fixed) - 1))
+
+    def _frame(self) -> "_Frame":
+        temps = self.memory.allocate() if self.memory is not None else []
+        storage = {ct: (ct * len(slots))() for ct, (_, slots) in self.packed.items()}
+        errs = (ctypes.c_int32 * max(1, len(self.fixed)))()
+        arrays = []
+        for fixed, step in zip(self.fixed, [s for s in self.program if s[0] is not None]):
+            arr = step[1].arr_t()
+            for pos, what in fixed:
+                if what[0] == "scalar":
+                    arr[pos] = ctypes.addressof(storage[what[1]]) + what[2] * ctypes.sizeof(what[1])
+                elif what[0] == "temp":
+                    arr[pos] = _address(temps[what[1]])
+                else:
+                    arr[pos] = ctypes.addressof(errs) + what[1] * 4
+            arrays.append(arr)
+        return _Frame(temps, storage, errs, arrays)
+
+    def run(self, args: Sequence[Any]) -> list:
+        if not self.direct:
+            return super().run(args)
+        frames = self._frames
+        frame = frames.pop() if frames else self._frame()
+        try:
+            return self._run(args, frame)
+        finally:
+            if len(frames) < MAX_FRAMES:
+                frames.append(frame)
+
+    def _run(self, args: Sequence[Any], frame: "_Frame") -> list:
+        env: list = [None] * self.size
+        addr: list = [0] * self.size
+        for k, slot, convert, dtype in self.converted:
+            buf = env[slot] = convert(args[k], dtype)
+            addr[slot] = _address(buf)
+        storage = frame.storage
+        for ct, pick in self.pick.items():
+            storage[ct][:] = pick(args)
+        empty = self.backend.empty
+        small = self.backend.pool.stats
+        temps, errs, arrays = frame.temps, frame.errs, frame.arrays
+        for cfunc, fn, reads, writes, frees, launch, dynamic, k in self.program:
+            if cfunc is not None:
+                for slot, shape, dtype, t, np_dtype, tiny in writes:
+                    if t >= 0:
+                        env[slot] = temps[t]
+                        continue
+                    if tiny:
+                        small["small"] += 1
+                        buf = env[slot] = np.empty(shape, np_dtype)
+                    else:
+                        buf = env[slot] = empty(shape, dtype)
+                    addr[slot] = _address(buf)
+                arr = arrays[k]
+                for pos, slot in dynamic:
+                    arr[pos] = addr[slot]
+                cfunc(arr)
+                if errs[k]:
+                    errs[k] = 0
+                    raise kernel_error(launch)
+            else:
+                outs = []
+                for slot, shape, dtype, t, _, _ in writes:
+                    buf = env[slot] = temps[t] if t >= 0 else empty(shape, dtype)
+                    outs.append(buf)
+                try:
+                    failed = fn([env[r] for r in reads], outs)
+                except Exception as e:
+                    e.add_note(describe_launch(launch))
+                    raise
+                if failed:
+                    raise kernel_error(launch)
+                for slot, _, _, t, _, _ in writes:
+                    if t < 0:
+                        addr[slot] = _address(env[slot])
+            for i in frees:
+                env[i] = None
+        return [env[i] for i in self.outputs]
+
+
+MAX_FRAMES = 4        # frames kept per plan (runs on as many threads at once reuse theirs)
+
+
+class _Frame:
+    """One run's reusable state: static temps, scalar storage, error words, pointer arrays."""
+    __slots__ = ("temps", "storage", "errs", "arrays")
+
+    def __init__(self, temps, storage, errs, arrays):
+        self.temps, self.storage, self.errs, self.arrays = temps, storage, errs, arrays
+
+
+def _picker(indices: list[int]) -> Callable[[Sequence[Any]], tuple]:
+    """A function of the argument list returning the values at `indices`, as a tuple."""
+    if len(indices) == 1:
+        i = indices[0]
+        return lambda args: (args[i],)
+    return operator.itemgetter(*indices)
