@@ -10,6 +10,8 @@ kernel stage.
 """
 from __future__ import annotations
 
+import sys
+
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.dtypes import DType
@@ -57,7 +59,20 @@ def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
             raise Unsupported(f"{n.op} has no kernel lowering")
         if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
+    _allow_depth(len(launch.nodes))
     return _Lowering(launch, name or launch.name, row_cache).run()
+
+
+FRAMES_PER_NODE = 4     # value -> compute -> (comprehension) -> value: frames per node of a chain
+
+
+def _allow_depth(nodes: int) -> None:
+    """Let `value` recurse along the longest chain of a group: a fused chain of a few hundred
+    nodes (a lazy loop's body) would pass Python's default limit of 1000 frames.  From Python 3.11
+    on, Python-to-Python calls use no C stack, so a higher limit costs nothing; it is only raised."""
+    need = 1000 + FRAMES_PER_NODE * nodes
+    if sys.getrecursionlimit() < need:
+        sys.setrecursionlimit(need)
 
 
 def _broadcast_dims(view: Node) -> tuple[int, ...] | None:
