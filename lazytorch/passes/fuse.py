@@ -173,6 +173,12 @@ class Fuser:
                 else:
                     reach[id(n)] = r
                 continue
+            size = 0                                   # at least len(reads_of(n)): most nodes
+            for i in n.inputs:                         # need no set built to pass the cap test
+                got = reach.get(id(i))
+                size += 1 if got is None else len(got)
+            if size + 1 <= self.max_buffers:
+                continue
             r = reads_of(n)
             while len(r) + 1 > self.max_buffers:
                 big = [i for i in n.inputs if id(i) in reach and i.op not in INLINED]
@@ -267,17 +273,20 @@ class Fuser:
             g = self.group_of.get(id(i))
             if g is not None and g.kind == "kernel" and g not in cands:
                 cands.append(g)
-        forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
-        for g in cands:
-            if g.id in forbidden:
-                self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
-                            "(it must read a stored buffer)")
-        cands = [g for g in cands if g.id not in forbidden]
+        if through:
+            forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
+            for g in cands:
+                if g.id in forbidden:
+                    self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
+                                "(it must read a stored buffer)")
+            cands = [g for g in cands if g.id not in forbidden]
         if not cands:
             return False
         # first all candidate groups merged, then each alone (largest first)
-        options = [cands] if len(cands) > 1 else []
-        options += [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
+        if len(cands) == 1:
+            options = [cands]
+        else:
+            options = [cands] + [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
         for option in options:
             if not self.acyclic(option, direct, through):
                 self.refuse(option, n, "cycle between launches (a group in between reads one and feeds the other)")
@@ -336,7 +345,8 @@ class Fuser:
         return not any(self.groups[h].deps & ids for h in bits(outside & ~ids))
 
     def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
-        if sum(len(g.members) for g in option) >= MAX_GROUP_NODES:
+        single = len(option) == 1               # the common case: nothing is copied for it
+        if (len(option[0].members) if single else sum(len(g.members) for g in option)) >= MAX_GROUP_NODES:
             return self.refuse(option, n, f"would exceed {MAX_GROUP_NODES} nodes in one kernel")
         first = option[0]
         for g in option[1:]:
@@ -345,16 +355,15 @@ class Fuser:
             if g.R is not None and first.R is not None and g.R != first.R:
                 return self.refuse(option, n, f"reduction over different dims {list(first.R)} and {list(g.R)}")
         I = first.I
-        R = next((g.R for g in option if g.R is not None), None)
-        single = len(option) == 1               # the common case: nothing is copied for it
+        R = first.R if single else next((g.R for g in option if g.R is not None), None)
         # a group's members are the keys of its role map
         role = first.role if single else {k: v for g in option for k, v in g.role.items()}
         members = role
         in_group = [i for i in direct if id(i) in members]
-        if any(id(i) in members for i in through):
+        if through and any(id(i) in members for i in through):
             return self.refuse(option, n, "a view or broadcast input reads a value of the group itself "
                                "(it must read a stored buffer)")
-        revisits = any(g.revisits for g in option)
+        revisits = first.revisits if single else any(g.revisits for g in option)
         after = first.after_reduce if single else set().union(*(g.after_reduce for g in option))
         n_after = False                         # n is full and depends on a reduced member
         if n.op in REDUCTIONS:
@@ -555,7 +564,7 @@ def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
 
 def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:
     """Groups in an order where every group runs after those it reads (ties: program order)."""
-    first = {g.id: min(fuser.position(m) for m in g.members) for g in groups}
+    first = {g.id: fuser.position(g.members[0]) for g in groups}     # (members are in program order)
     pending = sorted(groups, key=lambda g: first[g.id])
     taken = [False] * len(pending)
     done = 0                                   # bitset of the groups emitted (with their aliases)

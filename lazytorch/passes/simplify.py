@@ -31,6 +31,7 @@ _WIDER = {
     D.float64: {D.float64},
 }
 INVOLUTIONS = frozenset({"neg", "bitwise_not"})
+IDENTITY_OPS = frozenset({"mul", "div", "add", "sub"}) | INVOLUTIONS    # the ops `identities` rewrites
 
 
 def is_const(n: Node) -> bool:
@@ -53,9 +54,9 @@ Evaluate = Callable[[Node, list], np.ndarray]
 
 def fold_constants(n: Node, evaluate: Evaluate) -> Node | None:
     """A pointwise op (or cast) of structural constants only is computed now."""
+    if n.shape != () or not n.inputs or not all(i.op == "scalar" for i in n.inputs):
+        return None                     # (the cheapest test first: most nodes are not 0-d)
     opdef = ops().get(n.op)
-    if not n.inputs or not all(is_const(i) for i in n.inputs) or n.shape != ():
-        return None
     if n.op != "to" and (opdef is None or not opdef.has("pointwise")):
         return None
     args = [D.from_compute(np.asarray(i.value), i.dtype).reshape(()) for i in n.inputs]
@@ -68,6 +69,8 @@ def fold_constants(n: Node, evaluate: Evaluate) -> Node | None:
 
 
 def identities(n: Node) -> Node | None:
+    if n.op not in IDENTITY_OPS:
+        return None
     ins = n.inputs
     if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
         return _same(ins[0], n)
