@@ -42,6 +42,9 @@ ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadg
 MAX_BUFFERS = 31       # default reads + writes of one launch (Metal's buffer argument table); the
                        # backend's own cap reaches build_plan through the pipeline's options
 MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (and merge cost)
+SIBLING_TRIES = 16     # sibling groups a node tries to join before starting its own: a value read
+                       # all along a long chain (an input, a weight) is read by every group of it,
+                       # and trying them all made fusion quadratic in the program's length
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
 INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
@@ -130,7 +133,8 @@ class Fuser:
         self.root_ids = {id(r) for r in roots}
         self.group_of: dict[int, Group] = {}
         self.groups: list[Group] = []
-        self.readers: dict[int, list[Group]] = {}   # id(value) -> groups that read it (try_sibling)
+        self.read_by: dict[int, int] = {}           # id(value) -> bitset of the groups that read it
+                                                    # (try_sibling; merged groups' bits stay set)
         self._pos = {id(m): k for k, m in enumerate(self.order)}
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
@@ -251,7 +255,7 @@ class Fuser:
             if src is not g:
                 if id(i) not in g.reads:
                     g.reads.add(id(i))
-                    self.readers.setdefault(id(i), []).append(g)
+                    self.read_by[id(i)] = self.read_by.get(id(i), 0) | 1 << g.id
                 if src is not None:
                     new |= (src.alias | src.deps) & ~g.deps
                     src.has_users = True
@@ -315,12 +319,30 @@ class Fuser:
     def try_sibling(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         """Join a kernel group that reads the same values over the same domain (horizontal fusion:
         several outputs computed from shared inputs come out of one kernel)."""
-        cands = {g.id: g for i in direct + through for g in self.readers.get(id(i), ())
-                 if g.kind == "kernel" and id(i) in g.reads}
-        for gid in sorted(cands, reverse=True):          # the latest group first
-            g = cands[gid]
-            if self.acyclic([g], direct, through) and self.merge_and_add([g], n, direct, through):
-                return True
+        inputs = direct + through
+        # a group that one of n's source groups depends on can never pass `acyclic`: leaving
+        # those out up front, and trying the latest group first until one takes n, keeps this
+        # step short when a value is read all along a long chain (every group reads it)
+        upstream = 0
+        for i in inputs:
+            src = self.group_of.get(id(i))
+            if src is not None:
+                upstream |= src.deps
+        masks = [(i, self.read_by.get(id(i), 0) & ~upstream) for i in inputs]
+        todo = 0
+        for _, m in masks:
+            todo |= m
+        tries = SIBLING_TRIES
+        while todo and tries:
+            gid = todo.bit_length() - 1
+            todo ^= 1 << gid
+            g = self.groups[gid]
+            if g.kind != "kernel" or not any(m >> gid & 1 and id(i) in g.reads for i, m in masks):
+                continue
+            if self.acyclic([g], direct, through):
+                if self.merge_and_add([g], n, direct, through):
+                    return True
+                tries -= 1
         return False
 
     def acyclic(self, option: list[Group], direct: list[Node], through: list[Node]) -> bool:
@@ -425,7 +447,7 @@ class Fuser:
         if merged:
             for g in option[1:]:
                 for r in g.reads:
-                    self.readers.setdefault(r, []).append(first)
+                    self.read_by[r] = self.read_by.get(r, 0) | 1 << first.id
             first.has_users = True
             self.propagate(first)
             first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
