@@ -10,7 +10,9 @@ kernel stage.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 
 from ..ir import dtypes as D
 from ..ir import views as V
@@ -59,20 +61,35 @@ def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
             raise Unsupported(f"{n.op} has no kernel lowering")
         if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
-    _allow_depth(len(launch.nodes))
-    return _Lowering(launch, name or launch.name, row_cache).run()
+    with _recursion_depth(len(launch.nodes)):
+        return _Lowering(launch, name or launch.name, row_cache).run()
 
 
 FRAMES_PER_NODE = 4     # value -> compute -> (comprehension) -> value: frames per node of a chain
+_depth_lock = threading.Lock()
+_depth_state = {"active": 0, "saved": 0}     # lowerings running, the limit before the first one
 
 
-def _allow_depth(nodes: int) -> None:
-    """Let `value` recurse along the longest chain of a group: a fused chain of a few hundred
-    nodes (a lazy loop's body) would pass Python's default limit of 1000 frames.  From Python 3.11
-    on, Python-to-Python calls use no C stack, so a higher limit costs nothing; it is only raised."""
+@contextlib.contextmanager
+def _recursion_depth(nodes: int):
+    """Let `value` recurse along the longest chain of a group while a lowering runs: a fused chain
+    of a few hundred nodes (a lazy loop's body) passes Python's default limit of 1000 frames.
+    From Python 3.11 on, Python-to-Python calls use no C stack, so a higher limit costs nothing;
+    the limit is restored when the last lowering running (in any thread) ends."""
     need = 1000 + FRAMES_PER_NODE * nodes
-    if sys.getrecursionlimit() < need:
-        sys.setrecursionlimit(need)
+    with _depth_lock:
+        if _depth_state["active"] == 0:
+            _depth_state["saved"] = sys.getrecursionlimit()
+        _depth_state["active"] += 1
+        if sys.getrecursionlimit() < need:
+            sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        with _depth_lock:
+            _depth_state["active"] -= 1
+            if _depth_state["active"] == 0:
+                sys.setrecursionlimit(_depth_state["saved"])
 
 
 def _broadcast_dims(view: Node) -> tuple[int, ...] | None:

@@ -169,6 +169,7 @@ class Fuser:
 
         for n in self.order:
             if n.op == "param":
+                self._inlined[id(n)] = False          # (after this loop every node has its entry)
                 continue
             if self.inlined(n):
                 r = reads_of(n)
@@ -201,20 +202,22 @@ class Fuser:
     def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
         """(direct computed inputs, values read through inlined inputs) of a node."""
         direct, through = [], []
+        inlined = self._inlined                 # (complete after bound_inlining)
         stack = list(n.inputs)
         while stack:
             i = stack.pop()
-            if self.inlined(i):
+            if inlined[id(i)]:
                 for j in i.inputs:
-                    (stack.append(j) if self.inlined(j) else through.append(j))
+                    (stack.append(j) if inlined[id(j)] else through.append(j))
             else:
                 direct.append(i)
         return direct, through
 
     # ---- main loop ----
     def run(self) -> list[Group]:
+        inlined = self._inlined
         for n in self.order:
-            if n.op == "param" or self.inlined(n):
+            if n.op == "param" or inlined[id(n)]:
                 continue
             kind = launch_kind(n.op)
             direct, through = self.sources(n)

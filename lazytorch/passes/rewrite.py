@@ -41,8 +41,11 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
             node, rest = stack[-1]
             for child in rest:
                 if id(child) not in done:
-                    stack.append((child, iter(child.inputs)))
-                    break
+                    if child.inputs:
+                        stack.append((child, iter(child.inputs)))
+                        break
+                    final = _rewrite_one(child, fn, done, max_depth)   # a leaf: rewritten at once
+                    done[id(child)] = done[id(final)] = final
             else:
                 stack.pop()
                 if id(node) not in done:

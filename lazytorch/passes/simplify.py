@@ -125,6 +125,17 @@ def views(n: Node) -> Node | None:
 
 
 RULES = (casts, identities, views)
+# the ops each rule rewrites (it returns None for every other op): a node meets only its own rules
+RULE_OPS = {casts: frozenset({"to"}), identities: IDENTITY_OPS, views: frozenset({"view"})}
+_RULES_FOR: dict[str, tuple] = {}
+
+
+def rules_for(op: str) -> tuple:
+    """The rules of RULES that may rewrite a node of `op`, in RULES' order."""
+    got = _RULES_FOR.get(op)
+    if got is None:
+        got = _RULES_FOR[op] = tuple(rule for rule in RULES if op in RULE_OPS[rule])
+    return got
 
 
 def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
@@ -133,7 +144,7 @@ def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
         out = fold_constants(n, evaluate)
         if out is not None:
             return out
-    for rule in RULES:
+    for rule in rules_for(n.op):
         out = rule(n)
         if out is not None and out is not n:
             return out
