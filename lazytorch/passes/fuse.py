@@ -484,18 +484,22 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     """Pointwise values of params only that every reader reads at another shape (say a bias
     computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
     from_params: set[int] = set()
+    candidates: list[Node] = []             # computed values of params only, in program order
     for n in order:
-        if n.op == "param" or n.op in INLINED or (is_pointwise(n.op) and n.inputs and
-                                                 all(id(i) in from_params for i in n.inputs)):
+        op, ins = n.op, n.inputs
+        if op == "param" or op in INLINED:
             from_params.add(id(n))
+        elif ins and all(id(i) in from_params for i in ins) and is_pointwise(op):
+            from_params.add(id(n))
+            if id(n) not in root_ids and n.shape != ():
+                candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
+                                        #  Adam's pow per element)
     chosen: set[int] = set()
-    for n in reversed(order):
-        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids or n.shape == ():
-            continue    # (0-d values: one small launch beats recomputing, say, Adam's pow per element)
+    for n in reversed(candidates):
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
         if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
             chosen.add(id(n))
-    return [n for n in order if id(n) in chosen]
+    return [n for n in candidates if id(n) in chosen]
 
 
 # ---------------------------------------------------------------- building the plan
