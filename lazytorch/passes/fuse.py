@@ -367,6 +367,10 @@ class Fuser:
         outside = 0
         for g in option:
             outside |= g.deps
+        if not outside & ids:
+            # no group of the option depends on another: as deps are transitive, no group can
+            # sit between two of them (the common case, decided without a walk over deps)
+            return True
         return not any(self.groups[h].deps & ids for h in bits(outside & ~ids))
 
     def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
