@@ -175,3 +175,18 @@ def test_long_chain_matches_torch(backend):
     got = chain(lt, 2000, lt.from_numpy(data))[0].numpy()
     want = chain(torch, 2000, torch.from_numpy(data))[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_compile_time_benchmark_reports_every_stage(capsys):
+    """`python -m benchmarks.compile_time` (the tool behind docs/reliability.md's figures) runs and
+    reports each stage per op node."""
+    from benchmarks import compile_time
+    previous = lt.get_backend()
+    try:
+        compile_time.main(["--sizes", "200", "--backend", "reference", "--workload", "chain"])
+    finally:
+        lt.set_backend(previous)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "201 op nodes (402 IR nodes)" in line      # 100 steps of 2 ops, and the ones() fill
+    for stage in ("key", "normalize", "decompose", "legalize", "simplify", "fuse", "prepare"):
+        assert f" {stage} " in line
