@@ -243,15 +243,15 @@ class Fuser:
         g.role[id(n)] = role
         self.group_of[id(n)] = g
         for i in n.inputs:
-            if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
-                g.open.discard(id(i))
+            src = self.group_of.get(id(i))
+            if src is g:                        # (g.open holds members of g only)
+                if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
+                    g.open.discard(id(i))
+            elif src is not None:
+                src.stored.add(id(i))
         g.open.add(id(n))
         if id(n) in self.root_ids:
             g.stored.add(id(n))
-        for i in n.inputs:
-            src = self.group_of.get(id(i))
-            if src is not None and src is not g:
-                src.stored.add(id(i))
         new = 0
         for i in direct + through:
             src = self.group_of.get(id(i))
