@@ -135,6 +135,7 @@ class _Lowering:
         self.args += [Arg(f"a{len(self.args) + i}", b.dtype, "out", b.numel)
                       for i, (_, b) in enumerate(launch.writes)]
         self.raw_access: list[tuple[int | None, tuple[int, ...], int]] = []   # (arg, I-strides, offset)
+        self.access_at: dict[tuple, int] = {}     # raw access -> its index in raw_access
         self.memo: dict = {}
         self.nvar = 0
 
@@ -217,9 +218,11 @@ class _Lowering:
             if shape[k] != 1:
                 full[d] = strides[k]
         key = (arg, tuple(full), offset)
-        if key not in self.raw_access:
+        at = self.access_at.get(key)
+        if at is None:
+            at = self.access_at[key] = len(self.raw_access)
             self.raw_access.append(key)
-        return self.raw_access.index(key)
+        return at
 
     # ---------------------------------------------------------------- values
     def value(self, n: Node, stage: Stage, space: tuple[int, ...], scope: str) -> tuple[str, DType]:
