@@ -131,11 +131,11 @@ BUILT_PER_NODE = {"decompose": 1.0, "legalize": 1.6, "simplify": 1.0, "fuse": 0.
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_compile_work_grows_linearly(name, backend, monkeypatch):
     small_nodes, small_lines, small_built = compile_counts(name, 64, backend, monkeypatch)
-    big_nodes, big_lines, big_built = compile_counts(name, 256, backend, monkeypatch)
-    assert big_nodes > 3.5 * small_nodes
+    big_nodes, big_lines, big_built = compile_counts(name, 512, backend, monkeypatch)
+    assert big_nodes > 6 * small_nodes
     per_node_small, per_node_big = small_lines / small_nodes, big_lines / big_nodes
     assert per_node_big <= LINES_PER_NODE, (name, per_node_big)
-    # linear: the work per node of a 4x longer program is the same, up to fixed costs
+    # linear: the work per node of an 8x longer program is the same, up to fixed costs
     assert per_node_big <= 1.15 * per_node_small, (name, per_node_small, per_node_big)
     for stage, limit in BUILT_PER_NODE.items():
         assert big_built[stage] <= limit * big_nodes + 8, (name, stage, big_built[stage], big_nodes)
@@ -190,3 +190,15 @@ def test_compile_time_benchmark_reports_every_stage(capsys):
     assert "201 op nodes (402 IR nodes)" in line      # 100 steps of 2 ops, and the ones() fill
     for stage in ("key", "normalize", "decompose", "legalize", "simplify", "fuse", "prepare"):
         assert f" {stage} " in line
+
+
+def test_fusion_refusals_grow_linearly():
+    """A node that starts a group tries a bounded number of sibling groups: every group of a chain
+    that reads one tensor throughout used to be tried (and its refusal recorded), so the refusal
+    list (LAZYTORCH_DUMP=fusion) grew with the square of the program (0.56 per op node at 1,024
+    steps, 0.16 at 256; now 0.23 and 0.16)."""
+    from lazytorch.realize import kernel_plan
+    x = lt.from_numpy(np.linspace(-1, 1, 64, dtype=np.float32))
+    plan = kernel_plan(chain(lt, 1024, x), "reference")       # (the cap of 31 buffers: many groups)
+    ops = sum(1 for n in plan.nodes if not n.is_leaf)
+    assert len(plan.refusals) <= 0.35 * ops, (len(plan.refusals), ops)
