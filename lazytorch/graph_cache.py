@@ -5,6 +5,7 @@ the program, never its data or the values of Python scalars (those are runtime a
 size comes from LAZYTORCH_CACHE_SIZE (default 512) or `set_cache_size`.  A compile runs outside
 the lock (it may be slow; two threads missing the same key may both compile, the first insert
 wins) and only a successful compile inserts an entry, so a failed one leaves the cache as it was.
+Python's cycle collector pauses while a compile runs (passes/pipeline.py: no_cycle_collection).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable, NamedTuple
+
+from .passes.pipeline import no_cycle_collection
 
 
 class CacheInfo(NamedTuple):
@@ -37,7 +40,8 @@ class GraphCache:
                 self.hits += 1
                 return entry
             self.misses += 1
-        entry = compile_fn()
+        with no_cycle_collection():         # (the passes, fusion, lowering and the backend's prepare)
+            entry = compile_fn()
         with self._lock:
             existing = self._entries.get(key)
             if existing is not None:

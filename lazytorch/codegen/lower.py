@@ -10,6 +10,10 @@ kernel stage.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
+
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.dtypes import DType
@@ -57,7 +61,35 @@ def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
             raise Unsupported(f"{n.op} has no kernel lowering")
         if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
-    return _Lowering(launch, name or launch.name, row_cache).run()
+    with _recursion_depth(len(launch.nodes)):
+        return _Lowering(launch, name or launch.name, row_cache).run()
+
+
+FRAMES_PER_NODE = 4     # value -> compute -> (comprehension) -> value: frames per node of a chain
+_depth_lock = threading.Lock()
+_depth_state = {"active": 0, "saved": 0}     # lowerings running, the limit before the first one
+
+
+@contextlib.contextmanager
+def _recursion_depth(nodes: int):
+    """Let `value` recurse along the longest chain of a group while a lowering runs: a fused chain
+    of a few hundred nodes (a lazy loop's body) passes Python's default limit of 1000 frames.
+    From Python 3.11 on, Python-to-Python calls use no C stack, so a higher limit costs nothing;
+    the limit is restored when the last lowering running (in any thread) ends."""
+    need = 1000 + FRAMES_PER_NODE * nodes
+    with _depth_lock:
+        if _depth_state["active"] == 0:
+            _depth_state["saved"] = sys.getrecursionlimit()
+        _depth_state["active"] += 1
+        if sys.getrecursionlimit() < need:
+            sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        with _depth_lock:
+            _depth_state["active"] -= 1
+            if _depth_state["active"] == 0:
+                sys.setrecursionlimit(_depth_state["saved"])
 
 
 def _broadcast_dims(view: Node) -> tuple[int, ...] | None:
@@ -103,6 +135,7 @@ class _Lowering:
         self.args += [Arg(f"a{len(self.args) + i}", b.dtype, "out", b.numel)
                       for i, (_, b) in enumerate(launch.writes)]
         self.raw_access: list[tuple[int | None, tuple[int, ...], int]] = []   # (arg, I-strides, offset)
+        self.access_at: dict[tuple, int] = {}     # raw access -> its index in raw_access
         self.memo: dict = {}
         self.nvar = 0
 
@@ -185,9 +218,11 @@ class _Lowering:
             if shape[k] != 1:
                 full[d] = strides[k]
         key = (arg, tuple(full), offset)
-        if key not in self.raw_access:
+        at = self.access_at.get(key)
+        if at is None:
+            at = self.access_at[key] = len(self.raw_access)
             self.raw_access.append(key)
-        return self.raw_access.index(key)
+        return at
 
     # ---------------------------------------------------------------- values
     def value(self, n: Node, stage: Stage, space: tuple[int, ...], scope: str) -> tuple[str, DType]:

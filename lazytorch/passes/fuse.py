@@ -42,6 +42,9 @@ ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadg
 MAX_BUFFERS = 31       # default reads + writes of one launch (Metal's buffer argument table); the
                        # backend's own cap reaches build_plan through the pipeline's options
 MAX_GROUP_NODES = 256  # nodes of one kernel: bounds a kernel's compile time (and merge cost)
+SIBLING_TRIES = 16     # sibling groups a node tries to join before starting its own: a value read
+                       # all along a long chain (an input, a weight) is read by every group of it,
+                       # and trying them all made fusion quadratic in the program's length
 
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"})
 INLINED = frozenset({"view", "full", "iota", "scalar"})   # scalar: a structural constant
@@ -130,7 +133,8 @@ class Fuser:
         self.root_ids = {id(r) for r in roots}
         self.group_of: dict[int, Group] = {}
         self.groups: list[Group] = []
-        self.readers: dict[int, list[Group]] = {}   # id(value) -> groups that read it (try_sibling)
+        self.read_by: dict[int, int] = {}           # id(value) -> bitset of the groups that read it
+                                                    # (try_sibling; merged groups' bits stay set)
         self._pos = {id(m): k for k, m in enumerate(self.order)}
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
@@ -165,6 +169,7 @@ class Fuser:
 
         for n in self.order:
             if n.op == "param":
+                self._inlined[id(n)] = False          # (after this loop every node has its entry)
                 continue
             if self.inlined(n):
                 r = reads_of(n)
@@ -172,6 +177,12 @@ class Fuser:
                     self._inlined[id(n)] = False      # stored once instead of copied everywhere
                 else:
                     reach[id(n)] = r
+                continue
+            size = 0                                   # at least len(reads_of(n)): most nodes
+            for i in n.inputs:                         # need no set built to pass the cap test
+                got = reach.get(id(i))
+                size += 1 if got is None else len(got)
+            if size + 1 <= self.max_buffers:
                 continue
             r = reads_of(n)
             while len(r) + 1 > self.max_buffers:
@@ -191,20 +202,22 @@ class Fuser:
     def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
         """(direct computed inputs, values read through inlined inputs) of a node."""
         direct, through = [], []
+        inlined = self._inlined                 # (complete after bound_inlining)
         stack = list(n.inputs)
         while stack:
             i = stack.pop()
-            if self.inlined(i):
+            if inlined[id(i)]:
                 for j in i.inputs:
-                    (stack.append(j) if self.inlined(j) else through.append(j))
+                    (stack.append(j) if inlined[id(j)] else through.append(j))
             else:
                 direct.append(i)
         return direct, through
 
     # ---- main loop ----
     def run(self) -> list[Group]:
+        inlined = self._inlined
         for n in self.order:
-            if n.op == "param" or self.inlined(n):
+            if n.op == "param" or inlined[id(n)]:
                 continue
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
@@ -230,22 +243,22 @@ class Fuser:
         g.role[id(n)] = role
         self.group_of[id(n)] = g
         for i in n.inputs:
-            if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
-                g.open.discard(id(i))
+            src = self.group_of.get(id(i))
+            if src is g:                        # (g.open holds members of g only)
+                if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
+                    g.open.discard(id(i))
+            elif src is not None:
+                src.stored.add(id(i))
         g.open.add(id(n))
         if id(n) in self.root_ids:
             g.stored.add(id(n))
-        for i in n.inputs:
-            src = self.group_of.get(id(i))
-            if src is not None and src is not g:
-                src.stored.add(id(i))
         new = 0
         for i in direct + through:
             src = self.group_of.get(id(i))
             if src is not g:
                 if id(i) not in g.reads:
                     g.reads.add(id(i))
-                    self.readers.setdefault(id(i), []).append(g)
+                    self.read_by[id(i)] = self.read_by.get(id(i), 0) | 1 << g.id
                 if src is not None:
                     new |= (src.alias | src.deps) & ~g.deps
                     src.has_users = True
@@ -267,17 +280,20 @@ class Fuser:
             g = self.group_of.get(id(i))
             if g is not None and g.kind == "kernel" and g not in cands:
                 cands.append(g)
-        forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
-        for g in cands:
-            if g.id in forbidden:
-                self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
-                            "(it must read a stored buffer)")
-        cands = [g for g in cands if g.id not in forbidden]
+        if through:
+            forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
+            for g in cands:
+                if g.id in forbidden:
+                    self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
+                                "(it must read a stored buffer)")
+            cands = [g for g in cands if g.id not in forbidden]
         if not cands:
             return False
         # first all candidate groups merged, then each alone (largest first)
-        options = [cands] if len(cands) > 1 else []
-        options += [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
+        if len(cands) == 1:
+            options = [cands]
+        else:
+            options = [cands] + [[g] for g in sorted(cands, key=lambda g: -len(g.members))]
         for option in options:
             if not self.acyclic(option, direct, through):
                 self.refuse(option, n, "cycle between launches (a group in between reads one and feeds the other)")
@@ -306,12 +322,30 @@ class Fuser:
     def try_sibling(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         """Join a kernel group that reads the same values over the same domain (horizontal fusion:
         several outputs computed from shared inputs come out of one kernel)."""
-        cands = {g.id: g for i in direct + through for g in self.readers.get(id(i), ())
-                 if g.kind == "kernel" and id(i) in g.reads}
-        for gid in sorted(cands, reverse=True):          # the latest group first
-            g = cands[gid]
-            if self.acyclic([g], direct, through) and self.merge_and_add([g], n, direct, through):
-                return True
+        inputs = direct + through
+        # a group that one of n's source groups depends on can never pass `acyclic`: leaving
+        # those out up front, and trying the latest group first until one takes n, keeps this
+        # step short when a value is read all along a long chain (every group reads it)
+        upstream = 0
+        for i in inputs:
+            src = self.group_of.get(id(i))
+            if src is not None:
+                upstream |= src.deps
+        masks = [(i, self.read_by.get(id(i), 0) & ~upstream) for i in inputs]
+        todo = 0
+        for _, m in masks:
+            todo |= m
+        tries = SIBLING_TRIES
+        while todo and tries:
+            gid = todo.bit_length() - 1
+            todo ^= 1 << gid
+            g = self.groups[gid]
+            if g.kind != "kernel" or not any(m >> gid & 1 and id(i) in g.reads for i, m in masks):
+                continue
+            if self.acyclic([g], direct, through):
+                if self.merge_and_add([g], n, direct, through):
+                    return True
+                tries -= 1
         return False
 
     def acyclic(self, option: list[Group], direct: list[Node], through: list[Node]) -> bool:
@@ -333,10 +367,15 @@ class Fuser:
         outside = 0
         for g in option:
             outside |= g.deps
+        if not outside & ids:
+            # no group of the option depends on another: as deps are transitive, no group can
+            # sit between two of them (the common case, decided without a walk over deps)
+            return True
         return not any(self.groups[h].deps & ids for h in bits(outside & ~ids))
 
     def merge_and_add(self, option: list[Group], n: Node, direct: list[Node], through: list[Node]) -> bool:
-        if sum(len(g.members) for g in option) >= MAX_GROUP_NODES:
+        single = len(option) == 1               # the common case: nothing is copied for it
+        if (len(option[0].members) if single else sum(len(g.members) for g in option)) >= MAX_GROUP_NODES:
             return self.refuse(option, n, f"would exceed {MAX_GROUP_NODES} nodes in one kernel")
         first = option[0]
         for g in option[1:]:
@@ -345,16 +384,15 @@ class Fuser:
             if g.R is not None and first.R is not None and g.R != first.R:
                 return self.refuse(option, n, f"reduction over different dims {list(first.R)} and {list(g.R)}")
         I = first.I
-        R = next((g.R for g in option if g.R is not None), None)
-        single = len(option) == 1               # the common case: nothing is copied for it
+        R = first.R if single else next((g.R for g in option if g.R is not None), None)
         # a group's members are the keys of its role map
         role = first.role if single else {k: v for g in option for k, v in g.role.items()}
         members = role
         in_group = [i for i in direct if id(i) in members]
-        if any(id(i) in members for i in through):
+        if through and any(id(i) in members for i in through):
             return self.refuse(option, n, "a view or broadcast input reads a value of the group itself "
                                "(it must read a stored buffer)")
-        revisits = any(g.revisits for g in option)
+        revisits = first.revisits if single else any(g.revisits for g in option)
         after = first.after_reduce if single else set().union(*(g.after_reduce for g in option))
         n_after = False                         # n is full and depends on a reduced member
         if n.op in REDUCTIONS:
@@ -416,7 +454,7 @@ class Fuser:
         if merged:
             for g in option[1:]:
                 for r in g.reads:
-                    self.readers.setdefault(r, []).append(first)
+                    self.read_by[r] = self.read_by.get(r, 0) | 1 << first.id
             first.has_users = True
             self.propagate(first)
             first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
@@ -450,18 +488,22 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     """Pointwise values of params only that every reader reads at another shape (say a bias
     computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
     from_params: set[int] = set()
+    candidates: list[Node] = []             # computed values of params only, in program order
     for n in order:
-        if n.op == "param" or n.op in INLINED or (is_pointwise(n.op) and n.inputs and
-                                                 all(id(i) in from_params for i in n.inputs)):
+        op, ins = n.op, n.inputs
+        if op == "param" or op in INLINED:
             from_params.add(id(n))
+        elif ins and all(id(i) in from_params for i in ins) and is_pointwise(op):
+            from_params.add(id(n))
+            if id(n) not in root_ids and n.shape != ():
+                candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
+                                        #  Adam's pow per element)
     chosen: set[int] = set()
-    for n in reversed(order):
-        if n.op in INLINED or n.op == "param" or id(n) not in from_params or id(n) in root_ids or n.shape == ():
-            continue    # (0-d values: one small launch beats recomputing, say, Adam's pow per element)
+    for n in reversed(candidates):
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
         if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
             chosen.add(id(n))
-    return [n for n in order if id(n) in chosen]
+    return [n for n in candidates if id(n) in chosen]
 
 
 # ---------------------------------------------------------------- building the plan
@@ -555,7 +597,7 @@ def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
 
 def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:
     """Groups in an order where every group runs after those it reads (ties: program order)."""
-    first = {g.id: min(fuser.position(m) for m in g.members) for g in groups}
+    first = {g.id: fuser.position(g.members[0]) for g in groups}     # (members are in program order)
     pending = sorted(groups, key=lambda g: first[g.id])
     taken = [False] * len(pending)
     done = 0                                   # bitset of the groups emitted (with their aliases)

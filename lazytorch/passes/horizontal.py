@@ -62,7 +62,9 @@ def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int, writes: dict[in
         return False
     ids = a.alias | b.alias
     outside = (a.deps | b.deps) & ~ids
-    if any(fuser.groups[h].deps & ids for h in _bits(outside)):
+    # (deps are transitive, so with a and b independent no group can sit between them: the walk
+    # over their deps, linear in the groups, only runs if one of them names a or b)
+    if (a.deps | b.deps) & ids and any(fuser.groups[h].deps & ids for h in _bits(outside)):
         return False                                  # a third group sits between them
     for g in (a, b):
         if g.id not in writes:

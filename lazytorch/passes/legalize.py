@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..ir import dtypes as D
 from ..ir.meta import compute_dtype
 from ..ir.node import Node
-from ..ir.registry import ops
+from ..ir.registry import OpDef, ops
 from .rewrite import rewrite
 
 NO_COMPUTE = frozenset({"to", "clone", "contiguous", "where", "full", "iota"})
@@ -27,6 +27,18 @@ def cast(x: Node, dtype: D.DType) -> Node:
     return Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
 
 
+_COMPUTING: dict[str, OpDef | None] = {}     # op -> its OpDef when it is a computing pointwise op
+
+
+def _computing(op: str) -> OpDef | None:
+    """The op's definition when it computes pointwise (inputs cast to a compute dtype), else None
+    (kept per op: the registry is fixed once loaded)."""
+    if op not in _COMPUTING:
+        opdef = ops().get(op)
+        _COMPUTING[op] = opdef if opdef is not None and opdef.has("pointwise") and op not in NO_COMPUTE else None
+    return _COMPUTING[op]
+
+
 def legalize_node(n: Node) -> Node | None:
     if n.op == "where":
         cond, a, b = n.inputs
@@ -34,10 +46,10 @@ def legalize_node(n: Node) -> Node | None:
         return None if new == n.inputs else Node("where", new, n.attrs, n.shape, n.dtype)
     if n.op in ACCUMULATING:
         return _accumulate(n)
-    opdef = ops().get(n.op)
-    if opdef is None or not opdef.has("pointwise") or n.op in NO_COMPUTE or not n.inputs:
+    opdef = _computing(n.op)
+    if opdef is None or not n.inputs:
         return None
-    compute = compute_dtype(opdef, list(n.inputs))
+    compute = compute_dtype(opdef, n.inputs)
     out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
     if out is n.dtype and all(i.dtype is compute for i in n.inputs):
         return None

@@ -31,10 +31,26 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
     # intermediate node that is itself replaced would otherwise be freed, and a node built later
     # at the same address would be taken for it
     done[_ALIVE] = []
-    for node in toposort(roots):
-        if id(node) not in done:
-            final = _rewrite_one(node, fn, done, max_depth)
-            done[id(node)] = done[id(final)] = final
+    # one depth-first walk in toposort's order (ir/graph.py), rewriting each node as the walk
+    # leaves it: `done` doubles as the walk's visited set, so no separate order is built
+    for root in roots:
+        if id(root) in done:
+            continue
+        stack = [(root, iter(root.inputs))]          # (node, its inputs not yet looked at)
+        while stack:
+            node, rest = stack[-1]
+            for child in rest:
+                if id(child) not in done:
+                    if child.inputs:
+                        stack.append((child, iter(child.inputs)))
+                        break
+                    final = _rewrite_one(child, fn, done, max_depth)   # a leaf: rewritten at once
+                    done[id(child)] = done[id(final)] = final
+            else:
+                stack.pop()
+                if id(node) not in done:
+                    final = _rewrite_one(node, fn, done, max_depth)
+                    done[id(node)] = done[id(final)] = final
     return [done[id(r)] for r in roots]
 
 
@@ -42,7 +58,8 @@ _ALIVE = -1                             # the key of `done`'s list of intermedia
 
 
 def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
-    new = with_inputs(node, tuple([done[id(i)] for i in node.inputs]))
+    ins = node.inputs
+    new = with_inputs(node, tuple([done[id(i)] for i in ins])) if ins else node
     out = fn(new)
     if out is None or out is new:
         return new
@@ -53,10 +70,8 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
     # one new node over final ones, skips the walk)
     if id(out) in done:
         new_nodes: list[Node] = []
-    elif all(id(i) in done for i in out.inputs):
-        new_nodes = [out]
     else:
-        new_nodes = toposort([out], stop=done)
+        new_nodes = _new_nodes(out, done)
     alive = done[_ALIVE]
     for inner in new_nodes:
         if inner.origin is None:
@@ -66,3 +81,16 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
             alive.append(inner)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]
+
+
+def _new_nodes(out: Node, done: dict) -> list[Node]:
+    """The nodes of a replacement not rewritten yet, each after its inputs (toposort's order).
+    The common replacements (one new node over final ones, or one over a few new casts of final
+    ones: legalize) are found without a general walk."""
+    fresh = [i for i in out.inputs if id(i) not in done]
+    if not fresh:
+        return [out]
+    if all(id(j) in done for i in fresh for j in i.inputs):
+        seen: set[int] = set()
+        return [i for i in fresh if id(i) not in seen and not seen.add(id(i))] + [out]
+    return toposort([out], stop=done)

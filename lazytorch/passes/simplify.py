@@ -31,6 +31,7 @@ _WIDER = {
     D.float64: {D.float64},
 }
 INVOLUTIONS = frozenset({"neg", "bitwise_not"})
+IDENTITY_OPS = frozenset({"mul", "div", "add", "sub"}) | INVOLUTIONS    # the ops `identities` rewrites
 
 
 def is_const(n: Node) -> bool:
@@ -53,9 +54,9 @@ Evaluate = Callable[[Node, list], np.ndarray]
 
 def fold_constants(n: Node, evaluate: Evaluate) -> Node | None:
     """A pointwise op (or cast) of structural constants only is computed now."""
+    if n.shape != () or not n.inputs or not all(i.op == "scalar" for i in n.inputs):
+        return None                     # (the cheapest test first: most nodes are not 0-d)
     opdef = ops().get(n.op)
-    if not n.inputs or not all(is_const(i) for i in n.inputs) or n.shape != ():
-        return None
     if n.op != "to" and (opdef is None or not opdef.has("pointwise")):
         return None
     args = [D.from_compute(np.asarray(i.value), i.dtype).reshape(()) for i in n.inputs]
@@ -68,6 +69,8 @@ def fold_constants(n: Node, evaluate: Evaluate) -> Node | None:
 
 
 def identities(n: Node) -> Node | None:
+    if n.op not in IDENTITY_OPS:
+        return None
     ins = n.inputs
     if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
         return _same(ins[0], n)
@@ -122,6 +125,17 @@ def views(n: Node) -> Node | None:
 
 
 RULES = (casts, identities, views)
+# the ops each rule rewrites (it returns None for every other op): a node meets only its own rules
+RULE_OPS = {casts: frozenset({"to"}), identities: IDENTITY_OPS, views: frozenset({"view"})}
+_RULES_FOR: dict[str, tuple] = {}
+
+
+def rules_for(op: str) -> tuple:
+    """The rules of RULES that may rewrite a node of `op`, in RULES' order."""
+    got = _RULES_FOR.get(op)
+    if got is None:
+        got = _RULES_FOR[op] = tuple(rule for rule in RULES if op in RULE_OPS[rule])
+    return got
 
 
 def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
@@ -130,7 +144,7 @@ def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
         out = fold_constants(n, evaluate)
         if out is not None:
             return out
-    for rule in RULES:
+    for rule in rules_for(n.op):
         out = rule(n)
         if out is not None and out is not n:
             return out
