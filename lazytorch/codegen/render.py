@@ -105,7 +105,8 @@ COLUMN_SPLIT_RUN = 64
 # 256 and 2.2 / 6.1 ms unsplit.
 GRID_THREADS = 1024
 GRID_SLICE = GRID_THREADS * 64
-GRID_MAX_GROUPS = 32
+GRID_MAX_GROUPS = 32          # per row (columns: per 32 outputs)
+GRID_TOTAL_GROUPS = 256       # of a launch, rows together
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,9 @@ def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geome
 
 def grid_split(outer: int, inner: int, vec: int, groups: int = 0) -> int:
     """Groups sharing each of `outer` rows of `inner` elements (`groups`: forced, else about one
-    per GRID_SLICE elements, at most GRID_MAX_GROUPS in all); every group gets a non-empty slice."""
-    want = groups or min(max(1, GRID_MAX_GROUPS // max(1, outer)), _ceil(inner, GRID_SLICE))
+    per GRID_SLICE elements, at most GRID_MAX_GROUPS per row and GRID_TOTAL_GROUPS in all); every
+    group gets a non-empty slice."""
+    want = groups or min(GRID_MAX_GROUPS, max(1, GRID_TOTAL_GROUPS // max(1, outer)), _ceil(inner, GRID_SLICE))
     want = max(1, min(want, _ceil(inner, vec)))
     return _ceil(inner, _ceil(inner, want * vec) * vec)
 
