@@ -489,7 +489,7 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
                 if type(nb) is not Node or nb.op == "param" or nb.op == "scalar":
                     return None if general is None else general(a, b)
                 sig = (sa, nb.shape, nb.dtype)
-                t = nb.tree
+                t = nb.tree                      # b's tree summary, as a's above (inlined: the hottest path)
                 if t is not None:
                     if t[0] == epoch:
                         _, ib, lb, zb = t
