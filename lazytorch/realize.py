@@ -18,9 +18,6 @@ naming the tensor and the user's line that built it, and how to cut its history 
 from __future__ import annotations
 
 import os
-import sys
-import _thread
-import time
 import warnings
 from typing import Any, Iterable
 
@@ -35,10 +32,10 @@ from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_af
 from .passes.plan import KernelPlan
 from .runtime import backend_name, get_backend
 from .runtime.backend import Backend
+from .runtime.progress import PROGRESS_AFTER, Progress
 from .runtime.reference import run_node
 
 WARN_NODES = int(os.environ.get("LAZYTORCH_WARN_NODES", "20000"))   # program size that warns once
-PROGRESS_AFTER = 2.0                                                 # seconds before a progress line
 _warned = [False]
 
 
@@ -149,7 +146,7 @@ def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -
 
 
 def _compile(order: list[Node], roots: list[Node], name: str) -> Compiled:
-    with _Progress(len(order)):
+    with Progress(f"a program of {len(order)} nodes", PROGRESS_AFTER):
         plan = plan_for(order, roots, name)
         return Compiled(plan, get_backend(name).prepare(plan))
 
@@ -235,41 +232,6 @@ def warn_long_history(root: Node, size: int) -> None:
                   f"with it); call lt.eval(t) on the tensors a loop carries once per step to cut "
                   f"their history (shown once; LAZYTORCH_WARN_NODES sets the threshold)",
                   RuntimeWarning, stacklevel=5)
-
-
-class _Progress:
-    """A line on stderr when a compile runs longer than PROGRESS_AFTER seconds, and when it ends.
-
-    The watcher is a bare thread waiting on a lock the compile releases when it ends (threading's
-    Timer would wait for its thread to start: a scheduler tick on a busy machine, every compile)."""
-
-    def __init__(self, nodes: int):
-        self.nodes = nodes
-        self.shown = False
-        self.done = _thread.allocate_lock()
-
-    def _show(self) -> None:
-        self.shown = True
-        print(f"lazytorch: compiling a program of {self.nodes} nodes...", file=sys.stderr, flush=True)
-
-    def _watch(self) -> None:
-        if not self.done.acquire(timeout=PROGRESS_AFTER):
-            self._show()
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        if PROGRESS_AFTER <= 0:
-            self._show()
-            return
-        self.done.acquire()
-        _thread.start_new_thread(self._watch, ())
-
-    def __exit__(self, *exc):
-        if self.done.locked():
-            self.done.release()
-        if self.shown:
-            print(f"lazytorch: compiled {self.nodes} nodes in {time.perf_counter() - self.start:.1f} s",
-                  file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- inspection

@@ -23,16 +23,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Sequence
 
 from . import nvrtc_worker as worker
 from .compiler import KernelCompileError, cache_dir
+from .progress import Progress
 
 stats = {"compiled": 0, "disk_hits": 0, "seconds": 0.0}
-_PROGRESS_AFTER = 2.0       # seconds before a batch of compiles prints a progress line
 
 
 def _cuda_roots() -> list[Path]:
@@ -144,7 +143,7 @@ def compile_all(sources: Sequence[tuple[str, str]]) -> list[bytes]:
     todo = [i for i, c in enumerate(cubins) if c is None]
     if todo:
         t0 = time.perf_counter()
-        with _Progress(len(todo)):
+        with Progress(f"{len(todo)} CUDA kernels"):
             if len(todo) <= _IN_PROCESS:
                 for i in todo:
                     cubins[i] = _compile(*sources[i])
@@ -197,25 +196,3 @@ def _compile_in_workers(jobs: list[tuple[tuple[str, str], Path]]) -> None:
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class _Progress:
-    """A line on stderr when compiling takes longer than two seconds, and one when it ends."""
-
-    def __init__(self, count: int):
-        self.count, self.done = count, threading.Event()
-
-    def __enter__(self) -> "_Progress":
-        self.t0 = time.perf_counter()
-        threading.Thread(target=self._watch, daemon=True).start()
-        return self
-
-    def _watch(self) -> None:
-        if not self.done.wait(_PROGRESS_AFTER):
-            print(f"lazytorch: compiling {self.count} CUDA kernels...", file=sys.stderr, flush=True)
-
-    def __exit__(self, *exc) -> None:
-        self.done.set()
-        elapsed = time.perf_counter() - self.t0
-        if elapsed > _PROGRESS_AFTER:
-            print(f"lazytorch: compiled {self.count} CUDA kernels in {elapsed:.1f} s", file=sys.stderr, flush=True)
