@@ -34,7 +34,7 @@ from .ir.graph import program
 from .ir.node import Node
 from .passes.pipeline import compile_plan
 from .ir.creation import generator
-from .realize import eval_nodes
+from .realize import eval_nodes, keep_uploads
 from .runtime import backend_name, get_backend
 from .tensor import Tensor
 
@@ -253,6 +253,10 @@ class Entry:
             self.plan = compile_plan(params, roots)
             self.plan.backend = backend
             self.executable = get_backend(backend).prepare(self.plan)
+        # on a backend with its own memory, bound leaves holding host data are uploaded once and
+        # keep the device copy, as on the lazy path (else every call re-uploads the weights)
+        self.device = get_backend(backend)
+        self.device = self.device if self.device.device_memory else None
         self.template: list = [None] * len(params)
         self.arg_slots: list[tuple[int, int]] = []        # (slot, argument leaf index)
         self.scalar_slots: list[tuple[int, int]] = []
@@ -279,6 +283,12 @@ class Entry:
         self.single = trace.out_spec is None and trace.out_leaves == [("out", 0)] and not trace.writes \
             and not trace.grad_writes
 
+    def _upload(self, values: list, bound: list) -> None:
+        for slot, node in [(s, bound[i]) for s, i in self.arg_slots] + [(s, t._node) for s, t in self.capture_slots]:
+            if isinstance(node.buffer, np.ndarray):
+                keep_uploads([node], self.device)
+                values[slot] = node.buffer
+
     def run(self, leaves: list, bound: list) -> Any:
         values = self.template.copy()
         for slot, i in self.arg_slots:
@@ -295,6 +305,8 @@ class Entry:
                                  f"{t._node.dtype.name}{list(t._node.shape)}")
             for slot, t in self.capture_slots:
                 values[slot] = t._node.buffer
+        if self.device is not None:
+            self._upload(values, bound)
         outs = self.executable.run(values) if self.executable is not None else ()
         if self.single:
             shape, dtype, key = self.out_meta[0]

@@ -193,6 +193,26 @@ def test_lazy_and_view_arguments(backend):
     close(f(pending).numpy(), np.exp(base_np * 2) - 1, 1e-6)
 
 
+
+def test_arguments_and_captures_of_host_data_are_uploaded_once(backend, monkeypatch):
+    """On a backend with its own memory, a compiled call uploads a host-data argument or captured
+    tensor once and the tensor keeps the device copy (as the lazy path does), so later calls move
+    no weights; on host backends the data is read in place."""
+    from lazytorch.runtime import get_backend
+    dev = get_backend(backend)
+    w = lt.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    x = lt.tensor(np.ones((2, 3), np.float32))
+    f = lt.compile(lambda x: x * w + 1.0)
+    uploads = []
+    adopt = dev.adopt
+    monkeypatch.setattr(dev, "adopt", lambda b: uploads.append(type(b)) or adopt(b))
+    for _ in range(3):
+        close(f(x).numpy(), np.arange(6).reshape(2, 3) + 1.0, 1e-6)
+    host = [t for t in uploads if t is np.ndarray]
+    assert len(host) == (2 if dev.device_memory else 6)   # host backends adopt in place each call
+    assert isinstance(x.node.buffer, np.ndarray) != dev.device_memory
+
+
 # ---------------------------------------------------------------- closure state
 
 def test_counter_and_kv_cache_in_closure(backend):

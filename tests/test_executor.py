@@ -48,3 +48,46 @@ def test_kernel_error_flag_raises_through_the_executor(backend_name):
         np.testing.assert_array_equal((x // ok).numpy(), np.arange(5) // np.array([1, 2, 3, 1, 1]))
     finally:
         lt.set_backend(previous)
+
+
+def test_deferred_checks_are_read_once_after_the_run():
+    """A device backend's launch may leave its error flag on the device (DeferredCheck): the
+    executor reads all of a run's flags with one any_flag_set after the last launch and raises the
+    first set launch's own error, naming the launch; unset flags cost no error."""
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.backend import ReferenceBackend
+    from lazytorch.runtime.executor import DeferredCheck, PlanExecutor
+
+    a = np.random.default_rng(4).standard_normal((3, 5)).astype(np.float32)
+    x = lt.tensor(a)
+    plan = kernel_plan([(x @ x.t()).softmax(-1)], "reference")      # a library launch, then a kernel
+    assert len(plan.launches) >= 2 and len(plan.params) == 1
+    ran, reads = [], []
+
+    class Flagging(ReferenceBackend):
+        def any_flag_set(self, flags):
+            reads.append(len(flags))
+            return super().any_flag_set(flags)
+
+    def run(flags):
+        def compile_launch(launch, plan):
+            def fn(r, w):
+                from lazytorch.runtime.reference import run_launch
+                for buf, value in zip(w, run_launch(launch, [np.asarray(b) for b in r])):
+                    np.copyto(buf, value)
+                ran.append(launch.name)
+                bad = flags[len(ran) - 1]
+                return DeferredCheck(np.array(bad), lambda: IndexError(f"{launch.name} bad"))
+            return fn
+        ex = PlanExecutor(Flagging(), plan, compile_launch)
+        return ex.run([x.node.buffer])
+
+    n = len(plan.launches)
+    out = run([False] * n)
+    np.testing.assert_allclose(np.asarray(out[0]), _softmax(a.astype(np.float64) @ a.T), rtol=1e-5)
+    assert ran == [lc.name for lc in plan.launches] and reads == [n]
+    ran.clear()
+    with pytest.raises(IndexError, match=f"{plan.launches[1].name} bad") as e:
+        run([False] + [True] * (n - 1))
+    assert len(ran) == n                                  # every launch ran before the one read
+    assert any(plan.launches[1].name in note for note in e.value.__notes__)

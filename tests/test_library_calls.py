@@ -266,6 +266,7 @@ def _device_reference(program, *arrays):
     import mlx.core as mx
     from lazytorch.ir import dtypes as D
     from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.executor import _raise_first
     from lazytorch.runtime.mlx import MlxBuffer, device_reference_launch, mx_dtype, to_mx
     plan = kernel_plan([program(lt, *(lt.tensor(a) for a in arrays))], "cuda")
     (launch,) = [launch for launch in plan.launches if launch.kind == "reference"]
@@ -275,7 +276,9 @@ def _device_reference(program, *arrays):
     assert len(by_shape) == len(arrays)
     (_, ref), = launch.writes
     out = MlxBuffer(mx.zeros(ref.shape, dtype=mx_dtype(ref.dtype)), ref.dtype)
-    fn([by_shape[b.shape] for _, b in launch.reads], [out])
+    check = fn([by_shape[b.shape] for _, b in launch.reads], [out])
+    if check is not None and check.flag.item():        # as the executor does after a run
+        _raise_first([(check, launch)])
     return np.asarray(out)
 
 
@@ -314,3 +317,43 @@ def test_cross_entropy_target_error_names_the_target_on_the_device():
     logits = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         _device_reference(lambda m, x, t: F(m).cross_entropy(x, t), logits, np.array([1, 9, 0]))
+
+
+def test_plans_of_mlx_backends_replay_through_mx_compile():
+    """A plan of device launches replays through mx.compile (runtime/mlx.py MxCompiledPlan): traced
+    once, then run without the launches' Python; a bad index still raises torch's error (the
+    deferred flag comes out of the compiled graph and the plain run raises), and later runs stay
+    compiled.  Run on MLX's CPU with a plan of device reference ops and a library matmul."""
+    import torch
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.mlx import CUDA, MlxBackend, MxCompiledPlan
+    backend = MlxBackend("mlx-cpu-test", CUDA._replace(available=lambda mx: True, ahead=lambda: False))
+    rng = np.random.default_rng(5)
+    ids, w, w2 = rng.integers(0, 7, (2, 3)), rng.standard_normal((7, 4)).astype(np.float32), \
+        rng.standard_normal((4, 5)).astype(np.float32)
+    program = lambda m, i, a, b: F(m).embedding(i, a) @ b
+    plan = kernel_plan([program(lt, *(lt.tensor(x) for x in (ids, w, w2)))], "cuda")
+    assert {launch.kind for launch in plan.launches} == {"reference", "library"}
+    ex = backend.prepare(plan)
+    assert isinstance(ex, MxCompiledPlan)
+    traces = []
+    pure = ex._pure
+    ex._pure = lambda *a: traces.append(1) or pure(*a)
+    ex._compiled = __import__("mlx.core").core.compile(ex._pure)
+    by_shape = {x.shape: x for x in (ids, w, w2)}
+
+    def run(i):
+        args = [backend.adopt(i if p.shape == ids.shape else by_shape[p.shape]) for p in plan.params]
+        (out,) = ex.run(args)
+        return np.asarray(out)
+
+    want = program(torch, *(torch.from_numpy(x) for x in (ids, w, w2))).numpy()
+    for _ in range(3):
+        np.testing.assert_allclose(run(ids), want, rtol=1e-5, atol=1e-6)
+    warm = len(traces)                  # (MLX may trace a function twice before it settles)
+    assert warm <= 2
+    with pytest.raises(IndexError, match="index 7 is out of range"):
+        run(np.where(ids == ids.flat[0], 7, ids))
+    for _ in range(2):
+        np.testing.assert_allclose(run(ids), want, rtol=1e-5, atol=1e-6)
+    assert len(traces) == warm and ex._compiled is not None        # no new trace, still compiled

@@ -82,6 +82,10 @@ class Backend:
         """A leaf buffer (from the host or another backend) as a buffer of this backend."""
         return self.from_host(np.asarray(buf))
 
+    def any_flag_set(self, flags: Sequence[Any]) -> bool:
+        """Whether any of a run's deferred error flags (executor.DeferredCheck) is set."""
+        return any(bool(np.asarray(f)) for f in flags)
+
     # ---- compilation ----
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         """A function running `launch` (a passes.plan.Launch), or None for the host fallback."""

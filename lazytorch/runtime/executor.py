@@ -6,7 +6,10 @@ and returns the output buffers.  Launches the backend does not compile (compile_
 None) run on the reference executor through to_host/from_host, so any plan runs on any backend.
 
 It owns what every backend shares: a launch function that returns a true value reports that its
-kernel set the error flag (integer division by zero), and the executor raises the error; with
+kernel set the error flag (integer division by zero), and the executor raises the error; a
+device backend's launch may instead return a DeferredCheck (its flag left on the device), and the
+executor reads all of a run's flags at once after its last launch, not one round trip per launch
+in the middle of the plan; with
 LAZYTORCH_DEBUG=1 every launch (kernels, library and reference calls) is traced to stderr with
 its time, and so is each launch's compile time; LAZYTORCH_DEBUG=2 adds the kernel sources.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -25,6 +28,14 @@ from .reference import run_launch
 
 Buffer = Any
 LaunchFn = Callable[[Sequence[Buffer], Sequence[Buffer]], Any]   # returns true: the error flag was set
+
+
+class DeferredCheck(NamedTuple):
+    """A launch's error flag left on the device (a 0-d bool array of the backend), read after the
+    run's last launch with the others (Backend.any_flag_set).  `error()` makes the error to raise
+    when it is set, or raises the op's own error itself (an index out of range: torch's message)."""
+    flag: Any
+    error: Callable[[], BaseException]
 
 
 def host_fallback(backend, launch: Launch) -> LaunchFn:
@@ -115,9 +126,12 @@ class PlanExecutor:
         self.memory = memory if memory is not None and memory.views else None
         self._arenas: list[list] = []           # free sets of temp buffers (one per concurrent run)
         self.steps: list[tuple[LaunchFn, list[int], list[tuple[int, tuple, Any, int]], list[int], Launch]] = []
+        self.host_launches = 0          # launches the backend left to the host fallback
+        self.traced = bool(debug)
         for i, launch in enumerate(plan.launches):
             t0 = time.perf_counter()
             fn = compile_launch(launch, plan)
+            self.host_launches += fn is None
             where = launch.kind if fn is not None else "reference"
             fn = fn or host_fallback(backend, launch)
             if debug:
@@ -147,7 +161,9 @@ class PlanExecutor:
             return lambda value, dtype: np.array(value, np_dtype)
         return self.backend.scalar
 
-    def run(self, args: Sequence[Any]) -> list[Buffer]:
+    def run(self, args: Sequence[Any], deferred: list | None = None) -> list[Buffer]:
+        """The outputs of one run.  Deferred error flags are read after the last launch, or, when
+        `deferred` is a list, appended to it as (DeferredCheck, Launch) for the caller to read."""
         env: list[Buffer] = [None] * self.size
         for (i, convert, dtype), value in zip(self.params, args):
             env[i] = convert(value, dtype)
@@ -156,6 +172,7 @@ class PlanExecutor:
         # this run's temps: a free set of the static plan's buffers (a run on another thread at
         # the same time takes another set, so no two runs ever share a temp)
         temps = (arenas.pop() if arenas else self.memory.allocate()) if self.memory else None
+        checks: list[tuple[DeferredCheck, Launch]] = [] if deferred is None else deferred
         try:
             for fn, reads, writes, frees, launch in self.steps:
                 outs = [temps[t] if t >= 0 else empty(shape, dtype) for _, shape, dtype, t in writes]
@@ -165,15 +182,31 @@ class PlanExecutor:
                     e.add_note(describe_launch(launch))     # which op, which user line (passes/plan.py)
                     raise
                 if failed:
-                    raise kernel_error(launch)
+                    if type(failed) is not DeferredCheck:
+                        raise kernel_error(launch)
+                    checks.append((failed, launch))
                 for (i, _, _, _), buf in zip(writes, outs):
                     env[i] = buf
                 for i in frees:
                     env[i] = None
+            if checks and deferred is None and self.backend.any_flag_set([c.flag for c, _ in checks]):
+                _raise_first(checks)
         finally:
             if temps is not None and len(arenas) < MAX_ARENAS:
                 arenas.append(temps)
         return [env[i] for i in self.outputs]
+
+
+def _raise_first(checks: list[tuple[DeferredCheck, Launch]]) -> None:
+    """Raises the error of the first launch (in plan order) whose deferred flag is set."""
+    for check, launch in checks:
+        if bool(np.asarray(check.flag)):
+            try:
+                raise check.error()
+            except Exception as e:
+                e.add_note(describe_launch(launch))
+                raise
+    raise AssertionError("a deferred error flag was set, but no launch's flag reads set")
 
 
 MAX_ARENAS = 4         # free temp sets kept per plan (runs on as many threads at once reuse theirs)

@@ -24,7 +24,7 @@ from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn
 from .caches import LRU
 from .reference import run_node
-from .executor import PlanExecutor
+from .executor import DeferredCheck, PlanExecutor, kernel_error
 from . import nvrtc
 
 
@@ -90,8 +90,43 @@ class MlxBuffer:
         host = np.array(arr)
         return host if dtype is None else host.astype(dtype)
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
     def copy_from_host(self, value: np.ndarray) -> None:
         self.array = to_mx(value, self.dtype)
+
+
+class LazyBuffer(MlxBuffer):
+    """A buffer whose MLX array is made on first read (`_make`) unless a launch sets it first."""
+    _array = None
+
+    @property
+    def array(self):
+        if self._array is None:
+            self._array = self._make()
+        return self._array
+
+    @array.setter
+    def array(self, value) -> None:
+        self._array = value
+
+
+class EmptyBuffer(LazyBuffer):
+    """An output before its launch writes it.  MLX launches return new arrays, so building zeros
+    for every output of every run (an MLX op each, never evaluated) is wasted host time; zeros are
+    made only if something reads the buffer unwritten (a zero-size output no kernel launches for)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: DType):
+        self._shape, self.dtype = shape, dtype
+
+    def _make(self):
+        return _mx().zeros(self._shape, dtype=mx_dtype(self.dtype))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
 
 
 def to_mx(arr: np.ndarray, dtype: DType):
@@ -125,11 +160,15 @@ class MlxBackend(Backend):
     def adopt(self, buf: Buffer) -> Buffer:
         return buf if isinstance(buf, MlxBuffer) else self.from_host(np.asarray(buf))
 
+    def any_flag_set(self, flags: Sequence[Any]) -> bool:
+        mx = _mx()     # one device-to-host read for all of a run's flags
+        return bool((flags[0] if len(flags) == 1 else mx.any(mx.stack(flags))).item())
+
     def to_host(self, buf: Buffer) -> np.ndarray:
         return np.asarray(buf)
 
     def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
-        return MlxBuffer(_mx().zeros(shape, dtype=mx_dtype(dtype)), dtype)
+        return EmptyBuffer(shape, dtype)
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
         return MlxBuffer(_scalar_array(value, scalar_dtype(dtype)), scalar_dtype(dtype))
@@ -147,7 +186,7 @@ class MlxBackend(Backend):
         the plan not compiled yet is compiled first, all at once, each taking the plan's Python
         scalars by value (the params fast_scalar keeps on the host)."""
         if not self._ahead:
-            return PlanExecutor(self, plan)
+            return _replayed(PlanExecutor(self, plan))
         outputs = {o.id for o in plan.outputs}
         host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
                 and scalar_dtype(p.dtype) in BY_VALUE}
@@ -166,7 +205,7 @@ class MlxBackend(Backend):
             kernel = self._kernels.get_or_make(
                 (call.name, by_value), lambda: made.get((call.name, by_value)) or _compile_ahead([(call, by_value)])[0])
             return self._launch(launch, call, kernel, by_value)
-        return PlanExecutor(self, plan, compile_launch)
+        return _replayed(PlanExecutor(self, plan, compile_launch))
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         if launch.kind == "library":
@@ -197,9 +236,56 @@ class MlxBackend(Backend):
                 arguments["scalars"] = [kind(_host_value(reads[i])) for kind, i in zip(kinds, by_value)]
             outs = kernel(**arguments)
             for w, o in zip(writes, outs):
-                w.array = o.reshape(w.array.shape)
-            return flag and outs[-1].item()     # the executor raises when the kernel set it
+                w.array = o.reshape(w.shape)
+            if flag:                            # read after the run's last launch (DeferredCheck)
+                return DeferredCheck(_mx().any(outs[-1]), lambda: kernel_error(launch))
         return fn
+
+
+class MxCompiledPlan:
+    """A plan replayed through `mx.compile`: the first run traces the launches into an MLX graph
+    once, later runs hand MLX the input arrays and skip the Python of every launch (the host cost
+    of building a GPU call, ~10 us per custom kernel on cuda, is paid once).  Used where a run is
+    a pure function of its array params: no Python scalar params (kernels compiled ahead take them
+    by value, which a trace would freeze), no host launches, no launch tracing.  Deferred error
+    flags come out as extra outputs; when one is set the plan runs again uncompiled, which raises
+    that launch's own error.  A trace that fails (a launch reading a value on the host) falls back
+    to the uncompiled executor for good."""
+
+    def __init__(self, executor: PlanExecutor):
+        self.executor, self.plan = executor, executor.plan
+        self.dtypes = [dtype for _, _, dtype in executor.params]
+        self._compiled = _mx().compile(self._pure)
+
+    def _pure(self, *arrays):
+        checks: list = []
+        outs = self.executor.run([MlxBuffer(a, d) for a, d in zip(arrays, self.dtypes)], checks)
+        return [o.array for o in outs] + [c.flag for c, _ in checks]
+
+    def run(self, args: Sequence[Any]) -> list[Buffer]:
+        ex = self.executor
+        if self._compiled is None:
+            return ex.run(args)
+        buffers = [convert(v, dtype) for (_, convert, dtype), v in zip(ex.params, args)]
+        try:
+            arrays = self._compiled(*[b.array for b in buffers])
+        except Exception:               # (e.g. MLX refuses evaluation inside a trace); a real
+            self._compiled = None       # error is raised again by the plain run
+            return ex.run(args)
+        n = len(self.plan.outputs)
+        if len(arrays) > n and ex.backend.any_flag_set(arrays[n:]):
+            ex.run(args)                # raises the launch's own error
+            raise AssertionError("a compiled run set an error flag that the uncompiled run did not")
+        return [MlxBuffer(a, o.dtype) for a, o in zip(arrays, self.plan.outputs)]
+
+
+def _replayed(executor: PlanExecutor):
+    """The executor, or its mx.compile replay where a run is a pure function of its arrays."""
+    plan = executor.plan
+    pure = not plan.scalar_slots and not executor.host_launches and not executor.traced
+    # (MLX's compile crashed the process on zero-size arrays on cuda: such plans run plainly)
+    empty = any(0 in b.shape for launch in plan.launches for _, b in (*launch.reads, *launch.writes))
+    return MxCompiledPlan(executor) if pure and plan.launches and not empty else executor
 
 
 # Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX
@@ -208,22 +294,15 @@ class MlxBackend(Backend):
 BY_VALUE: dict[DType, Callable[[Any], Any]] = {D.float32: lambda v: float(np.float32(v)), D.bool_: bool}
 
 
-class ScalarBuffer(MlxBuffer):
+class ScalarBuffer(LazyBuffer):
     """A Python number a plan reads as a scalar param, kept on the host: kernels compiled ahead
     take it by value; anything else that reads it gets an MLX array, made on first use."""
 
     def __init__(self, value: Any, dtype: DType):
-        self.value, self.dtype, self._array = value, dtype, None
+        self.value, self.dtype = value, dtype
 
-    @property
-    def array(self):
-        if self._array is None:
-            self._array = _scalar_array(self.value, self.dtype)
-        return self._array
-
-    @array.setter
-    def array(self, value) -> None:
-        self._array = value
+    def _make(self):
+        return _scalar_array(self.value, self.dtype)
 
 
 def _scalar_array(value: Any, dtype: DType):
@@ -325,17 +404,8 @@ def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
     return fn
 
 
-def _checked(node, inputs, out_of_range) -> None:
-    """One device-to-host read of a flag (cheaper than a round trip of the data through host
-    memory); when an index is out of range, the host implementation raises torch's error for it."""
-    if _mx().any(out_of_range).item():
-        run_node(node, [np.asarray(MlxBuffer(a, d)) for a, d in zip(inputs, (i.dtype for i in node.inputs))])
-        raise AssertionError(f"{node.op}: the device found an index out of range, the host none")
-
-
 def _embedding(node, indices, weight):
     """Rows of `weight` (an index outside 0..rows-1 is torch's IndexError, as on the host)."""
-    _checked(node, (indices, weight), (indices < 0) | (indices >= weight.shape[0]))
     return _mx().take(weight, indices.reshape(-1), axis=0)
 
 
@@ -343,9 +413,23 @@ def _gather(node, x, index):
     """x along dim at index, over the part of x the index covers (negative indices are out of range)."""
     mx, dim = _mx(), node.attrs["dim"]
     x1, idx = mx.atleast_1d(x), mx.atleast_1d(index)
-    _checked(node, (x, index), (idx < 0) | (idx >= x1.shape[dim]))
     window = tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(idx.shape))
     return mx.take_along_axis(x1[window], idx, axis=dim)
+
+
+# Index checks of the device reference ops: op -> the elements out of range (node, *inputs).  The
+# flag stays on the device and is read once after the run (DeferredCheck); when it is set the host
+# implementation runs on the inputs and raises torch's error for them.
+INDEX_CHECKS: dict[str, Callable] = {
+    "embedding": lambda node, indices, weight: (indices < 0) | (indices >= weight.shape[0]),
+    "gather": lambda node, x, index: (index < 0) | (index >= (x.shape[node.attrs["dim"]] if x.ndim else 1)),
+}
+
+
+def _host_error(node, inputs) -> BaseException:
+    """Runs `node` on the host, which raises torch's error for its out-of-range index."""
+    run_node(node, [np.asarray(MlxBuffer(a, i.dtype)) for a, i in zip(inputs, node.inputs)])
+    return AssertionError(f"{node.op}: the device found an index out of range, the host none")
 
 
 def _cat(node, *arrays):
@@ -368,12 +452,26 @@ def device_reference_launch(launch) -> LaunchFn | None:
             return None
         known.add(id(node))
 
-    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
+    checked = [n for n in launch.nodes if n.op in INDEX_CHECKS]
+
+    def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> DeferredCheck | None:
+        mx = _mx()
         env = {id(node): r.array for (node, _), r in zip(launch.reads, reads)}
         for node in launch.nodes:
             env[id(node)] = DEVICE_REFERENCE[node.op](node, *(env[id(i)] for i in node.inputs))
         for (node, _), w in zip(launch.writes, writes):
-            w.array = env[id(node)].reshape(w.array.shape)
+            w.array = env[id(node)].reshape(w.shape)
+        if not checked:
+            return None
+        inputs = {id(n): [env[id(i)] for i in n.inputs] for n in checked}
+        flags = [mx.any(INDEX_CHECKS[n.op](n, *inputs[id(n)])) for n in checked]
+
+        def error() -> BaseException:
+            for n, f in zip(checked, flags):
+                if f.item():
+                    return _host_error(n, inputs[id(n)])
+            return AssertionError(f"{launch.name}: an index flag was set, but none of its checks")
+        return DeferredCheck(flags[0] if len(flags) == 1 else mx.any(mx.stack(flags)), error)
     return fn
 
 
@@ -385,7 +483,7 @@ def _device_library_launch(launch) -> LaunchFn | None:
 
     def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
         (out,) = run([r.array for r in reads])
-        writes[0].array = out.reshape(writes[0].array.shape)
+        writes[0].array = out.reshape(writes[0].shape)
     return fn
 
 
