@@ -336,10 +336,6 @@ def test_plans_of_mlx_backends_replay_through_mx_compile():
     assert {launch.kind for launch in plan.launches} == {"reference", "library"}
     ex = backend.prepare(plan)
     assert isinstance(ex, MxCompiledPlan)
-    traces = []
-    pure = ex._pure
-    ex._pure = lambda *a: traces.append(1) or pure(*a)
-    ex._compiled = __import__("mlx.core").core.compile(ex._pure)
     by_shape = {x.shape: x for x in (ids, w, w2)}
 
     def run(i):
@@ -350,10 +346,45 @@ def test_plans_of_mlx_backends_replay_through_mx_compile():
     want = program(torch, *(torch.from_numpy(x) for x in (ids, w, w2))).numpy()
     for _ in range(3):
         np.testing.assert_allclose(run(ids), want, rtol=1e-5, atol=1e-6)
-    warm = len(traces)                  # (MLX may trace a function twice before it settles)
+    warm = ex.traced                    # (MLX may trace a function twice before it settles)
     assert warm <= 2
     with pytest.raises(IndexError, match="index 7 is out of range"):
         run(np.where(ids == ids.flat[0], 7, ids))
     for _ in range(2):
         np.testing.assert_allclose(run(ids), want, rtol=1e-5, atol=1e-6)
-    assert len(traces) == warm and ex._compiled is not None        # no new trace, still compiled
+    assert ex.traced == warm and ex._traces is not None        # no new trace, still compiled
+
+
+def test_mx_compile_replay_keeps_one_trace_per_scalar_values():
+    """Python scalars are frozen into a trace (kernels compiled ahead take them by value): the
+    replay keeps a trace per tuple of scalar values, reuses it when the values repeat, and runs
+    uncompiled beyond MAX_TRACES distinct values -- always with the right result."""
+    from types import SimpleNamespace as NS
+    import mlx.core as mx
+    from lazytorch.ir import dtypes as D
+    from lazytorch.runtime.mlx import MlxBuffer, MxCompiledPlan
+
+    plain = []
+
+    class Executor:                      # out = x * s + 1 through the executor's calling convention
+        plan = NS(params=[NS(slot=0), NS(slot=1)], scalar_slots=frozenset({1}),
+                  outputs=[NS(dtype=D.float32)], launches=[None])
+        params = [(0, lambda v, d: v, D.float32), (1, lambda v, d: v, D.float32)]
+        backend = NS(any_flag_set=lambda flags: False)
+
+        def run(self, args, deferred=None):
+            if deferred is None:
+                plain.append(args[1])
+            return [MlxBuffer(args[0].array * args[1] + 1, D.float32)]
+
+    ex = MxCompiledPlan(Executor())
+    x = MlxBuffer(mx.array(np.arange(4, dtype=np.float32)), D.float32)
+    for s in [2.0, 3.0, 2.0, 3.0] + [float(k) for k in range(10, 10 + MxCompiledPlan.MAX_TRACES)]:
+        (out,) = ex.run([x, s])
+        np.testing.assert_array_equal(np.asarray(out), np.arange(4) * s + 1)
+    assert len(ex._traces) == MxCompiledPlan.MAX_TRACES
+    assert plain == [float(k) for k in range(16, 10 + MxCompiledPlan.MAX_TRACES)]   # past the cap: uncompiled
+    traced = ex.traced
+    (out,) = ex.run([x, 2.0])                                   # a kept trace: no new one
+    np.testing.assert_array_equal(np.asarray(out), np.arange(4) * 2.0 + 1)
+    assert ex.traced == traced

@@ -243,34 +243,59 @@ class MlxBackend(Backend):
 
 
 class MxCompiledPlan:
-    """A plan replayed through `mx.compile`: the first run traces the launches into an MLX graph
-    once, later runs hand MLX the input arrays and skip the Python of every launch (the host cost
-    of building a GPU call, ~10 us per custom kernel on cuda, is paid once).  Used where a run is
-    a pure function of its array params: no Python scalar params (kernels compiled ahead take them
-    by value, which a trace would freeze), no host launches, no launch tracing.  Deferred error
-    flags come out as extra outputs; when one is set the plan runs again uncompiled, which raises
-    that launch's own error.  A trace that fails (a launch reading a value on the host) falls back
-    to the uncompiled executor for good."""
+    """A plan replayed through `mx.compile`: the first run traces the launches into an MLX graph,
+    later runs hand MLX the input arrays and skip the Python of every launch (the host cost of
+    building a GPU call, ~10 us per custom kernel on cuda, is paid once).  A trace freezes the
+    plan's Python scalars (kernels compiled ahead take them by value), so a trace is kept per tuple
+    of scalar values -- a model's constants repeat call after call -- up to MAX_TRACES; values
+    beyond those run uncompiled.  Deferred error flags come out as extra outputs; when one is set
+    the plan runs again uncompiled, which raises that launch's own error.  A trace that fails (a
+    launch reading a value on the host) turns the replay off for good."""
+
+    MAX_TRACES = 8
 
     def __init__(self, executor: PlanExecutor):
         self.executor, self.plan = executor, executor.plan
-        self.dtypes = [dtype for _, _, dtype in executor.params]
-        self._compiled = _mx().compile(self._pure)
+        scalar = [p.slot in self.plan.scalar_slots for p in self.plan.params]
+        self.scalars = [k for k, s in enumerate(scalar) if s]
+        self.arrays = [k for k, s in enumerate(scalar) if not s]
+        self._traces: dict[tuple, Callable] | None = {}     # scalar values -> the compiled run
+        self.traced = 0                                     # traces made (a statistic for tests)
 
-    def _pure(self, *arrays):
-        checks: list = []
-        outs = self.executor.run([MlxBuffer(a, d) for a, d in zip(arrays, self.dtypes)], checks)
-        return [o.array for o in outs] + [c.flag for c, _ in checks]
+    def _trace(self, values: tuple) -> Callable:
+        ex, n = self.executor, len(self.plan.params)
+        dtypes = [ex.params[k][2] for k in self.arrays]
+
+        def pure(*arrays):
+            self.traced += 1
+            args: list = [None] * n
+            for k, a, dtype in zip(self.arrays, arrays, dtypes):
+                args[k] = MlxBuffer(a, dtype)
+            for k, v in zip(self.scalars, values):
+                args[k] = v
+            checks: list = []
+            outs = ex.run(args, checks)
+            return [o.array for o in outs] + [c.flag for c, _ in checks]
+        return _mx().compile(pure)
 
     def run(self, args: Sequence[Any]) -> list[Buffer]:
-        ex = self.executor
-        if self._compiled is None:
+        ex, traces = self.executor, self._traces
+        if traces is None:
             return ex.run(args)
-        buffers = [convert(v, dtype) for (_, convert, dtype), v in zip(ex.params, args)]
+        values = tuple([args[k] for k in self.scalars])
         try:
-            arrays = self._compiled(*[b.array for b in buffers])
+            fn = traces.get(values)
+        except TypeError:               # (an unhashable scalar value)
+            return ex.run(args)
+        if fn is None:
+            if len(traces) >= self.MAX_TRACES:
+                return ex.run(args)
+            fn = traces[values] = self._trace(values)
+        params = ex.params
+        try:
+            arrays = fn(*[params[k][1](args[k], params[k][2]).array for k in self.arrays])
         except Exception:               # (e.g. MLX refuses evaluation inside a trace); a real
-            self._compiled = None       # error is raised again by the plain run
+            self._traces = None         # error is raised again by the plain run
             return ex.run(args)
         n = len(self.plan.outputs)
         if len(arrays) > n and ex.backend.any_flag_set(arrays[n:]):
@@ -280,12 +305,14 @@ class MxCompiledPlan:
 
 
 def _replayed(executor: PlanExecutor):
-    """The executor, or its mx.compile replay where a run is a pure function of its arrays."""
+    """The executor, or its mx.compile replay where a run is a function of its arrays and scalars
+    (no host launches, no zero-size buffers, no launch tracing)."""
     plan = executor.plan
-    pure = not plan.scalar_slots and not executor.host_launches and not executor.traced
     # (MLX's compile crashed the process on zero-size arrays on cuda: such plans run plainly)
     empty = any(0 in b.shape for launch in plan.launches for _, b in (*launch.reads, *launch.writes))
-    return MxCompiledPlan(executor) if pure and plan.launches and not empty else executor
+    if not plan.launches or executor.host_launches or executor.traced or empty:
+        return executor
+    return MxCompiledPlan(executor)
 
 
 # Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX
