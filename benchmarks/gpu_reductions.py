@@ -22,7 +22,12 @@ geo = os.environ.get("LAZYTORCH_GPU_GEOMETRY", "")
 for name, (a, f) in cases.items():
     x = lt.tensor(a); sync(x * 1.0)
     t = torch.from_numpy(a).cuda()
+    cf = lt.compile(lambda x, f=f: f(lt, x))
     lt_us = med(lambda: sync(f(lt, x)))
+    cp_us = med(lambda: sync(cf(x)))
+    m = mx.array(a)
+    mx_us = med(lambda: mx.eval(m.sum() if "argmax" not in name else mx.argmax(m)))
     th_us = med(lambda: (f(torch, t), torch.cuda.synchronize()))
     ok = np.allclose(f(lt, x).numpy(), f(torch, t).cpu().numpy(), rtol=1e-3, atol=1e-2)
-    print(f"geo={geo!r:12s} {name:20s} lazytorch {lt_us:8.1f} us   torch {th_us:8.1f} us   match {ok}", flush=True)
+    print(f"geo={geo!r:12s} {name:20s} lazytorch {lt_us:8.1f} us  lt.compile {cp_us:8.1f} us  "
+          f"mlx (R1/R4 op) {mx_us:8.1f} us  torch {th_us:8.1f} us   match {ok}", flush=True)

@@ -76,7 +76,7 @@ def test_geometry_table():
     assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # one group (unless split below)
     assert rows_geometry(4096, 4096, True, 4) == Geometry(512, 4096, 1, 8, 4)   # W3 with vector steps
     assert rows_geometry(8192, 1024, True, 4) == Geometry(256, 1024, 8, 32, 4)  # W4: 8 steps of 4 per lane
-    assert grid_split(1, 2 ** 24, 4) == 32 and grid_split(4, 2 ** 24, 4) == 32       # x.sum() over 2^24
+    assert grid_split(1, 2 ** 24, 4) == 256 and grid_split(4, 2 ** 24, 4) == 128     # x.sum() over 2^24
     assert grid_split(1, 70001, 1) == 2 and grid_split(1, 5, 4, 8) == 2             # no group left empty
     assert columns_geometry(5, 40000, 4, True) == Geometry(1024, 20, 32, 0, 1, 20)  # sum(x, 0), 5 outputs
     assert columns_geometry(5, 40000, 4, False).split == columns_geometry(5000, 40000, 4, True).split == 1

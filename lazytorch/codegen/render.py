@@ -99,14 +99,18 @@ GRID_MAX_ROWS = 64
 COLUMN_SPLIT_GROUPS = 64
 COLUMN_SPLIT_MIN = 16384
 COLUMN_SPLIT_RUN = 64
-# Measured on an H100 (whole calls of x.sum() / x.argmax() over 2^24, x.sum(0) of 2^20 x 16;
-# docs/gpu.md): each group of a split costs about 1 us more than its share of the data, so few wide
-# groups win -- 32 groups of 1024 threads: 206 / 250 us, against 1.37 / 1.96 ms with 1024 groups of
-# 256 and 2.2 / 6.1 ms unsplit.
+# Measured on an H100 (whole calls of x.sum() / x.argmax() over 2^24, x.sum(0) of 2^20 x 16 with
+# lt.compile; docs/gpu.md): about two groups of 1024 threads per SM -- 256 groups: 120 / 143 /
+# 125 us, against 161 / 236 / 250 us with 32 groups (too few SMs reading) and 2.2 / 6.1 / 4.0 ms
+# unsplit; the kernel alone reads at the copy bandwidth from 132 to 1,024 groups.
+# MLX's CUDA allocator serves allocations of up to 8 bytes from a pool of managed (unified) memory;
+# an atomic ticket there cost each group about 1 us (1,024 groups: 1.2 ms for x.sum() over 2^24,
+# the same kernel 29 us on device memory), so the ticket buffer is never that small.
+GRID_TICKETS_MIN = 16
 GRID_THREADS = 1024
 GRID_SLICE = GRID_THREADS * 64
-GRID_MAX_GROUPS = 32          # per row (columns: per 32 outputs)
-GRID_TOTAL_GROUPS = 256       # of a launch, rows together
+GRID_MAX_GROUPS = 256         # per row (columns: per 32 outputs)
+GRID_TOTAL_GROUPS = 512       # of a launch, rows together
 
 
 @dataclass(frozen=True)
@@ -621,7 +625,8 @@ class _Renderer:
             reduces.append(dict(r=r, parts=names, load=load, T=T,
                                 identity=ident, fold=red.fold.format(r.acc, "lt_b") if not r.index else ""))
         columns = self._columns_kernel()
-        scratch.append(("lt_done", D.int32, _ceil(k.outer_numel, SIMD) if columns else k.outer_numel))
+        tickets = _ceil(k.outer_numel, SIMD) if columns else k.outer_numel
+        scratch.append(("lt_done", D.int32, max(tickets, GRID_TICKETS_MIN)))
         self.scratch = tuple(scratch)
         return dict(reduces=reduces, slice=_ceil(k.inner_numel, g.split) if columns else g.slice(k.inner_numel),
                     split=g.split,
