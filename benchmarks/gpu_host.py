@@ -8,12 +8,6 @@ import numpy as np, mlx.core as mx, lazytorch as lt
 lt.set_backend("cuda")
 tag = f"graphs={os.environ.get('MLX_USE_CUDA_GRAPHS','1')} ops={os.environ.get('MLX_MAX_OPS_PER_BUFFER','20')}"
 N = 100
-def med(fn, n=30):
-    for _ in range(5): fn()
-    ts = []
-    for _ in range(n):
-        a = time.perf_counter(); fn(); ts.append(time.perf_counter() - a)
-    return statistics.median(ts) * 1e6
 a = mx.zeros((1024,)); mx.eval(a)
 def chain_add(x):
     for _ in range(N): x = x + 1.0

@@ -10,12 +10,8 @@ lt.set_backend("cuda")
 def sync(t):
     lt.eval(t); b = t.node.buffer; mx.eval(b.array) if hasattr(b, 'array') else None
 
-def med(fn, n=50):
-    for _ in range(5): fn()
-    ts = []
-    for _ in range(n):
-        a = time.perf_counter(); fn(); ts.append(time.perf_counter() - a)
-    return statistics.median(ts) * 1e6, min(ts) * 1e6
+from benchmarks.timing import per_call_us
+med = lambda fn: per_call_us(fn, n=50)
 
 def w7(x):
     for _ in range(5):

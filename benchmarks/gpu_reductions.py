@@ -7,12 +7,8 @@ import numpy as np, mlx.core as mx, lazytorch as lt, torch
 lt.set_backend("cuda")
 def sync(t):
     lt.eval(t); b = t.node.buffer; mx.eval(b.array)
-def med(fn, n=30):
-    for _ in range(3): fn()
-    ts = []
-    for _ in range(n):
-        a = time.perf_counter(); fn(); ts.append(time.perf_counter() - a)
-    return statistics.median(ts) * 1e6
+from benchmarks.timing import per_call_us
+med = lambda fn: per_call_us(fn, warmup=3)[0]
 rng = np.random.default_rng(0)
 cases = {"R1 sum 2^24": (rng.standard_normal(1 << 24).astype(np.float32), lambda m, x: x.sum()),
          "R2 sum(1) 4x2^22": (rng.standard_normal((4, 1 << 22)).astype(np.float32), lambda m, x: x.sum(dim=1)),

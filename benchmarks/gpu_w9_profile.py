@@ -19,12 +19,8 @@ plan = entry.plan
 kinds = collections.Counter((l.kind, getattr(l, "pattern", "")) for l in plan.launches)
 print("launches", len(plan.launches), dict(kinds))
 
-def med(fn, n=30):
-    for _ in range(5): fn()
-    ts = []
-    for _ in range(n):
-        a = time.perf_counter(); fn(); ts.append(time.perf_counter() - a)
-    return statistics.median(ts) * 1e3, min(ts) * 1e3
+from benchmarks.timing import per_call_us
+med = lambda fn: tuple(t / 1e3 for t in per_call_us(fn))        # milliseconds
 print("whole call ms", med(lambda: cf(*args).numpy()))
 t = []
 for _ in range(30):

@@ -74,3 +74,16 @@ def copy_bandwidth(nbytes: int, plan: Plan) -> dict:
     t = measure(lambda: np.copyto(dst, src), plan)
     return {"array_bytes": src.nbytes, "bytes_per_copy": 2 * src.nbytes,
             "gb_per_s": 2 * src.nbytes / t.median_s / 1e9, **t.as_dict()}
+
+
+def per_call_us(call: Callable[[], object], n: int = 30, warmup: int = 5) -> tuple[float, float]:
+    """(median, min) microseconds of `n` single calls after `warmup` calls: the GPU probes'
+    whole-call timer (each call synchronises, so one call is one sample)."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6, min(times) * 1e6
