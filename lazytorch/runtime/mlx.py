@@ -229,14 +229,18 @@ class MlxBackend(Backend):
         arrays = [i for i in range(len(call.input_names)) if i not in by_value]
         kinds = [BY_VALUE[call.input_dtypes[i]] for i in by_value]
         fixed = call_arguments(call, [])            # all but the inputs: the same on every run
+        # The kernels index flat buffers, so MLX gets the arrays as they are and makes the outputs
+        # in the shapes of the launch's writes: no reshape of every input and output (an MLX
+        # operation each, evaluated on every run).
+        fixed["output_shapes"] = [tuple(b.shape) for _, b in launch.writes] + fixed["output_shapes"][len(launch.writes):]
 
         def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]):
-            arguments = dict(fixed, inputs=[reads[i].array.reshape(-1) for i in arrays])
+            arguments = dict(fixed, inputs=[reads[i].array for i in arrays])
             if by_value:
                 arguments["scalars"] = [kind(_host_value(reads[i])) for kind, i in zip(kinds, by_value)]
             outs = kernel(**arguments)
             for w, o in zip(writes, outs):
-                w.array = o.reshape(w.shape)
+                w.array = o
             if flag:                            # read after the run's last launch (DeferredCheck)
                 return DeferredCheck(_mx().any(outs[-1]), lambda: kernel_error(launch))
         return fn
@@ -390,11 +394,11 @@ def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
             out = mx.matmul(a, b)
         else:
             out = mx.addmm(c.reshape(-1) if flat else c, a, b)
-        return out.reshape(out_shape)
+        return out.reshape(out_shape) if flat else out      # (a fresh, row-contiguous array)
 
     def fn(reads: Sequence[Any]) -> list[Any]:
         env = _views(launch, views, reads)
-        return [mx.contiguous(product(env[id(x)], env[id(w)], None if bias is None else env[id(bias)]))]
+        return [product(env[id(x)], env[id(w)], None if bias is None else env[id(bias)])]
     return fn
 
 
@@ -487,7 +491,7 @@ def device_reference_launch(launch) -> LaunchFn | None:
         for node in launch.nodes:
             env[id(node)] = DEVICE_REFERENCE[node.op](node, *(env[id(i)] for i in node.inputs))
         for (node, _), w in zip(launch.writes, writes):
-            w.array = env[id(node)].reshape(w.shape)
+            w.array = _shaped(env[id(node)], w.shape)
         if not checked:
             return None
         inputs = {id(n): [env[id(i)] for i in n.inputs] for n in checked}
@@ -502,6 +506,11 @@ def device_reference_launch(launch) -> LaunchFn | None:
     return fn
 
 
+def _shaped(array, shape: tuple[int, ...]):
+    """`array` in `shape`; a reshape (an MLX operation, evaluated on every run) only if it differs."""
+    return array if tuple(array.shape) == shape else array.reshape(shape)
+
+
 def _device_library_launch(launch) -> LaunchFn | None:
     """library_launch over MlxBuffers (the metal and cuda backends)."""
     run = library_launch(launch)
@@ -510,7 +519,7 @@ def _device_library_launch(launch) -> LaunchFn | None:
 
     def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
         (out,) = run([r.array for r in reads])
-        writes[0].array = out.reshape(writes[0].shape)
+        writes[0].array = _shaped(out, writes[0].shape)
     return fn
 
 
