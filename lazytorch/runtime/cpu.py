@@ -25,7 +25,7 @@ from .backend import Backend, LaunchFn
 from .buffer_pool import MIN_BYTES, BufferPool
 from .executor import PlanExecutor, debug_level, kernel_error
 from ..passes.plan import describe_launch
-from .library import host_gemm
+from .library import GEMM_SYMBOLS, gemm_source, host_gemm, native_gemm
 
 _ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -128,13 +128,21 @@ class CpuBackend(Backend):
     def prepare(self, plan):
         sources: dict[str, str] = {}
 
+        # a program with matrix products carries the GEMM helper (runtime/library.py) in its own
+        # library: no second compile, and the plan index finds it with the kernels
+        gemm = any(launch.kind == "library" for launch in plan.launches) and native_gemm()
+
         def make() -> tuple[list[str], tuple[str, ...]]:
             rendered = kernel_sources(plan)
             sources.update(rendered)
-            symbols = getattr(rendered, "symbols", None) or {_name(k): k for k in rendered}
+            symbols = dict(getattr(rendered, "symbols", None) or {_name(k): k for k in rendered})
+            if gemm:
+                rendered["lt_gemm"] = gemm_source()
+                rendered.helpers = rendered.helpers | {"lt_parallel"}     # (the helper reads it too)
+                symbols.update(GEMM_SYMBOLS)
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
-        structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
+        structure = plan_structure(plan, gemm) if PLAN_INDEX and debug_level() < 2 else None
         try:
             libs, kernels = _load_program(structure, make)
         except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
@@ -143,7 +151,7 @@ class CpuBackend(Backend):
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
-                return host_gemm(launch)       # runtime/library.py: BLAS through numpy
+                return host_gemm(launch, functions)     # runtime/library.py: the BLAS, on the kernels' threads
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
@@ -203,18 +211,7 @@ def program_units(sources: Sources) -> list[str]:
 
 
 def _idle_cores() -> int:
-    """Cores this process may use that the last minute's load left idle, this process's own
-    included (at least 1)."""
-    import os
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:                  # macOS has no affinity API
-        cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    return max(1, int(cores - busy + 1.5))  # (+1: this process is part of the load it reads)
+    return threads.idle_cores()
 
 
 def _functions(libs, kernels: Sequence[str]) -> dict:
@@ -269,15 +266,16 @@ def launch_structures(plan) -> tuple[list, dict[str, tuple]]:
     return list(table), out
 
 
-def plan_structure(plan) -> str | None:
+def plan_structure(plan, gemm: bool = False) -> str | None:
     """A text that determines the source `kernel_sources` renders for the plan (the plan index's
-    key): its launches' structures with their names.  None where a launch has no structure or a
-    value has no faithful repr (an object printed by address): such a plan is always rendered."""
+    key): its launches' structures with their names, and whether the GEMM helper is part of the
+    program.  None where a launch has no structure or a value has no faithful repr (an object
+    printed by address): such a plan is always rendered."""
     table, structures = launch_structures(plan)
     kernels = [l.name for l in plan.launches if l.kind == "kernel" and len(l.nodes) <= MAX_KERNEL_NODES]
-    if not kernels or len(structures) != len(kernels):
+    if not (kernels or gemm) or len(structures) != len(kernels):
         return None
-    text = repr((table, [(name, structures[name]) for name in kernels]))
+    text = repr((table, [(name, structures[name]) for name in kernels])) + (" +gemm" if gemm else "")
     return None if " at 0x" in text else text
 
 def _kernel_launch(fn, launch) -> LaunchFn:

@@ -101,11 +101,17 @@ def gemm_plan(launch) -> GemmPlan | None:
     return GemmPlan(a, b, "batched")
 
 
-def host_gemm(launch) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None] | None:
-    """The launch function of a library launch on a host backend (numpy buffers), or None."""
+def host_gemm(launch, helpers: dict | None = None) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None] | None:
+    """The launch function of a library launch on a host backend (numpy buffers), or None.
+    `helpers`: the program's compiled functions (the cpu backend), with the GEMM helper
+    (GEMM_SYMBOLS) when numpy's BLAS exposes its cblas gemm: the product then calls the BLAS
+    directly, split over the kernels' threads (`BlasCall`)."""
     plan = gemm_plan(launch)
     if plan is None:
         return None
+    call = blas_call(plan, launch.nodes[-1], helpers) if helpers else None
+    if call is not None:
+        return call.launch_fn(plan)
     a, b, rows = plan.a, plan.b, plan.rows
     cols = a.shape[-1]                               # K (reshape cannot infer it when it is 0)
 
@@ -152,3 +158,195 @@ def blas_readable(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     row_major = (sc == 1 or c == 1) and sr >= c
     col_major = (sr == 1 or r == 1) and sc >= r
     return (row_major or col_major) and all(st >= 0 for st in strides[:-2])
+
+
+# ---------------------------------------------------------------- the BLAS called directly
+
+# cblas gemm symbols in the OpenBLAS numpy loads, most specific first: (name, 64-bit integers).
+# numpy's wheels ship an ILP64 OpenBLAS with prefixed, suffixed names.
+CBLAS_GEMM = {D.float32: (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True), ("cblas_sgemm", False)),
+              D.float64: (("scipy_cblas_dgemm64_", True), ("cblas_dgemm64_", True), ("cblas_dgemm", False))}
+# A product of at least this many multiply-adds (m*n*k, over the batch) is split over the kernels'
+# threads: below it the fork costs more than the second thread saves.  Measured on 2 cores
+# (docs/benchmarks.md, "Library calls on the cpu backend"): XXX
+GEMM_PARALLEL_MIN = 1 << 21
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """How the BLAS reads one operand: per product a row-major matrix (transposed or not, leading
+    dim `ld`); product (o, j) of a batch (outer, inner) starts o * `outer` + j * `inner` elements
+    from the first (0: shared along that part of the batch)."""
+    trans: int
+    ld: int
+    outer: int
+    inner: int
+
+
+@dataclass(frozen=True)
+class BlasCall:
+    """One launch's product as a call of the C helper (shaders/c_gemm.c.j2): the BLAS's own gemm on
+    one thread per slice, up to `threads` slices at once on the kernels' OpenMP pool (fewer while
+    other processes hold the cores: threads.idle_cores)."""
+    fn: int                       # the address of the cblas gemm
+    ilp64: int
+    helper: object                # the C helper (lt_gemm_f32 or lt_gemm_f64)
+    batch: int
+    inner: int                    # products per outer step of the batch
+    m: int
+    n: int
+    k: int
+    a: Matrix
+    b: Matrix
+    threads: int
+
+    def launch_fn(self, plan: GemmPlan) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
+        a, b = plan.a, plan.b
+        pa, pb = _pointer(a), _pointer(b)
+        helper, fn, ilp64, most = self.helper, self.fn, self.ilp64, self.threads
+        shape = (self.a.trans, self.b.trans, self.batch, self.inner, self.m, self.n, self.k)
+        ma, mb, ldc, sc = self.a, self.b, self.n, self.m * self.n
+        idle = threads.idle_cores
+
+        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            count = min(most, idle()) if most > 1 else 1
+            with threads.blas_threads():
+                helper(fn, ilp64, count, *shape, pa(reads[a.slot]), ma.ld, ma.outer, ma.inner,
+                       pb(reads[b.slot]), mb.ld, mb.outer, mb.inner, _address(writes[0]), ldc, sc)
+        return run
+
+
+def _address(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def _pointer(op: Operand) -> Callable[[np.ndarray], int]:
+    """The address of the operand's first element in a read buffer (a contiguous copy first when
+    BLAS cannot read it in place: the copy must live until the call returns, so it is kept)."""
+    if op.copy:
+        keep: list = []
+
+        def copied(base: np.ndarray) -> int:
+            arr = op.array(base)
+            keep[:] = [arr]
+            return _address(arr)
+        return copied
+    offset = op.offset
+
+    def view(base: np.ndarray) -> int:
+        return _address(base) + offset * base.itemsize
+    return view
+
+
+def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
+    """The launch's product as one call of the C helper, or None (numpy's matmul then runs it): no
+    cblas gemm in numpy's BLAS, a vector or empty product, or batch strides the helper cannot
+    step (an operand whose outer batch dims do not fold to one stride)."""
+    if plan.mode == "small" or len(plan.a.shape) < 2 or len(plan.b.shape) < 2 or len(mm.shape) < 2:
+        return None
+    found = _blas_gemm(mm.dtype)
+    helper = helpers.get(f"gemm_{mm.dtype.short}")
+    if found is None or helper is None:
+        return None
+    fn, ilp64 = found
+    _declare(helper)
+    m, n = mm.shape[-2:]
+    k = plan.a.shape[-1]
+    if plan.mode == "flat":
+        m, batch_shape = plan.rows, ()
+        a_shape, a_strides = (plan.rows, k), plan.a.strides[-2:]
+    else:
+        batch_shape = tuple(mm.shape[:-2])
+        a_shape, a_strides = plan.a.shape, plan.a.strides
+    if 0 in (m, n, k):
+        return None
+    a = _matrix(a_shape, contiguous_strides(a_shape) if plan.a.copy else a_strides, batch_shape)
+    b = _matrix(plan.b.shape, contiguous_strides(plan.b.shape) if plan.b.copy else plan.b.strides, batch_shape)
+    if a is None or b is None:
+        return None
+    batch = math.prod(batch_shape)
+    work = batch * m * n * k
+    count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
+    inner = batch_shape[-1] if batch_shape else 1
+    return BlasCall(fn, ilp64, helper, batch, inner, m, n, k, a, b, count)
+
+
+def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
+    """How the BLAS reads a (..., r, c) operand of a product batched over `batch_shape`, or None."""
+    (r, c), (sr, sc) = shape[-2:], strides[-2:]
+    if (sc == 1 or c == 1) and (sr >= c or r == 1):
+        trans, ld = 0, sr if r > 1 else c
+    elif (sr == 1 or r == 1) and (sc >= r or c == 1):
+        trans, ld = 1, sc if c > 1 else r
+    else:
+        return None
+    steps = _batch_steps(list(zip(shape[:-2], strides[:-2])), batch_shape)
+    if ld < 1 or steps is None:
+        return None
+    return Matrix(trans, ld, *steps)
+
+
+def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(outer, inner) element steps of an operand's (size, stride) batch dims over `batch_shape`
+    (its last dim the inner one; a size-1 dim broadcasts with step 0), or None when the outer dims
+    do not step by one stride or a stride is negative."""
+    if len(dims) > len(batch_shape):
+        return None
+    dims = [(1, 0)] * (len(batch_shape) - len(dims)) + dims
+    steps = []
+    for (size, stride), want in zip(dims, batch_shape):
+        if size not in (1, want) or stride < 0:
+            return None
+        steps.append(0 if size == 1 else stride)
+    if not batch_shape:
+        return 0, 0
+    outer = [(size, st) for size, st in zip(batch_shape[:-1], steps[:-1]) if size != 1]
+    for (_, hi), (size, lo) in zip(outer, outer[1:]):
+        if hi != lo * size:
+            return None
+    return (outer[-1][1] if outer else 0), steps[-1]
+
+
+# launch name -> symbol of the helper in a program's library (runtime/cpu.py adds them to a program
+# with library launches)
+GEMM_SYMBOLS = {f"gemm_{dt.short}": f"lt_gemm_{dt.short}" for dt in HOST_GEMM_DTYPES}
+_gemm_found: dict = {}
+
+
+def native_gemm() -> bool:
+    """Whether numpy's BLAS exposes a cblas gemm the helper can call (OpenBLAS)."""
+    return _blas_gemm(D.float32) is not None
+
+
+def gemm_source() -> str:
+    """The C helper's source (shaders/c_gemm.c.j2), compiled into the programs that multiply."""
+    from ..codegen.render import environment         # (only when a program is rendered)
+    return environment().get_template("c_gemm.c.j2").render()
+
+
+def _blas_gemm(dtype) -> tuple[int, int] | None:
+    """(address of the cblas gemm for dtype, 64-bit ints), or None."""
+    if dtype not in _gemm_found:
+        _gemm_found[dtype] = _find_gemm(dtype)
+    return _gemm_found[dtype]
+
+
+def _find_gemm(dtype) -> tuple[int, int] | None:
+    import ctypes
+    lib = threads.openblas_library()
+    if lib is None or dtype not in CBLAS_GEMM:
+        return None
+    for name, ilp64 in CBLAS_GEMM[dtype]:
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            return ctypes.cast(fn, ctypes.c_void_p).value, int(ilp64)
+    return None
+
+
+def _declare(helper) -> None:
+    """The helper's C signature (ctypes converts each argument by it)."""
+    import ctypes
+    i64, ptr, int_ = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    helper.argtypes = (ptr, int_, int_, int_, int_, i64, i64, i64, i64, i64,
+                       ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64)
+    helper.restype = None

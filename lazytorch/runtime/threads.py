@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -48,6 +49,27 @@ def num_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:                  # macOS has no affinity API
         return os.cpu_count() or 1
+
+
+# how often `idle_cores` reads the load average again (seconds): the kernel updates it every 5 s
+LOAD_SAMPLE_S = 0.5
+_idle: list = [float("-inf"), 1]          # (when sampled, idle cores)
+
+
+def idle_cores() -> int:
+    """Cores this process may use that the last minute's load left idle, this process's own
+    included (at least 1; read again at most every LOAD_SAMPLE_S).  A parallel region on a core
+    another process holds waits for it: under load a split GEMM took longer than a serial one
+    (docs/benchmarks.md, "Library calls on the cpu backend")."""
+    now = time.monotonic()
+    if now - _idle[0] > LOAD_SAMPLE_S:
+        cores = num_threads()
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
+        _idle[:] = [now, max(1, min(cores, int(cores - busy + 1.5)))]   # (+1: this process is part of the load)
+    return _idle[1]
 
 
 def _gomp_loaded() -> bool:
@@ -118,9 +140,20 @@ def _openblas():
             if setter and getter:
                 setter.argtypes, getter.restype = (ctypes.c_int,), ctypes.c_int
                 found = (setter, getter)
+                _blas_lib.append(lib)
                 break
         _blas.append(found)
     return _blas[0]
+
+
+_blas_lib: list = []
+
+
+def openblas_library():
+    """The OpenBLAS library numpy loaded (a ctypes handle), or None: library calls find its cblas
+    functions there (runtime/library.py)."""
+    _openblas()
+    return _blas_lib[0] if _blas_lib else None
 
 
 @contextmanager
