@@ -352,19 +352,24 @@ class CpuExecutor(PlanExecutor):
         # per step: (cfunc or None, launch fn, reads, writes, frees, launch, dynamic pointer positions)
         self.program: list[tuple] = []
         self.fixed: list[list[tuple[int, tuple]]] = []   # per kernel step: (position, what) set per frame
+        self.gemm_threads: list = []                     # lt_gemm_threads of the product steps' libraries
         for fn, reads, writes, frees, launch in self.steps:
             cfunc = getattr(fn, "cfunc", None)
             dynamic: list[tuple[int, int]] = []          # (pointer position, slot) written per run
             fixed: list[tuple[int, tuple]] = []
             if cfunc is not None:
-                for pos, slot in enumerate(reads + [w[0] for w in writes]):
+                lead = getattr(fn, "lead", 0)            # a product step: its parameter block first
+                if lead:
+                    fixed.append((0, ("const", ctypes.addressof(fn.params))))
+                    self.gemm_threads.append(fn.threads_now)
+                for pos, slot in enumerate(reads + [w[0] for w in writes], lead):
                     if slot in packed_at:
                         fixed.append((pos, ("scalar",) + packed_at[slot]))
                     elif slot in temp_slot:
                         fixed.append((pos, ("temp", temp_slot[slot])))
                     else:
                         dynamic.append((pos, slot))
-                fixed.append((len(reads) + len(writes), ("err", len(self.fixed))))
+                fixed.append((lead + len(reads) + len(writes), ("err", len(self.fixed))))
                 self.fixed.append(fixed)
             # buffers below the pool's threshold come straight from numpy (as the pool's own would)
             allocs = [(slot, shape, dtype, t, np.dtype(dtype.np), math.prod(shape) * dtype.np.itemsize < MIN_BYTES)
@@ -383,6 +388,8 @@ class CpuExecutor(PlanExecutor):
                     arr[pos] = ctypes.addressof(storage[what[1]]) + what[2] * ctypes.sizeof(what[1])
                 elif what[0] == "temp":
                     arr[pos] = _address(temps[what[1]])
+                elif what[0] == "const":
+                    arr[pos] = what[1]
                 else:
                     arr[pos] = ctypes.addressof(errs) + what[1] * 4
             arrays.append(arr)
@@ -394,7 +401,13 @@ class CpuExecutor(PlanExecutor):
         frames = self._frames
         frame = frames.pop() if frames else self._frame()
         try:
-            return self._run(args, frame)
+            if not self.gemm_threads:
+                return self._run(args, frame)
+            idle = threads.idle_cores()                  # (once per run, for every product step)
+            for count in self.gemm_threads:
+                count.value = idle
+            with threads.blas_threads():
+                return self._run(args, frame)
         finally:
             if len(frames) < MAX_FRAMES:
                 frames.append(frame)

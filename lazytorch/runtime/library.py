@@ -23,6 +23,7 @@ activation and residual into that one kernel).  Measured in docs/benchmarks.md (
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -111,7 +112,9 @@ def host_gemm(launch, helpers: dict | None = None) -> Callable[[Sequence[np.ndar
         return None
     call = blas_call(plan, launch.nodes[-1], helpers) if helpers else None
     if call is not None:
-        return call.launch_fn(plan)
+        step = helpers[f"gemm_{launch.nodes[-1].dtype.short}"]
+        step.argtypes, step.restype = (ctypes.POINTER(ctypes.c_void_p),), None
+        return call.launch_fn(plan, launch, step, ctypes.c_int.from_address(_symbol_address(helpers["gemm_threads"])))
     a, b, rows = plan.a, plan.b, plan.rows
     cols = a.shape[-1]                               # K (reshape cannot infer it when it is 0)
 
@@ -185,12 +188,11 @@ class Matrix:
 
 @dataclass(frozen=True)
 class BlasCall:
-    """One launch's product as a call of the C helper (shaders/c_gemm.c.j2): the BLAS's own gemm on
-    one thread per slice, up to `threads` slices at once on the kernels' OpenMP pool (fewer while
-    other processes hold the cores: threads.idle_cores)."""
+    """One launch's product as a step of the C helper (shaders/c_gemm.c.j2), called like a kernel:
+    the BLAS's own gemm on one thread per slice, up to `threads` slices at once on the kernels'
+    OpenMP pool (fewer while other processes hold the cores: the runtime sets `lt_gemm_threads`)."""
     fn: int                       # the address of the cblas gemm
     ilp64: int
-    helper: object                # the C helper (lt_gemm_f32 or lt_gemm_f64)
     batch: int
     inner: int                    # products per outer step of the batch
     m: int
@@ -200,42 +202,42 @@ class BlasCall:
     b: Matrix
     threads: int
 
-    def launch_fn(self, plan: GemmPlan) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
+    def launch_fn(self, plan: GemmPlan, launch, step, threads_now) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
+        """The launch function: `step(args)` with args = the parameter block, the launch's reads,
+        its output, an error word (never set: the layout of every kernel) and the contiguous copies
+        of operands BLAS cannot read in place.  Without copies it carries `cfunc`, `arr_t`,
+        `lead` (1: the block first) and `params` so that runtime/cpu.py's executor calls the step
+        itself, with its other kernels; `threads_now` is the library's lt_gemm_threads."""
         a, b = plan.a, plan.b
-        pa, pb = _pointer(a), _pointer(b)
-        helper, fn, ilp64, most = self.helper, self.fn, self.ilp64, self.threads
-        shape = (self.a.trans, self.b.trans, self.batch, self.inner, self.m, self.n, self.k)
-        ma, mb, ldc, sc = self.a, self.b, self.n, self.m * self.n
+        reads = len(launch.reads)
+        copies = [op for op in (a, b) if op.copy]
+        where = {id(op): 1 + reads + 2 + i for i, op in enumerate(copies)}   # (after the error word)
+        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, c=1 + reads,
+                      a=where.get(id(a), 1 + a.slot), b=where.get(id(b), 1 + b.slot),
+                      a_offset=0 if a.copy else a.offset, b_offset=0 if b.copy else b.offset,
+                      ta=self.a.trans, tb=self.b.trans, batch=self.batch, inner=self.inner, m=self.m,
+                      n=self.n, k=self.k, lda=self.a.ld, sa0=self.a.outer, sa1=self.a.inner,
+                      ldb=self.b.ld, sb0=self.b.outer, sb1=self.b.inner)
+        params = (ctypes.c_int64 * len(GEMM_PARAMS))(*[values[name] for name in GEMM_PARAMS])
+        arr_t = ctypes.c_void_p * (reads + 3 + len(copies))
+        err = np.zeros(1, np.int32)
+        head, tail = ctypes.addressof(params), _address(err)
         idle = threads.idle_cores
 
-        def run(reads: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
-            count = min(most, idle()) if most > 1 else 1
+        def run(bufs: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            kept = [op.array(bufs[op.slot]) for op in copies]     # (alive until the call returns)
+            threads_now.value = idle()
             with threads.blas_threads():
-                helper(fn, ilp64, count, *shape, pa(reads[a.slot]), ma.ld, ma.outer, ma.inner,
-                       pb(reads[b.slot]), mb.ld, mb.outer, mb.inner, _address(writes[0]), ldc, sc)
+                step(arr_t(head, *[_address(x) for x in bufs], _address(writes[0]), tail,
+                           *[_address(x) for x in kept]))
+        run.params, run.err = params, err        # (the call reads them by address: keep them alive)
+        if not copies:
+            run.cfunc, run.arr_t, run.lead, run.threads_now = step, arr_t, 1, threads_now
         return run
 
 
 def _address(arr: np.ndarray) -> int:
     return arr.__array_interface__["data"][0]
-
-
-def _pointer(op: Operand) -> Callable[[np.ndarray], int]:
-    """The address of the operand's first element in a read buffer (a contiguous copy first when
-    BLAS cannot read it in place: the copy must live until the call returns, so it is kept)."""
-    if op.copy:
-        keep: list = []
-
-        def copied(base: np.ndarray) -> int:
-            arr = op.array(base)
-            keep[:] = [arr]
-            return _address(arr)
-        return copied
-    offset = op.offset
-
-    def view(base: np.ndarray) -> int:
-        return _address(base) + offset * base.itemsize
-    return view
 
 
 def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
@@ -245,11 +247,9 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
     if plan.mode == "small" or len(plan.a.shape) < 2 or len(plan.b.shape) < 2 or len(mm.shape) < 2:
         return None
     found = _blas_gemm(mm.dtype)
-    helper = helpers.get(f"gemm_{mm.dtype.short}")
-    if found is None or helper is None:
+    if found is None or f"gemm_{mm.dtype.short}" not in helpers:
         return None
     fn, ilp64 = found
-    _declare(helper)
     m, n = mm.shape[-2:]
     k = plan.a.shape[-1]
     if plan.mode == "flat":
@@ -268,7 +268,7 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
     work = batch * m * n * k
     count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
     inner = batch_shape[-1] if batch_shape else 1
-    return BlasCall(fn, ilp64, helper, batch, inner, m, n, k, a, b, count)
+    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count)
 
 
 def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
@@ -307,9 +307,13 @@ def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> t
     return (outer[-1][1] if outer else 0), steps[-1]
 
 
-# launch name -> symbol of the helper in a program's library (runtime/cpu.py adds them to a program
-# with library launches)
-GEMM_SYMBOLS = {f"gemm_{dt.short}": f"lt_gemm_{dt.short}" for dt in HOST_GEMM_DTYPES}
+# names (in a program's compiled functions) -> symbols of the helper: runtime/cpu.py adds them to a
+# program with library launches
+GEMM_SYMBOLS = {**{f"gemm_{dt.short}": f"lt_gemm_step_{dt.short}" for dt in HOST_GEMM_DTYPES},
+                "gemm_threads": "lt_gemm_threads"}
+# a product step's int64 parameter block, in this order (the helper's enum is rendered from it)
+GEMM_PARAMS = ("fn", "ilp64", "threads", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
+               "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1")
 _gemm_found: dict = {}
 
 
@@ -321,7 +325,7 @@ def native_gemm() -> bool:
 def gemm_source() -> str:
     """The C helper's source (shaders/c_gemm.c.j2), compiled into the programs that multiply."""
     from ..codegen.render import environment         # (only when a program is rendered)
-    return environment().get_template("c_gemm.c.j2").render()
+    return environment().get_template("c_gemm.c.j2").render(params=GEMM_PARAMS)
 
 
 def _blas_gemm(dtype) -> tuple[int, int] | None:
@@ -332,21 +336,16 @@ def _blas_gemm(dtype) -> tuple[int, int] | None:
 
 
 def _find_gemm(dtype) -> tuple[int, int] | None:
-    import ctypes
     lib = threads.openblas_library()
     if lib is None or dtype not in CBLAS_GEMM:
         return None
     for name, ilp64 in CBLAS_GEMM[dtype]:
         fn = getattr(lib, name, None)
         if fn is not None:
-            return ctypes.cast(fn, ctypes.c_void_p).value, int(ilp64)
+            return _symbol_address(fn), int(ilp64)
     return None
 
 
-def _declare(helper) -> None:
-    """The helper's C signature (ctypes converts each argument by it)."""
-    import ctypes
-    i64, ptr, int_ = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
-    helper.argtypes = (ptr, int_, int_, int_, int_, i64, i64, i64, i64, i64,
-                       ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64)
-    helper.restype = None
+def _symbol_address(symbol) -> int:
+    """The address of a library symbol ctypes looked up (a function or a variable)."""
+    return ctypes.cast(symbol, ctypes.c_void_p).value
