@@ -140,6 +140,9 @@ class CpuBackend(Backend):
                 rendered["lt_gemm"] = gemm_source()
                 rendered.helpers = rendered.helpers | {"lt_parallel"}     # (the helper reads it too)
                 symbols.update(GEMM_SYMBOLS)
+            if rendered:                              # (a program with native steps: the runner too)
+                rendered["lt_run_steps"] = _template("c_runner.c.j2")
+                symbols["run_steps"] = "lt_run_steps"
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
         structure = plan_structure(plan, gemm) if PLAN_INDEX and debug_level() < 2 else None
@@ -155,7 +158,12 @@ class CpuBackend(Backend):
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
-        return CpuExecutor(self, plan, compile_launch, sources)
+        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"))
+
+
+def _template(name: str) -> str:
+    from ..codegen.render import environment         # (only when a program is rendered)
+    return environment().get_template(name).render()
 
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
@@ -311,9 +319,13 @@ class CpuExecutor(PlanExecutor):
     launches take their buffers as in PlanExecutor; under LAZYTORCH_DEBUG every run takes
     PlanExecutor's traced path."""
 
-    def __init__(self, backend, plan, compile_launch, sources=None):
+    def __init__(self, backend, plan, compile_launch, sources=None, runner=None):
         super().__init__(backend, plan, compile_launch, sources)
         self._frames: list[_Frame] = []
+        self.runner = runner
+        if runner is not None:
+            runner.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+            runner.restype = ctypes.c_int64
         self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
         if self.direct:
             self._layout()
@@ -375,6 +387,32 @@ class CpuExecutor(PlanExecutor):
             allocs = [(slot, shape, dtype, t, np.dtype(dtype.np), math.prod(shape) * dtype.np.itemsize < MIN_BYTES)
                       for slot, shape, dtype, t in writes]
             self.program.append((cfunc, fn, reads, allocs, frees, launch, dynamic, len(self.fixed) - 1))
+        self._segments()
+
+    def _segments(self) -> None:
+        """Blocks of the program: each run of consecutive native steps (kernels, products) is one
+        segment, called through the program's runner in one ctypes call; other steps stand alone."""
+        self.blocks: list[tuple[tuple, int]] = []       # (steps, segment number or -1)
+        self.segments: list[list[int]] = []             # per segment: its steps' kernel numbers
+        run: list = []
+
+        def close() -> None:
+            if len(run) >= 2 and self.runner is not None:
+                self.segments.append([step[7] for step in run])
+                self.blocks.append((tuple(run), len(self.segments) - 1))
+            else:
+                self.blocks.extend(((step,), -1) for step in run)
+            run.clear()
+        for step in self.program:
+            if step[0] is not None:
+                run.append(step)
+            else:
+                close()
+                self.blocks.append(((step,), -1))
+        close()
+        cfuncs = [step[0] for step in self.program if step[0] is not None]
+        self.segment_fns = [(ctypes.c_void_p * len(ks))(*[ctypes.cast(cfuncs[k], ctypes.c_void_p).value for k in ks])
+                            for ks in self.segments]
 
     def _frame(self) -> "_Frame":
         temps = self.memory.allocate() if self.memory is not None else []
@@ -393,7 +431,12 @@ class CpuExecutor(PlanExecutor):
                 else:
                     arr[pos] = ctypes.addressof(errs) + what[1] * 4
             arrays.append(arr)
-        return _Frame(temps, storage, errs, arrays)
+        segments = []                              # per segment: (its steps' pointer arrays, error words)
+        for ks in self.segments:
+            args = (ctypes.c_void_p * len(ks))(*[ctypes.addressof(arrays[k]) for k in ks])
+            words = (ctypes.c_void_p * len(ks))(*[ctypes.addressof(errs) + 4 * k for k in ks])
+            segments.append((ctypes.addressof(args), ctypes.addressof(words), args, words))
+        return _Frame(temps, storage, errs, arrays, segments)
 
     def run(self, args: Sequence[Any]) -> list:
         if not self.direct:
@@ -424,22 +467,24 @@ class CpuExecutor(PlanExecutor):
         empty = self.backend.empty
         small = self.backend.pool.stats
         temps, errs, arrays = frame.temps, frame.errs, frame.arrays
-        for cfunc, fn, reads, writes, frees, launch, dynamic, k in self.program:
+        for steps, segment in self.blocks:
+            if segment >= 0:                     # native steps: bind their buffers, then one call
+                for step in steps:
+                    _bind(step, env, addr, temps, arrays, empty, small)
+                fns = self.segment_fns[segment]
+                args_at, errs_at, _, _ = frame.segments[segment]
+                failed = self.runner(ctypes.addressof(fns), args_at, errs_at, len(fns))
+                if failed >= 0:
+                    errs[steps[failed][7]] = 0
+                    raise kernel_error(steps[failed][5])
+                for step in steps:
+                    for i in step[4]:
+                        env[i] = None
+                continue
+            cfunc, fn, reads, writes, frees, launch, dynamic, k = steps[0]
             if cfunc is not None:
-                for slot, shape, dtype, t, np_dtype, tiny in writes:
-                    if t >= 0:
-                        env[slot] = temps[t]
-                        continue
-                    if tiny:
-                        small["small"] += 1
-                        buf = env[slot] = np.empty(shape, np_dtype)
-                    else:
-                        buf = env[slot] = empty(shape, dtype)
-                    addr[slot] = _address(buf)
-                arr = arrays[k]
-                for pos, slot in dynamic:
-                    arr[pos] = addr[slot]
-                cfunc(arr)
+                _bind(steps[0], env, addr, temps, arrays, empty, small)
+                cfunc(arrays[k])
                 if errs[k]:
                     errs[k] = 0
                     raise kernel_error(launch)
@@ -467,11 +512,31 @@ MAX_FRAMES = 4        # frames kept per plan (runs on as many threads at once re
 
 
 class _Frame:
-    """One run's reusable state: static temps, scalar storage, error words, pointer arrays."""
-    __slots__ = ("temps", "storage", "errs", "arrays")
+    """One run's reusable state: static temps, scalar storage, error words, pointer arrays and, per
+    segment, the runner's arrays of those (addresses first)."""
+    __slots__ = ("temps", "storage", "errs", "arrays", "segments")
 
-    def __init__(self, temps, storage, errs, arrays):
+    def __init__(self, temps, storage, errs, arrays, segments):
         self.temps, self.storage, self.errs, self.arrays = temps, storage, errs, arrays
+        self.segments = segments
+
+
+def _bind(step, env: list, addr: list, temps: list, arrays: list, empty, small: dict) -> None:
+    """Before a native step runs: its write buffers (a static temp, else allocated) and the
+    addresses its pointer array takes per run."""
+    for slot, shape, dtype, t, np_dtype, tiny in step[3]:
+        if t >= 0:
+            env[slot] = temps[t]
+            continue
+        if tiny:
+            small["small"] += 1
+            buf = env[slot] = np.empty(shape, np_dtype)
+        else:
+            buf = env[slot] = empty(shape, dtype)
+        addr[slot] = _address(buf)
+    arr = arrays[step[7]]
+    for pos, slot in step[6]:
+        arr[pos] = addr[slot]
 
 
 def _picker(indices: list[int]) -> Callable[[Sequence[Any]], tuple]:

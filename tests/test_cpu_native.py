@@ -1,14 +1,16 @@
-"""The cpu backend's matrix products called on the BLAS directly (runtime/library.py `BlasCall`, the C
-helper shaders/c_gemm.c.j2): how each product shape is called (flat, batched over (B, H) with any
-operand broadcast or transposed, or numpy's matmul where the helper cannot step the batch) and
-the values against torch, on one thread and split over two (column slices, batch deals)."""
+"""The cpu backend's native steps.  Matrix products call the BLAS directly (runtime/library.py
+`BlasCall`, the C helper shaders/c_gemm.c.j2): how each product shape is called (flat, batched over
+(B, H) with any operand broadcast or transposed, or numpy's matmul where the helper cannot step the
+batch) and the values against torch, on one thread and split over two (column slices, batch
+deals).  Consecutive kernels and products run as one segment through the program's runner
+(shaders/c_runner.c.j2): values, the error flag of a step inside a segment, the debug path."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import lazytorch as lt
-from lazytorch.runtime import library, threads
+from lazytorch.runtime import cpu as cpu_backend, library, threads
 from oracle import check, sample
 
 
@@ -110,3 +112,70 @@ def test_idle_cores_follows_the_load(monkeypatch):
         monkeypatch.setattr(threads.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
         monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
         assert threads.idle_cores() == idle, load
+
+
+# ---------------------------------------------------------------- segments: one native call per run
+
+@pytest.fixture
+def executors(monkeypatch):
+    """The CpuExecutors prepared during the test."""
+    made: list = []
+    init = cpu_backend.CpuExecutor.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(cpu_backend.CpuExecutor, "__init__", spy)
+    return made
+
+
+def _block(m, x, w, b, g):
+    """A pre-norm MLP block: layer_norm -> linear -> gelu -> linear + residual, softmax at the end."""
+    F = m.nn.functional
+    h = F.layer_norm(x, (x.shape[-1],), g, b)
+    h = F.gelu(F.linear(h, w)) @ w + x
+    return m.softmax(h.sum(-1, keepdim=True) * h, dim=-1)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 16), (1, 1, 16), (4, 16)])
+def test_segment_of_kernels_and_products(executors, shape):
+    x, w = sample(shape, low=-1, high=1), sample((16, 16), seed=1, low=-0.5, high=0.5)
+    b, g = sample((16,), seed=2), sample((16,), seed=3)
+    check(_block, x, w, b, g, atol=1e-5)
+    ex = executors[-1]
+    assert ex.direct and ex.runner is not None
+    # one segment holds every step: layer_norm, the products and their kernels
+    assert [len(steps) for steps, seg in ex.blocks if seg >= 0] == [len(ex.program)]
+
+
+def test_reference_launch_splits_segments(executors):
+    # cumsum runs on the reference executor: the kernels before and after it are two segments
+    check(lambda m, x: m.cumsum((x * 2).exp() @ x.t(), 1).sigmoid() @ x + 1, sample((6, 6)), atol=1e-4)
+    ex = executors[-1]
+    kinds = [("segment" if seg >= 0 else "kernel" if steps[0][0] is not None else "other") for steps, seg in ex.blocks]
+    assert kinds.count("segment") == 2 and "other" in kinds, kinds
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_error_flag_inside_a_segment(monkeypatch, executors, debug, capfd):
+    # the integer division is the second of the segment's steps; the error names it, the frame's
+    # error word is reset and the same program runs again on valid data (traced under DEBUG too)
+    monkeypatch.setenv("LAZYTORCH_DEBUG", debug)
+
+    def fn(m, x, y):
+        z = (x * 3).sum(1, keepdim=True)            # a reduction kernel
+        return ((z // y).float() * x) @ x.float().t() + 1   # the division kernel, then a product
+    cols = 3 if debug == "0" else 5                   # (a new program: not the cached one of the other case)
+    x, y = lt.tensor(np.arange(4 * cols, dtype=np.int64).reshape(4, cols)), lt.tensor([[2], [0], [1], [3]])
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
+        fn(lt, x, y).numpy()
+    y1 = lt.tensor([[2], [5], [1], [3]])
+    import torch
+    want = fn(torch, torch.tensor(x.numpy()), torch.tensor(y1.numpy()))
+    np.testing.assert_allclose(fn(lt, x, y1).numpy(), want.numpy())
+    ex = executors[-1]
+    assert ex.direct == (debug == "0")
+    if debug == "0":
+        assert ex.segments and len(ex.segments[0]) >= 2      # the division ran inside a segment
+    if debug == "1":
+        assert "lib" in capfd.readouterr().err     # every launch traced, the product included
