@@ -1,25 +1,34 @@
-"""Library launches on the host: a plan's matmuls as BLAS calls through numpy, shaped as models use them.
+"""Library launches on the host: a plan's matmuls as BLAS calls, shaped as models use them.
 
 A library launch is a group of `view` nodes and one `matmul` (passes/fuse.py).  Its operands are
-read in place: a view (a transposed key, a head split out of a fused qkv buffer) becomes a numpy
-view of the buffer it reads, never a copy.  How the product is called is decided once per launch,
-from the shapes and views alone (`GemmPlan`), so a graph-cache hit only builds the views and calls:
+read in place: a view (a transposed key, a head split out of a fused qkv buffer) is read through
+its strides, never copied.  How the product is called is decided once per launch, from the shapes
+and views alone (`GemmPlan`):
 
 - `flat`: a linear layer, (..., M, K) @ (K, N) with a 2-D (or batch-broadcast) weight: the leading
   dims of the activation fold into the rows and the product is ONE 2-D GEMM of (B*M, K) @ (K, N).
   numpy's stacked matmul would call BLAS once per leading index and, for a transposed weight,
   reach its slower batched loop (measured: (4,64,256) @ W.T with W (1024,256) 1.51 ms one call
   stacked against 1.09 ms flattened, BLAS on one thread).
-- `batched`: attention's (B, H, T, d) products: one np.matmul over the stacked operands; numpy
-  calls BLAS per matrix inside one C loop.  Each matrix must be BLAS-readable (one unit stride, the
-  other at least the row length); an operand that is not is copied to a contiguous stack once, so
-  numpy never falls back to its element loop.
-Transposed operands reach BLAS as transposes (numpy passes the 'T' flag for a column-major view).
+- `batched`: attention's (B, H, T, d) products.  Each matrix must be BLAS-readable (one unit
+  stride, the other at least the row length); an operand that is not is copied to a contiguous
+  stack once, so nothing falls back to an element loop.
+Transposed operands reach BLAS as transposes (the 'T' flag for a column-major view).
 
-Bias is not folded into the GEMM on the host: numpy cannot call BLAS with beta=1, and prefilling
-the output with the broadcast bias is itself a full pass over the output, which costs what the
-bias add costs in the epilogue kernel that already follows the GEMM (passes/fuse.py fuses bias,
-activation and residual into that one kernel).  Measured in docs/benchmarks.md ("host path").
+On the cpu backend (`host_gemm` with the program's functions) a product is a `BlasCall`: a step
+of the C helper shaders/c_gemm.c.j2, compiled into the program's library and called like a
+kernel (a parameter block, then buffer pointers), which calls the cblas gemm of the OpenBLAS
+numpy loaded (found by symbol, no link dependency) on the output buffer in place: a (B, H) batch
+is one call (the batch stepped by two strides), and a product of GEMM_PARALLEL_MIN multiply-adds
+or more is split over the kernels' OpenMP threads (column slices, or whole products of a batch),
+one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Elsewhere (another
+BLAS, the reference and metal-emu backends, an operand batch the helper cannot step) np.matmul
+runs it, BLAS on one thread.
+
+Bias is not folded into the GEMM on the host (beta=1 would need the output prefilled with the
+broadcast bias, itself a full pass over the output, which costs what the bias add costs in the
+epilogue kernel that already follows the GEMM: passes/fuse.py fuses bias, activation and residual
+into that one kernel).  Measured in docs/benchmarks.md ("host path").
 """
 from __future__ import annotations
 
@@ -170,8 +179,9 @@ def blas_readable(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 CBLAS_GEMM = {D.float32: (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True), ("cblas_sgemm", False)),
               D.float64: (("scipy_cblas_dgemm64_", True), ("cblas_dgemm64_", True), ("cblas_dgemm", False))}
 # A product of at least this many multiply-adds (m*n*k, over the batch) is split over the kernels'
-# threads: below it the fork costs more than the second thread saves.  Measured on 2 cores
-# (docs/benchmarks.md, "Library calls on the cpu backend"): XXX
+# threads: below it the fork costs more than the second thread saves (docs/cpu_native.md: waking a
+# sleeping libgomp worker costs tens of us; a 64x64x64 product takes ~15 us on one thread, 2M
+# multiply-adds ~80 us)
 GEMM_PARALLEL_MIN = 1 << 21
 
 

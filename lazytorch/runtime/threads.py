@@ -14,7 +14,10 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   re-measured with the library launches of runtime/library.py at load average 3 (alternating,
   40 calls each): one thread median 19.6 ms (min 7.0), OpenBLAS's default two 79.9 ms (min 14.3).
   Splitting one GEMM's rows over two Python threads (each BLAS on one thread, no spinning) was
-  slower too at load average 27 (demo's c_fc GEMM: min 1.21 ms against 0.99 ms serial).
+  slower too at load average 27 (demo's c_fc GEMM: min 1.21 ms against 0.99 ms serial).  On the
+  cpu backend a product is split on the kernels' own OpenMP pool instead (runtime/library.py,
+  shaders/c_gemm.c.j2), one single-threaded BLAS call per thread, and only over the cores the
+  load leaves idle (`idle_cores`): one pool, no second one to stall.
 - When libgomp was loaded before us (by torch, say) with its default 3 ms spin, kernels run on
   one thread (`lt_parallel = 0` in each kernel library): its spinning workers would take the cores
   from everything between kernels (demo: 54 ms with parallel kernels, 11.5 ms without).
