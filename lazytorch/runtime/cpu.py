@@ -219,6 +219,7 @@ def program_units(sources: Sources) -> list[str]:
 
 
 def _idle_cores() -> int:
+    """Cores the load leaves idle (runtime/threads.py; a name of its own so tests can pin it)."""
     return threads.idle_cores()
 
 
@@ -373,7 +374,8 @@ class CpuExecutor(PlanExecutor):
                 lead = getattr(fn, "lead", 0)            # a product step: its parameter block first
                 if lead:
                     fixed.append((0, ("const", ctypes.addressof(fn.params))))
-                    self.gemm_threads.append(fn.threads_now)
+                    if all(ctypes.addressof(v) != ctypes.addressof(fn.threads_now) for v in self.gemm_threads):
+                        self.gemm_threads.append(fn.threads_now)
                 for pos, slot in enumerate(reads + [w[0] for w in writes], lead):
                     if slot in packed_at:
                         fixed.append((pos, ("scalar",) + packed_at[slot]))
