@@ -274,6 +274,8 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
     b = _matrix(plan.b.shape, contiguous_strides(plan.b.shape) if plan.b.copy else plan.b.strides, batch_shape)
     if a is None or b is None:
         return None
+    if not ilp64 and max(m, n, k, a.ld, b.ld) >= 2 ** 31:
+        return None                                   # (a 32-bit-int BLAS cannot take these sizes)
     batch = math.prod(batch_shape)
     work = batch * m * n * k
     count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
