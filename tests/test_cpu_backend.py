@@ -77,17 +77,20 @@ def test_one_kernel_per_fused_program():
 
 
 def test_float32_math_accuracy_full_range():
-    """exp/log/tanh/sigmoid/expm1/log1p within 2 ulp of float64 over the whole float range."""
+    """exp/log/tanh/sigmoid/expm1/log1p/erf within 2 ulp of float64 over the whole float range."""
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.standard_normal(2000) * 30, np.geomspace(1e-38, 1e38, 2000),
                         -np.geomspace(1e-38, 1e38, 2000),
+                        np.linspace(-4.5, 4.5, 20001),      # erf's pieces meet at |x| = 1 and 4
+                        [0.9999999, 1.0, 1.0000001, 3.9199998, 3.92, 3.9999998, 4.0, -1.0, -4.0],
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 88.8, -103.9, -87.3, 1e-45]]).astype(np.float32)
     t = lt.tensor(x)
     x64 = x.astype(np.float64)
     with np.errstate(all="ignore"):
         cases = {"exp": (lt.exp, np.exp), "tanh": (lt.tanh, np.tanh), "sigmoid": (lt.sigmoid, lambda v: 1 / (1 + np.exp(-v))),
                  "expm1": (lt.expm1, np.expm1), "log": (lt.log, np.log), "log1p": (lt.log1p, np.log1p),
-                 "sinh": (lt.sinh, np.sinh), "cosh": (lt.cosh, np.cosh)}
+                 "sinh": (lt.sinh, np.sinh), "cosh": (lt.cosh, np.cosh),
+                 "erf": (lt.erf, lambda v: torch.erf(torch.from_numpy(v)).numpy())}
         for name, (f, g) in cases.items():
             got = f(t).numpy()
             want = g(x64).astype(np.float32)

@@ -25,7 +25,7 @@ from .backend import Backend, LaunchFn
 from .buffer_pool import MIN_BYTES, BufferPool
 from .executor import PlanExecutor, debug_level, kernel_error
 from ..passes.plan import describe_launch
-from .library import host_gemm
+from .library import GEMM_SYMBOLS, gemm_source, host_gemm, native_gemm
 
 _ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -128,13 +128,24 @@ class CpuBackend(Backend):
     def prepare(self, plan):
         sources: dict[str, str] = {}
 
+        # a program with matrix products carries the GEMM helper (runtime/library.py) in its own
+        # library: no second compile, and the plan index finds it with the kernels
+        gemm = any(launch.kind == "library" for launch in plan.launches) and native_gemm()
+
         def make() -> tuple[list[str], tuple[str, ...]]:
             rendered = kernel_sources(plan)
             sources.update(rendered)
-            symbols = getattr(rendered, "symbols", None) or {_name(k): k for k in rendered}
+            symbols = dict(getattr(rendered, "symbols", None) or {_name(k): k for k in rendered})
+            if gemm:
+                rendered["lt_gemm"] = gemm_source()
+                rendered.helpers = rendered.helpers | {"lt_parallel"}     # (the helper reads it too)
+                symbols.update(GEMM_SYMBOLS)
+            if rendered:                              # (a program with native steps: the runner too)
+                rendered["lt_run_steps"] = _template("c_runner.c.j2")
+                symbols["run_steps"] = "lt_run_steps"
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
-        structure = plan_structure(plan) if PLAN_INDEX and debug_level() < 2 else None
+        structure = plan_structure(plan, gemm) if PLAN_INDEX and debug_level() < 2 else None
         try:
             libs, kernels = _load_program(structure, make)
         except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
@@ -143,11 +154,16 @@ class CpuBackend(Backend):
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
-                return host_gemm(launch)       # runtime/library.py: BLAS through numpy
+                return host_gemm(launch, functions)     # runtime/library.py: the BLAS, on the kernels' threads
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
-        return CpuExecutor(self, plan, compile_launch, sources)
+        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"))
+
+
+def _template(name: str) -> str:
+    from ..codegen.render import environment         # (only when a program is rendered)
+    return environment().get_template(name).render()
 
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
@@ -203,18 +219,8 @@ def program_units(sources: Sources) -> list[str]:
 
 
 def _idle_cores() -> int:
-    """Cores this process may use that the last minute's load left idle, this process's own
-    included (at least 1)."""
-    import os
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:                  # macOS has no affinity API
-        cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    return max(1, int(cores - busy + 1.5))  # (+1: this process is part of the load it reads)
+    """Cores the load leaves idle (runtime/threads.py; a name of its own so tests can pin it)."""
+    return threads.idle_cores()
 
 
 def _functions(libs, kernels: Sequence[str]) -> dict:
@@ -269,15 +275,16 @@ def launch_structures(plan) -> tuple[list, dict[str, tuple]]:
     return list(table), out
 
 
-def plan_structure(plan) -> str | None:
+def plan_structure(plan, gemm: bool = False) -> str | None:
     """A text that determines the source `kernel_sources` renders for the plan (the plan index's
-    key): its launches' structures with their names.  None where a launch has no structure or a
-    value has no faithful repr (an object printed by address): such a plan is always rendered."""
+    key): its launches' structures with their names, and whether the GEMM helper is part of the
+    program.  None where a launch has no structure or a value has no faithful repr (an object
+    printed by address): such a plan is always rendered."""
     table, structures = launch_structures(plan)
     kernels = [l.name for l in plan.launches if l.kind == "kernel" and len(l.nodes) <= MAX_KERNEL_NODES]
-    if not kernels or len(structures) != len(kernels):
+    if not (kernels or gemm) or len(structures) != len(kernels):
         return None
-    text = repr((table, [(name, structures[name]) for name in kernels]))
+    text = repr((table, [(name, structures[name]) for name in kernels])) + (" +gemm" if gemm else "")
     return None if " at 0x" in text else text
 
 def _kernel_launch(fn, launch) -> LaunchFn:
@@ -313,9 +320,13 @@ class CpuExecutor(PlanExecutor):
     launches take their buffers as in PlanExecutor; under LAZYTORCH_DEBUG every run takes
     PlanExecutor's traced path."""
 
-    def __init__(self, backend, plan, compile_launch, sources=None):
+    def __init__(self, backend, plan, compile_launch, sources=None, runner=None):
         super().__init__(backend, plan, compile_launch, sources)
         self._frames: list[_Frame] = []
+        self.runner = runner
+        if runner is not None:
+            runner.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+            runner.restype = ctypes.c_int64
         self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
         if self.direct:
             self._layout()
@@ -354,24 +365,56 @@ class CpuExecutor(PlanExecutor):
         # per step: (cfunc or None, launch fn, reads, writes, frees, launch, dynamic pointer positions)
         self.program: list[tuple] = []
         self.fixed: list[list[tuple[int, tuple]]] = []   # per kernel step: (position, what) set per frame
+        self.gemm_threads: list = []                     # lt_gemm_threads of the product steps' libraries
         for fn, reads, writes, frees, launch in self.steps:
             cfunc = getattr(fn, "cfunc", None)
             dynamic: list[tuple[int, int]] = []          # (pointer position, slot) written per run
             fixed: list[tuple[int, tuple]] = []
             if cfunc is not None:
-                for pos, slot in enumerate(reads + [w[0] for w in writes]):
+                lead = getattr(fn, "lead", 0)            # a product step: its parameter block first
+                if lead:
+                    fixed.append((0, ("const", ctypes.addressof(fn.params))))
+                    if all(ctypes.addressof(v) != ctypes.addressof(fn.threads_now) for v in self.gemm_threads):
+                        self.gemm_threads.append(fn.threads_now)
+                for pos, slot in enumerate(reads + [w[0] for w in writes], lead):
                     if slot in packed_at:
                         fixed.append((pos, ("scalar",) + packed_at[slot]))
                     elif slot in temp_slot:
                         fixed.append((pos, ("temp", temp_slot[slot])))
                     else:
                         dynamic.append((pos, slot))
-                fixed.append((len(reads) + len(writes), ("err", len(self.fixed))))
+                fixed.append((lead + len(reads) + len(writes), ("err", len(self.fixed))))
                 self.fixed.append(fixed)
             # buffers below the pool's threshold come straight from numpy (as the pool's own would)
             allocs = [(slot, shape, dtype, t, np.dtype(dtype.np), math.prod(shape) * dtype.np.itemsize < MIN_BYTES)
                       for slot, shape, dtype, t in writes]
             self.program.append((cfunc, fn, reads, allocs, frees, launch, dynamic, len(self.fixed) - 1))
+        self._segments()
+
+    def _segments(self) -> None:
+        """Blocks of the program: each run of consecutive native steps (kernels, products) is one
+        segment, called through the program's runner in one ctypes call; other steps stand alone."""
+        self.blocks: list[tuple[tuple, int]] = []       # (steps, segment number or -1)
+        self.segments: list[list[int]] = []             # per segment: its steps' kernel numbers
+        run: list = []
+
+        def close() -> None:
+            if len(run) >= 2 and self.runner is not None:
+                self.segments.append([step[7] for step in run])
+                self.blocks.append((tuple(run), len(self.segments) - 1))
+            else:
+                self.blocks.extend(((step,), -1) for step in run)
+            run.clear()
+        for step in self.program:
+            if step[0] is not None:
+                run.append(step)
+            else:
+                close()
+                self.blocks.append(((step,), -1))
+        close()
+        cfuncs = [step[0] for step in self.program if step[0] is not None]
+        self.segment_fns = [(ctypes.c_void_p * len(ks))(*[ctypes.cast(cfuncs[k], ctypes.c_void_p).value for k in ks])
+                            for ks in self.segments]
 
     def _frame(self) -> "_Frame":
         temps = self.memory.allocate() if self.memory is not None else []
@@ -385,10 +428,17 @@ class CpuExecutor(PlanExecutor):
                     arr[pos] = ctypes.addressof(storage[what[1]]) + what[2] * ctypes.sizeof(what[1])
                 elif what[0] == "temp":
                     arr[pos] = _address(temps[what[1]])
+                elif what[0] == "const":
+                    arr[pos] = what[1]
                 else:
                     arr[pos] = ctypes.addressof(errs) + what[1] * 4
             arrays.append(arr)
-        return _Frame(temps, storage, errs, arrays)
+        segments = []                              # per segment: (its steps' pointer arrays, error words)
+        for ks in self.segments:
+            args = (ctypes.c_void_p * len(ks))(*[ctypes.addressof(arrays[k]) for k in ks])
+            words = (ctypes.c_void_p * len(ks))(*[ctypes.addressof(errs) + 4 * k for k in ks])
+            segments.append((ctypes.addressof(args), ctypes.addressof(words), args, words))
+        return _Frame(temps, storage, errs, arrays, segments)
 
     def run(self, args: Sequence[Any]) -> list:
         if not self.direct:
@@ -396,7 +446,13 @@ class CpuExecutor(PlanExecutor):
         frames = self._frames
         frame = frames.pop() if frames else self._frame()
         try:
-            return self._run(args, frame)
+            if not self.gemm_threads:
+                return self._run(args, frame)
+            idle = threads.idle_cores()                  # (once per run, for every product step)
+            for count in self.gemm_threads:
+                count.value = idle
+            with threads.blas_threads():
+                return self._run(args, frame)
         finally:
             if len(frames) < MAX_FRAMES:
                 frames.append(frame)
@@ -413,22 +469,24 @@ class CpuExecutor(PlanExecutor):
         empty = self.backend.empty
         small = self.backend.pool.stats
         temps, errs, arrays = frame.temps, frame.errs, frame.arrays
-        for cfunc, fn, reads, writes, frees, launch, dynamic, k in self.program:
+        for steps, segment in self.blocks:
+            if segment >= 0:                     # native steps: bind their buffers, then one call
+                for step in steps:
+                    _bind(step, env, addr, temps, arrays, empty, small)
+                fns = self.segment_fns[segment]
+                args_at, errs_at, _, _ = frame.segments[segment]
+                failed = self.runner(ctypes.addressof(fns), args_at, errs_at, len(fns))
+                if failed >= 0:
+                    errs[steps[failed][7]] = 0
+                    raise kernel_error(steps[failed][5])
+                for step in steps:
+                    for i in step[4]:
+                        env[i] = None
+                continue
+            cfunc, fn, reads, writes, frees, launch, dynamic, k = steps[0]
             if cfunc is not None:
-                for slot, shape, dtype, t, np_dtype, tiny in writes:
-                    if t >= 0:
-                        env[slot] = temps[t]
-                        continue
-                    if tiny:
-                        small["small"] += 1
-                        buf = env[slot] = np.empty(shape, np_dtype)
-                    else:
-                        buf = env[slot] = empty(shape, dtype)
-                    addr[slot] = _address(buf)
-                arr = arrays[k]
-                for pos, slot in dynamic:
-                    arr[pos] = addr[slot]
-                cfunc(arr)
+                _bind(steps[0], env, addr, temps, arrays, empty, small)
+                cfunc(arrays[k])
                 if errs[k]:
                     errs[k] = 0
                     raise kernel_error(launch)
@@ -456,11 +514,31 @@ MAX_FRAMES = 4        # frames kept per plan (runs on as many threads at once re
 
 
 class _Frame:
-    """One run's reusable state: static temps, scalar storage, error words, pointer arrays."""
-    __slots__ = ("temps", "storage", "errs", "arrays")
+    """One run's reusable state: static temps, scalar storage, error words, pointer arrays and, per
+    segment, the runner's arrays of those (addresses first)."""
+    __slots__ = ("temps", "storage", "errs", "arrays", "segments")
 
-    def __init__(self, temps, storage, errs, arrays):
+    def __init__(self, temps, storage, errs, arrays, segments):
         self.temps, self.storage, self.errs, self.arrays = temps, storage, errs, arrays
+        self.segments = segments
+
+
+def _bind(step, env: list, addr: list, temps: list, arrays: list, empty, small: dict) -> None:
+    """Before a native step runs: its write buffers (a static temp, else allocated) and the
+    addresses its pointer array takes per run."""
+    for slot, shape, dtype, t, np_dtype, tiny in step[3]:
+        if t >= 0:
+            env[slot] = temps[t]
+            continue
+        if tiny:
+            small["small"] += 1
+            buf = env[slot] = np.empty(shape, np_dtype)
+        else:
+            buf = env[slot] = empty(shape, dtype)
+        addr[slot] = _address(buf)
+    arr = arrays[step[7]]
+    for pos, slot in step[6]:
+        arr[pos] = addr[slot]
 
 
 def _picker(indices: list[int]) -> Callable[[Sequence[Any]], tuple]:

@@ -1,28 +1,38 @@
-"""Library launches on the host: a plan's matmuls as BLAS calls through numpy, shaped as models use them.
+"""Library launches on the host: a plan's matmuls as BLAS calls, shaped as models use them.
 
 A library launch is a group of `view` nodes and one `matmul` (passes/fuse.py).  Its operands are
-read in place: a view (a transposed key, a head split out of a fused qkv buffer) becomes a numpy
-view of the buffer it reads, never a copy.  How the product is called is decided once per launch,
-from the shapes and views alone (`GemmPlan`), so a graph-cache hit only builds the views and calls:
+read in place: a view (a transposed key, a head split out of a fused qkv buffer) is read through
+its strides, never copied.  How the product is called is decided once per launch, from the shapes
+and views alone (`GemmPlan`):
 
 - `flat`: a linear layer, (..., M, K) @ (K, N) with a 2-D (or batch-broadcast) weight: the leading
   dims of the activation fold into the rows and the product is ONE 2-D GEMM of (B*M, K) @ (K, N).
   numpy's stacked matmul would call BLAS once per leading index and, for a transposed weight,
   reach its slower batched loop (measured: (4,64,256) @ W.T with W (1024,256) 1.51 ms one call
   stacked against 1.09 ms flattened, BLAS on one thread).
-- `batched`: attention's (B, H, T, d) products: one np.matmul over the stacked operands; numpy
-  calls BLAS per matrix inside one C loop.  Each matrix must be BLAS-readable (one unit stride, the
-  other at least the row length); an operand that is not is copied to a contiguous stack once, so
-  numpy never falls back to its element loop.
-Transposed operands reach BLAS as transposes (numpy passes the 'T' flag for a column-major view).
+- `batched`: attention's (B, H, T, d) products.  Each matrix must be BLAS-readable (one unit
+  stride, the other at least the row length); an operand that is not is copied to a contiguous
+  stack once, so nothing falls back to an element loop.
+Transposed operands reach BLAS as transposes (the 'T' flag for a column-major view).
 
-Bias is not folded into the GEMM on the host: numpy cannot call BLAS with beta=1, and prefilling
-the output with the broadcast bias is itself a full pass over the output, which costs what the
-bias add costs in the epilogue kernel that already follows the GEMM (passes/fuse.py fuses bias,
-activation and residual into that one kernel).  Measured in docs/benchmarks.md ("host path").
+On the cpu backend (`host_gemm` with the program's functions) a product is a `BlasCall`: a step
+of the C helper shaders/c_gemm.c.j2, compiled into the program's library and called like a
+kernel (a parameter block, then buffer pointers), which calls the cblas gemm of the OpenBLAS
+numpy loaded (found by symbol, no link dependency) on the output buffer in place: a (B, H) batch
+is one call (the batch stepped by two strides), and a product of GEMM_PARALLEL_MIN multiply-adds
+or more is split over the kernels' OpenMP threads (column slices, or whole products of a batch),
+one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Elsewhere (another
+BLAS, the reference and metal-emu backends, an operand batch the helper cannot step) np.matmul
+runs it, BLAS on one thread.
+
+Bias is not folded into the GEMM on the host (beta=1 would need the output prefilled with the
+broadcast bias, itself a full pass over the output, which costs what the bias add costs in the
+epilogue kernel that already follows the GEMM: passes/fuse.py fuses bias, activation and residual
+into that one kernel).  Measured in docs/benchmarks.md ("host path").
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -101,11 +111,19 @@ def gemm_plan(launch) -> GemmPlan | None:
     return GemmPlan(a, b, "batched")
 
 
-def host_gemm(launch) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None] | None:
-    """The launch function of a library launch on a host backend (numpy buffers), or None."""
+def host_gemm(launch, helpers: dict | None = None) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None] | None:
+    """The launch function of a library launch on a host backend (numpy buffers), or None.
+    `helpers`: the program's compiled functions (the cpu backend), with the GEMM helper
+    (GEMM_SYMBOLS) when numpy's BLAS exposes its cblas gemm: the product then calls the BLAS
+    directly, split over the kernels' threads (`BlasCall`)."""
     plan = gemm_plan(launch)
     if plan is None:
         return None
+    call = blas_call(plan, launch.nodes[-1], helpers) if helpers else None
+    if call is not None:
+        step = helpers[f"gemm_{launch.nodes[-1].dtype.short}"]
+        step.argtypes, step.restype = (ctypes.POINTER(ctypes.c_void_p),), None
+        return call.launch_fn(plan, launch, step, ctypes.c_int.from_address(_symbol_address(helpers["gemm_threads"])))
     a, b, rows = plan.a, plan.b, plan.rows
     cols = a.shape[-1]                               # K (reshape cannot infer it when it is 0)
 
@@ -152,3 +170,194 @@ def blas_readable(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     row_major = (sc == 1 or c == 1) and sr >= c
     col_major = (sr == 1 or r == 1) and sc >= r
     return (row_major or col_major) and all(st >= 0 for st in strides[:-2])
+
+
+# ---------------------------------------------------------------- the BLAS called directly
+
+# cblas gemm symbols in the OpenBLAS numpy loads, most specific first: (name, 64-bit integers).
+# numpy's wheels ship an ILP64 OpenBLAS with prefixed, suffixed names.
+CBLAS_GEMM = {D.float32: (("scipy_cblas_sgemm64_", True), ("cblas_sgemm64_", True), ("cblas_sgemm", False)),
+              D.float64: (("scipy_cblas_dgemm64_", True), ("cblas_dgemm64_", True), ("cblas_dgemm", False))}
+# A product of at least this many multiply-adds (m*n*k, over the batch) is split over the kernels'
+# threads: below it the fork costs more than the second thread saves (docs/cpu_native.md: waking a
+# sleeping libgomp worker costs tens of us; a 64x64x64 product takes ~15 us on one thread, 2M
+# multiply-adds ~80 us)
+GEMM_PARALLEL_MIN = 1 << 21
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """How the BLAS reads one operand: per product a row-major matrix (transposed or not, leading
+    dim `ld`); product (o, j) of a batch (outer, inner) starts o * `outer` + j * `inner` elements
+    from the first (0: shared along that part of the batch)."""
+    trans: int
+    ld: int
+    outer: int
+    inner: int
+
+
+@dataclass(frozen=True)
+class BlasCall:
+    """One launch's product as a step of the C helper (shaders/c_gemm.c.j2), called like a kernel:
+    the BLAS's own gemm on one thread per slice, up to `threads` slices at once on the kernels'
+    OpenMP pool (fewer while other processes hold the cores: the runtime sets `lt_gemm_threads`)."""
+    fn: int                       # the address of the cblas gemm
+    ilp64: int
+    batch: int
+    inner: int                    # products per outer step of the batch
+    m: int
+    n: int
+    k: int
+    a: Matrix
+    b: Matrix
+    threads: int
+
+    def launch_fn(self, plan: GemmPlan, launch, step, threads_now) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
+        """The launch function: `step(args)` with args = the parameter block, the launch's reads,
+        its output, an error word (never set: the layout of every kernel) and the contiguous copies
+        of operands BLAS cannot read in place.  Without copies it carries `cfunc`, `arr_t`,
+        `lead` (1: the block first) and `params` so that runtime/cpu.py's executor calls the step
+        itself, with its other kernels; `threads_now` is the library's lt_gemm_threads."""
+        a, b = plan.a, plan.b
+        reads = len(launch.reads)
+        copies = [op for op in (a, b) if op.copy]
+        where = {id(op): 1 + reads + 2 + i for i, op in enumerate(copies)}   # (after the error word)
+        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, c=1 + reads,
+                      a=where.get(id(a), 1 + a.slot), b=where.get(id(b), 1 + b.slot),
+                      a_offset=0 if a.copy else a.offset, b_offset=0 if b.copy else b.offset,
+                      ta=self.a.trans, tb=self.b.trans, batch=self.batch, inner=self.inner, m=self.m,
+                      n=self.n, k=self.k, lda=self.a.ld, sa0=self.a.outer, sa1=self.a.inner,
+                      ldb=self.b.ld, sb0=self.b.outer, sb1=self.b.inner)
+        params = (ctypes.c_int64 * len(GEMM_PARAMS))(*[values[name] for name in GEMM_PARAMS])
+        arr_t = ctypes.c_void_p * (reads + 3 + len(copies))
+        err = np.zeros(1, np.int32)
+        head, tail = ctypes.addressof(params), _address(err)
+        idle = threads.idle_cores
+
+        def run(bufs: Sequence[np.ndarray], writes: Sequence[np.ndarray]) -> None:
+            kept = [op.array(bufs[op.slot]) for op in copies]     # (alive until the call returns)
+            threads_now.value = idle()
+            with threads.blas_threads():
+                step(arr_t(head, *[_address(x) for x in bufs], _address(writes[0]), tail,
+                           *[_address(x) for x in kept]))
+        run.params, run.err = params, err        # (the call reads them by address: keep them alive)
+        if not copies:
+            run.cfunc, run.arr_t, run.lead, run.threads_now = step, arr_t, 1, threads_now
+        return run
+
+
+def _address(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
+    """The launch's product as one call of the C helper, or None (numpy's matmul then runs it): no
+    cblas gemm in numpy's BLAS, a vector or empty product, or batch strides the helper cannot
+    step (an operand whose outer batch dims do not fold to one stride)."""
+    if plan.mode == "small" or len(plan.a.shape) < 2 or len(plan.b.shape) < 2 or len(mm.shape) < 2:
+        return None
+    found = _blas_gemm(mm.dtype)
+    if found is None or f"gemm_{mm.dtype.short}" not in helpers:
+        return None
+    fn, ilp64 = found
+    m, n = mm.shape[-2:]
+    k = plan.a.shape[-1]
+    if plan.mode == "flat":
+        m, batch_shape = plan.rows, ()
+        a_shape, a_strides = (plan.rows, k), plan.a.strides[-2:]
+    else:
+        batch_shape = tuple(mm.shape[:-2])
+        a_shape, a_strides = plan.a.shape, plan.a.strides
+    if 0 in (m, n, k):
+        return None
+    a = _matrix(a_shape, contiguous_strides(a_shape) if plan.a.copy else a_strides, batch_shape)
+    b = _matrix(plan.b.shape, contiguous_strides(plan.b.shape) if plan.b.copy else plan.b.strides, batch_shape)
+    if a is None or b is None:
+        return None
+    if not ilp64 and max(m, n, k, a.ld, b.ld) >= 2 ** 31:
+        return None                                   # (a 32-bit-int BLAS cannot take these sizes)
+    batch = math.prod(batch_shape)
+    work = batch * m * n * k
+    count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
+    inner = batch_shape[-1] if batch_shape else 1
+    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count)
+
+
+def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
+    """How the BLAS reads a (..., r, c) operand of a product batched over `batch_shape`, or None."""
+    (r, c), (sr, sc) = shape[-2:], strides[-2:]
+    if (sc == 1 or c == 1) and (sr >= c or r == 1):
+        trans, ld = 0, sr if r > 1 else c
+    elif (sr == 1 or r == 1) and (sc >= r or c == 1):
+        trans, ld = 1, sc if c > 1 else r
+    else:
+        return None
+    steps = _batch_steps(list(zip(shape[:-2], strides[:-2])), batch_shape)
+    if ld < 1 or steps is None:
+        return None
+    return Matrix(trans, ld, *steps)
+
+
+def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(outer, inner) element steps of an operand's (size, stride) batch dims over `batch_shape`
+    (its last dim the inner one; a size-1 dim broadcasts with step 0), or None when the outer dims
+    do not step by one stride or a stride is negative."""
+    if len(dims) > len(batch_shape):
+        return None
+    dims = [(1, 0)] * (len(batch_shape) - len(dims)) + dims
+    steps = []
+    for (size, stride), want in zip(dims, batch_shape):
+        if size not in (1, want) or stride < 0:
+            return None
+        steps.append(0 if size == 1 else stride)
+    if not batch_shape:
+        return 0, 0
+    outer = [(size, st) for size, st in zip(batch_shape[:-1], steps[:-1]) if size != 1]
+    for (_, hi), (size, lo) in zip(outer, outer[1:]):
+        if hi != lo * size:
+            return None
+    return (outer[-1][1] if outer else 0), steps[-1]
+
+
+# names (in a program's compiled functions) -> symbols of the helper: runtime/cpu.py adds them to a
+# program with library launches
+GEMM_SYMBOLS = {**{f"gemm_{dt.short}": f"lt_gemm_step_{dt.short}" for dt in HOST_GEMM_DTYPES},
+                "gemm_threads": "lt_gemm_threads"}
+# a product step's int64 parameter block, in this order (the helper's enum is rendered from it)
+GEMM_PARAMS = ("fn", "ilp64", "threads", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
+               "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1")
+_gemm_found: dict = {}
+
+
+def native_gemm() -> bool:
+    """Whether numpy's BLAS exposes a cblas gemm the helper can call (OpenBLAS)."""
+    return _blas_gemm(D.float32) is not None
+
+
+def gemm_source() -> str:
+    """The C helper's source (shaders/c_gemm.c.j2), compiled into the programs that multiply."""
+    from ..codegen.render import environment         # (only when a program is rendered)
+    return environment().get_template("c_gemm.c.j2").render(params=GEMM_PARAMS)
+
+
+def _blas_gemm(dtype) -> tuple[int, int] | None:
+    """(address of the cblas gemm for dtype, 64-bit ints), or None."""
+    if dtype not in _gemm_found:
+        _gemm_found[dtype] = _find_gemm(dtype)
+    return _gemm_found[dtype]
+
+
+def _find_gemm(dtype) -> tuple[int, int] | None:
+    lib = threads.openblas_library()
+    if lib is None or dtype not in CBLAS_GEMM:
+        return None
+    for name, ilp64 in CBLAS_GEMM[dtype]:
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            return _symbol_address(fn), int(ilp64)
+    return None
+
+
+def _symbol_address(symbol) -> int:
+    """The address of a library symbol ctypes looked up (a function or a variable)."""
+    return ctypes.cast(symbol, ctypes.c_void_p).value

@@ -14,7 +14,10 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   re-measured with the library launches of runtime/library.py at load average 3 (alternating,
   40 calls each): one thread median 19.6 ms (min 7.0), OpenBLAS's default two 79.9 ms (min 14.3).
   Splitting one GEMM's rows over two Python threads (each BLAS on one thread, no spinning) was
-  slower too at load average 27 (demo's c_fc GEMM: min 1.21 ms against 0.99 ms serial).
+  slower too at load average 27 (demo's c_fc GEMM: min 1.21 ms against 0.99 ms serial).  On the
+  cpu backend a product is split on the kernels' own OpenMP pool instead (runtime/library.py,
+  shaders/c_gemm.c.j2), one single-threaded BLAS call per thread, and only over the cores the
+  load leaves idle (`idle_cores`): one pool, no second one to stall.
 - When libgomp was loaded before us (by torch, say) with its default 3 ms spin, kernels run on
   one thread (`lt_parallel = 0` in each kernel library): its spinning workers would take the cores
   from everything between kernels (demo: 54 ms with parallel kernels, 11.5 ms without).
@@ -27,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -48,6 +52,27 @@ def num_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:                  # macOS has no affinity API
         return os.cpu_count() or 1
+
+
+# how often `idle_cores` reads the load average again (seconds): the kernel updates it every 5 s
+LOAD_SAMPLE_S = 0.5
+_idle: list = [float("-inf"), 1]          # (when sampled, idle cores)
+
+
+def idle_cores() -> int:
+    """Cores this process may use that the last minute's load left idle, this process's own
+    included (at least 1; read again at most every LOAD_SAMPLE_S).  A parallel region on a core
+    another process holds waits for it: under load a split GEMM took longer than a serial one
+    (docs/benchmarks.md, "Library calls on the cpu backend")."""
+    now = time.monotonic()
+    if now - _idle[0] > LOAD_SAMPLE_S:
+        cores = num_threads()
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
+        _idle[:] = [now, max(1, min(cores, int(cores - busy + 1.5)))]   # (+1: this process is part of the load)
+    return _idle[1]
 
 
 def _gomp_loaded() -> bool:
@@ -118,9 +143,20 @@ def _openblas():
             if setter and getter:
                 setter.argtypes, getter.restype = (ctypes.c_int,), ctypes.c_int
                 found = (setter, getter)
+                _blas_lib.append(lib)
                 break
         _blas.append(found)
     return _blas[0]
+
+
+_blas_lib: list = []
+
+
+def openblas_library():
+    """The OpenBLAS library numpy loaded (a ctypes handle), or None: library calls find its cblas
+    functions there (runtime/library.py)."""
+    _openblas()
+    return _blas_lib[0] if _blas_lib else None
 
 
 @contextmanager

@@ -1,0 +1,181 @@
+"""The cpu backend's native steps.  Matrix products call the BLAS directly (runtime/library.py
+`BlasCall`, the C helper shaders/c_gemm.c.j2): how each product shape is called (flat, batched over
+(B, H) with any operand broadcast or transposed, or numpy's matmul where the helper cannot step the
+batch) and the values against torch, on one thread and split over two (column slices, batch
+deals).  Consecutive kernels and products run as one segment through the program's runner
+(shaders/c_runner.c.j2): values, the error flag of a step inside a segment, the debug path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazytorch as lt
+from lazytorch.runtime import cpu as cpu_backend, library, threads
+from oracle import check, sample
+
+
+@pytest.fixture(autouse=True)
+def cpu():
+    previous = lt.get_backend()
+    lt.set_backend("cpu")
+    yield
+    lt.set_backend(previous)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The BlasCall (or None) chosen for each library launch prepared during the test."""
+    seen: list = []
+    choose = library.blas_call
+
+    def spy(plan, mm, helpers):
+        seen.append(choose(plan, mm, helpers))
+        return seen[-1]
+    monkeypatch.setattr(library, "blas_call", spy)
+    if not library.native_gemm():
+        pytest.skip("numpy's BLAS exposes no cblas gemm (not OpenBLAS)")
+    return seen
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def split(request, monkeypatch):
+    """Products of any size split over `param` threads (whatever this machine's cores and load)."""
+    monkeypatch.setattr(library, "GEMM_PARALLEL_MIN", 0)
+    monkeypatch.setattr(threads, "num_threads", lambda: request.param)
+    monkeypatch.setattr(threads, "kernels_parallel", lambda: request.param > 1)
+    monkeypatch.setattr(threads, "idle_cores", lambda: request.param)
+    return request.param
+
+
+# (name, fn, operand samples, expected (batch, inner, a.trans, b.trans) of the call); sizes are
+# distinct per case and per thread count below (a cached plan keeps the thread count it was made with)
+def _cases(n: int):
+    F = lambda m: m.nn.functional          # noqa: E731
+    return [
+        ("linear", lambda m, x, w, b: F(m).linear(x, w, b),
+         (sample((3, 5 + n, 16)), sample((37, 16), seed=1), sample((37,), seed=2)), (1, 1, 0, 1)),
+        ("linear_transposed_weight", lambda m, x, w: x @ w,
+         (sample((4 + n, 24)), sample((24, 33), seed=1, layout="transposed")), (1, 1, 0, 1)),
+        ("transposed_activation", lambda m, x, w: x.t() @ w,
+         (sample((20, 6 + n)), sample((20, 48), seed=1)), (1, 1, 1, 0)),
+        ("strided_weight_copied", lambda m, x, w: x @ w,
+         (sample((5 + n, 12)), sample((12, 20), seed=1, layout="strided")), (1, 1, 0, 0)),
+        ("attention_scores", lambda m, q, k: q.transpose(1, 2) @ k.transpose(1, 2).transpose(-1, -2),
+         (sample((2, 7 + n, 3, 8)), sample((2, 7 + n, 3, 8), seed=1)), (6, 3, 0, 1)),
+        ("attention_values", lambda m, p, v: p @ v.transpose(1, 2),
+         (sample((2, 3, 6 + n, 6 + n)), sample((2, 6 + n, 3, 8), seed=1)), (6, 3, 0, 0)),
+        ("broadcast_batch", lambda m, a, b: a @ b,
+         (sample((1, 4, 5 + n, 8)), sample((3, 4, 8, 9), seed=1)), (12, 4, 0, 0)),
+        ("permuted_activation_copied", lambda m, a, b: a.transpose(0, 1) @ b,
+         (sample((5 + n, 3, 8)), sample((8, 40), seed=1)), (1, 1, 0, 0)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8), ids=[c[0] for c in _cases(0)])
+def test_products_against_torch(calls, split, case):
+    name, fn, args, (batch, inner, ta, tb) = _cases(split)[case]
+    check(fn, *args, atol=1e-4)
+    call = calls[-1]
+    assert call is not None, f"{name}: expected the BLAS helper, got numpy's matmul"
+    assert (call.batch, call.inner, call.a.trans, call.b.trans) == (batch, inner, ta, tb)
+    assert call.threads == split
+
+
+def test_float64_and_uneven_columns(calls, split):
+    # 70 columns over 2 threads: slices of 48 and 22 (multiples of 16 but the last)
+    check(lambda m, x, w: x @ w.t(), sample((9, 11 + split), "float64"), sample((70, 11 + split), "float64", seed=1))
+    assert calls[-1] is not None and calls[-1].threads == split
+
+
+def test_batch_dealt_to_threads(calls, split):
+    # 8 products of (4, 5) @ (5, 3): at least as many as threads, so whole products go to each
+    check(lambda m, a, b: a @ b, sample((2, 4, 4, 5 + split)), sample((2, 4, 5 + split, 3), seed=1), atol=1e-5)
+    assert calls[-1] is not None and (calls[-1].batch, calls[-1].inner) == (8, 4)
+
+
+def test_unfoldable_batch_falls_back_to_numpy(calls):
+    # a (2, 3, 4) batch read through a transpose of its first two dims: the outer dims (2, 3) do not
+    # step by one stride, so the product runs through numpy's matmul (values still right)
+    check(lambda m, a, b: a.transpose(0, 1) @ b, sample((3, 2, 4, 5, 6)), sample((2, 3, 4, 6, 7), seed=1),
+          atol=1e-5)
+    assert calls and calls[-1] is None
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (3, 0)], ids=["no_rows", "no_inner"])
+def test_empty_products(calls, shape):
+    check(lambda m, x, w: x @ w, sample(shape), sample((shape[1], 4), seed=1))
+
+
+def test_idle_cores_follows_the_load(monkeypatch):
+    monkeypatch.setattr(threads, "num_threads", lambda: 4)
+    for load, idle in [(0.0, 4), (1.0, 4), (2.0, 3), (3.6, 1), (30.0, 1)]:
+        monkeypatch.setattr(threads.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
+        assert threads.idle_cores() == idle, load
+
+
+# ---------------------------------------------------------------- segments: one native call per run
+
+@pytest.fixture
+def executors(monkeypatch):
+    """The CpuExecutors prepared during the test."""
+    made: list = []
+    init = cpu_backend.CpuExecutor.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(cpu_backend.CpuExecutor, "__init__", spy)
+    return made
+
+
+def _block(m, x, w, b, g):
+    """A pre-norm MLP block: layer_norm -> linear -> gelu -> linear + residual, softmax at the end."""
+    F = m.nn.functional
+    h = F.layer_norm(x, (x.shape[-1],), g, b)
+    h = F.gelu(F.linear(h, w)) @ w + x
+    return m.softmax(h.sum(-1, keepdim=True) * h, dim=-1)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 16), (1, 1, 16), (4, 16)])
+def test_segment_of_kernels_and_products(executors, shape):
+    x, w = sample(shape, low=-1, high=1), sample((16, 16), seed=1, low=-0.5, high=0.5)
+    b, g = sample((16,), seed=2), sample((16,), seed=3)
+    check(_block, x, w, b, g, atol=1e-5)
+    ex = executors[-1]
+    assert ex.direct and ex.runner is not None
+    # one segment holds every step: layer_norm, the products and their kernels
+    assert [len(steps) for steps, seg in ex.blocks if seg >= 0] == [len(ex.program)]
+
+
+def test_reference_launch_splits_segments(executors):
+    # cumsum runs on the reference executor: the kernels before and after it are two segments
+    check(lambda m, x: m.cumsum((x * 2).exp() @ x.t(), 1).sigmoid() @ x + 1, sample((6, 6)), atol=1e-4)
+    ex = executors[-1]
+    kinds = [("segment" if seg >= 0 else "kernel" if steps[0][0] is not None else "other") for steps, seg in ex.blocks]
+    assert kinds.count("segment") == 2 and "other" in kinds, kinds
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_error_flag_inside_a_segment(monkeypatch, executors, debug, capfd):
+    # the integer division is the second of the segment's steps; the error names it, the frame's
+    # error word is reset and the same program runs again on valid data (traced under DEBUG too)
+    monkeypatch.setenv("LAZYTORCH_DEBUG", debug)
+
+    def fn(m, x, y):
+        z = (x * 3).sum(1, keepdim=True)            # a reduction kernel
+        return ((z // y).float() * x) @ x.float().t() + 1   # the division kernel, then a product
+    cols = 3 if debug == "0" else 5                   # (a new program: not the cached one of the other case)
+    x, y = lt.tensor(np.arange(4 * cols, dtype=np.int64).reshape(4, cols)), lt.tensor([[2], [0], [1], [3]])
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
+        fn(lt, x, y).numpy()
+    y1 = lt.tensor([[2], [5], [1], [3]])
+    import torch
+    want = fn(torch, torch.tensor(x.numpy()), torch.tensor(y1.numpy()))
+    np.testing.assert_allclose(fn(lt, x, y1).numpy(), want.numpy())
+    ex = executors[-1]
+    assert ex.direct == (debug == "0")
+    if debug == "0":
+        assert ex.segments and len(ex.segments[0]) >= 2      # the division ran inside a segment
+    if debug == "1":
+        assert "lib" in capfd.readouterr().err     # every launch traced, the product included
