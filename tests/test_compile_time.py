@@ -195,10 +195,12 @@ def test_compile_time_benchmark_reports_every_stage(capsys):
 def test_fusion_refusals_grow_linearly():
     """A node that starts a group tries a bounded number of sibling groups: every group of a chain
     that reads one tensor throughout used to be tried (and its refusal recorded), so the refusal
-    list (LAZYTORCH_DUMP=fusion) grew with the square of the program (0.56 per op node at 1,024
-    steps, 0.16 at 256; now 0.23 and 0.16)."""
+    list (LAZYTORCH_DUMP=fusion) grew with the square of the program (0.93 per op node at 1,024
+    steps, 0.27 at 256; now 0.39 and 0.27; op nodes: the 3 mul/add of a step, the Python scalars'
+    params being read as they are, without a cast node each)."""
     from lazytorch.realize import kernel_plan
     x = lt.from_numpy(np.linspace(-1, 1, 64, dtype=np.float32))
     plan = kernel_plan(chain(lt, 1024, x), "reference")       # (the cap of 31 buffers: many groups)
     ops = sum(1 for n in plan.nodes if not n.is_leaf)
-    assert len(plan.refusals) <= 0.35 * ops, (len(plan.refusals), ops)
+    assert ops == 3 * 1024
+    assert len(plan.refusals) <= 0.5 * ops, (len(plan.refusals), ops)

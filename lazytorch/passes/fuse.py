@@ -525,8 +525,12 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
         buffers.append(b)
         return b
 
+    # the graph's own param of each slot: legalize may have retyped a Python scalar's param
+    # (passes/legalize.py), and the buffer takes the type the kernels read
+    in_graph = {n.attrs["slot"]: n for n in fuser.order if n.op == "param"}
     param_refs = []
     for p in params:
+        p = in_graph.get(p.attrs["slot"], p)
         b = new_buffer(p, "param", p.attrs["slot"])
         by_node[id(p)] = b
         param_refs.append(b)

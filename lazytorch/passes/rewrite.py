@@ -3,8 +3,9 @@
 `rewrite(roots, fn)` visits nodes bottom-up (iteratively: no recursion limits).  Each node is first
 rebuilt over its already-rewritten inputs, then `fn` may return a replacement (built from any
 nodes, e.g. through ir.build.call) or None to keep it.  Replacements are rewritten too, so a rule
-can produce nodes that other rules then lower further.  New nodes inherit the replaced node's
-`origin` (the user's source line), so provenance survives every pass.
+can produce nodes that other rules then lower further; a rule whose replacements are final
+already (`settled=True`: legalize, whose output is legal) skips that second look.  New nodes
+inherit the replaced node's `origin` (the user's source line), so provenance survives every pass.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     return new
 
 
-def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
+def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64, settled: bool = False) -> list[Node]:
     done: dict[int, Node] = {}         # id(original or final node) -> its final node
     # `done` is keyed by id(), so every node it names stays alive until the walk ends: a rule's
     # intermediate node that is itself replaced would otherwise be freed, and a node built later
@@ -33,6 +34,8 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
     done[_ALIVE] = []
     # one depth-first walk in toposort's order (ir/graph.py), rewriting each node as the walk
     # leaves it: `done` doubles as the walk's visited set, so no separate order is built
+    if settled:
+        max_depth = -1                  # (a depth below 0: replacements are not rewritten again)
     for root in roots:
         if id(root) in done:
             continue
@@ -63,6 +66,8 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
     out = fn(new)
     if out is None or out is new:
         return new
+    if depth < 0:
+        return _settle(node, out, done)
     if depth == 0:
         raise RecursionError(f"rewrite of {node.op} did not settle")
     # the replacement's own new nodes are rewritten as well; final nodes below them are not
@@ -81,6 +86,16 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
             alive.append(inner)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]
+
+
+def _settle(node: Node, out: Node, done: dict) -> Node:
+    """A final replacement: its new nodes are final as they are (they inherit node's origin)."""
+    if id(out) not in done:
+        for inner in _new_nodes(out, done):
+            if inner.origin is None:
+                inner.origin = node.origin
+            done[id(inner)] = inner
+    return out
 
 
 def _new_nodes(out: Node, done: dict) -> list[Node]:
