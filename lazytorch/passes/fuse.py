@@ -222,6 +222,8 @@ class Fuser:
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
             if kind == "kernel" and n.op not in INLINED:
+                if self.try_extend(n, direct, through):
+                    continue
                 if self.try_library_bias(n, direct, through):
                     continue
                 if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
@@ -300,6 +302,57 @@ class Fuser:
             elif self.merge_and_add(option, n, direct, through):
                 return True
         return False
+
+    def try_extend(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
+        """The common step decided without the general machinery: a pointwise node whose computed
+        inputs lie in one pointwise group (the rest ungrouped: params, Python scalars) joins it
+        when the shapes match and the buffers fit.  It does what try_join and merge_and_add would
+        do for it; anything else, refusals included, goes the general way (False)."""
+        if n.op in REDUCTIONS:
+            return False
+        group_of = self.group_of
+        g = None
+        for i in direct:
+            s = group_of.get(id(i))
+            if s is not None and s is not g:
+                if g is not None:
+                    return False
+                g = s
+        if g is None or g.kind != "kernel" or g.R is not None or n.shape != g.I \
+                or len(g.members) >= MAX_GROUP_NODES:
+            return False
+        role, reads, still_open, users, roots = g.role, g.reads, g.open, self.users, self.root_ids
+        fresh: set[int] = set()
+        closing: set[int] = set()                 # members whose last reader outside is n
+        for i in direct:
+            k = id(i)
+            if k in role:
+                if k in still_open and k not in roots and k not in closing and all(
+                        u is n or group_of.get(id(u)) is g for u in users[k]):
+                    closing.add(k)
+            elif k not in reads:
+                fresh.add(k)
+        for i in through:
+            k = id(i)
+            if k in group_of:                     # (a view of a member, or another group's value)
+                return False
+            if k not in reads:
+                fresh.add(k)
+        if len(reads) + len(fresh) + len(still_open) - len(closing) + 1 > self.max_buffers:
+            return False
+        read_by, bit = self.read_by, 1 << g.id
+        for k in fresh:
+            read_by[k] = read_by.get(k, 0) | bit
+        reads |= fresh
+        still_open -= closing
+        k = id(n)
+        g.members.append(n)
+        role[k] = "full"
+        group_of[k] = g
+        still_open.add(k)
+        if k in roots:
+            g.stored.add(k)
+        return True
 
     def try_library_bias(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         """`matmul(a, b) + bias` with a row bias (shape (N,), or with leading 1s) of the same dtype
