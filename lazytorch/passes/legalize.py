@@ -16,7 +16,8 @@ nodes and most of this pass's time.  Only float64 -> float32 is retyped: it is e
 host for every value (integers wider than 2**53, or narrowing integer conversions, are not); a
 param read both retyped and as itself (say by a float64 op too) gets its casts back.
 Casts of one value to one dtype are built once (the readers of a float16 value share its float32
-cast), and the pass's replacements are already legal, so the walk does not revisit them.
+cast), and the pass's replacements are already legal: a settled rule (passes/rewrite.py) that
+builds each replaced node once, over its final inputs, and is not asked about it again.
 """
 from __future__ import annotations
 
@@ -80,33 +81,33 @@ class Legalizer:
             self.casts[key] = got
         return got
 
-    def node(self, n: Node) -> Node | None:
+    def node(self, n: Node, inputs: tuple[Node, ...]) -> Node | None:
+        """n legalized over its final `inputs`; None: n as it is (over them)."""
         op = n.op
         if op == "where":
-            cond, a, b = n.inputs
+            cond, a, b = inputs
             new = (cond, self.cast(a, n.dtype), self.cast(b, n.dtype))
             self.note_raw(new)
-            return None if new == n.inputs else Node("where", new, n.attrs, n.shape, n.dtype)
+            return None if new == inputs else Node("where", new, n.attrs, n.shape, n.dtype)
         if op in ACCUMULATING:
-            return self.accumulate(n)
+            return self.accumulate(n, inputs[0])
         opdef = _computing(op)
-        if opdef is None or not n.inputs:
-            self.note_raw(n.inputs)
+        if opdef is None or not inputs:
+            self.note_raw(inputs)
             return None
-        compute = compute_dtype(opdef, n.inputs)
+        compute = compute_dtype(opdef, inputs)
         out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
-        if out is n.dtype and all(i.dtype is compute for i in n.inputs):
-            self.note_raw(n.inputs)
+        if out is n.dtype and all(i.dtype is compute for i in inputs):
+            self.note_raw(inputs)
             return None
-        inner = Node(op, tuple([self.cast(i, compute) for i in n.inputs]), n.attrs, n.shape, out)
+        inner = Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out)
         self.note_raw(inner.inputs)
         return self.cast(inner, n.dtype)
 
-    def accumulate(self, n: Node) -> Node | None:
-        x = n.inputs[0]
+    def accumulate(self, n: Node, x: Node) -> Node | None:
         acc = D.float32 if n.dtype in HALF else D.int64 if not n.dtype.is_floating_point else n.dtype
         if x.dtype is acc and n.dtype is acc:
-            self.note_raw(n.inputs)
+            self.note_raw((x,))
             return None
         attrs = dict(n.attrs)
         if "dtype" in attrs:
@@ -129,15 +130,15 @@ class Legalizer:
 
 def legalize(roots: list[Node]) -> list[Node]:
     rule = Legalizer()
-    out = rewrite(roots, rule.node, settled=True)
+    out = rewrite(roots, settled=rule.node)
     conflicts = rule.conflicts()
     if conflicts:
         # a param read both retyped and as itself: its retyped copy becomes a cast of it again
         # (a program holds one param per slot)
-        def untype(n: Node) -> Node | None:
+        def untype(n: Node, inputs: tuple[Node, ...]) -> Node | None:
             got = conflicts.get(n.attrs["slot"]) if n.op == "param" else None
             if got is None or n is not got[1]:
                 return None
             return Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
-        out = rewrite(out, untype, settled=True)
+        out = rewrite(out, settled=untype)
     return out
