@@ -10,6 +10,9 @@ torch) and run on both; the results must agree:
     synced, histories are cut);
   - numpy_mutation: host arrays brought in by tensor/from_numpy/as_tensor, then written to before
     (or after part of) the evaluation;
+  - numpy_writes: writes through `x.numpy()` (memory shared with the evaluated tensor, as torch's)
+    interleaved with lazy ops, in-place ops and partial evaluations, across dtypes and shapes
+    (0-d, size-1, empty);
   - backward, module (stress_nn.py): random differentiable programs with their gradients, and
     small nn modules forward, backward and through optimizer steps.
 Every program is run a second time with other Python scalars and other data of the same structure:
@@ -245,9 +248,11 @@ def numpy_writes(rng: random.Random) -> Case:
 
 
 GENERATORS = {"many_inputs": many_inputs, "long_chain": long_chain, "creation": creation, "loop": loop,
-              "numpy_mutation": numpy_mutation, "numpy_writes": numpy_writes}
+              "numpy_mutation": numpy_mutation}
 
 GENERATORS.update(NN_GENERATORS)
+GENERATORS["numpy_writes"] = numpy_writes        # (last: earlier campaigns keep their program numbers
+                                                 #  per generator up to it)
 
 
 # ---------------------------------------------------------------- running and comparing
