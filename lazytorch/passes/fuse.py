@@ -543,14 +543,19 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     from_params: set[int] = set()
     candidates: list[Node] = []             # computed values of params only, in program order
     for n in order:
-        op, ins = n.op, n.inputs
+        op = n.op
         if op == "param" or op in INLINED:
             from_params.add(id(n))
-        elif ins and all(id(i) in from_params for i in ins) and is_pointwise(op):
-            from_params.add(id(n))
-            if id(n) not in root_ids and n.shape != ():
-                candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
-                                        #  Adam's pow per element)
+            continue
+        for i in n.inputs:              # (a loop, not all(): most nodes fail at their first input)
+            if id(i) not in from_params:
+                break
+        else:
+            if n.inputs and is_pointwise(op):
+                from_params.add(id(n))
+                if id(n) not in root_ids and n.shape != ():
+                    candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
+                                            #  Adam's pow per element)
     chosen: set[int] = set()
     for n in reversed(candidates):
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
@@ -642,14 +647,16 @@ def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_B
 def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
     """The group's members plus the inlined nodes (views, fills) they read, topologically."""
     extra: dict[int, Node] = {}
+    inlined = fuser._inlined                # (complete after bound_inlining: every node has its entry)
     stack = [i for m in g.members for i in m.inputs]
     while stack:
         i = stack.pop()
-        if fuser.inlined(i) and id(i) not in extra:
+        if inlined[id(i)] and id(i) not in extra:
             extra[id(i)] = i
             stack.extend(i.inputs)
-    nodes = list(extra.values()) + g.members
-    return sorted(nodes, key=fuser.position)
+    if not extra:
+        return list(g.members)              # (members are kept in program order)
+    return sorted(list(extra.values()) + g.members, key=fuser.position)
 
 
 def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:
