@@ -72,6 +72,8 @@ def identities(n: Node) -> Node | None:
     if n.op not in IDENTITY_OPS:
         return None
     ins = n.inputs
+    if n.op not in INVOLUTIONS and ins[0] is not ins[1] and ins[0].op != "scalar" and ins[1].op != "scalar":
+        return None                     # (every rule below needs a constant operand, x - x or an involution)
     if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
         return _same(ins[0], n)
     if n.op == "mul" and len(ins) == 2 and const_value(ins[0]) == 1 and not ins[0].dtype.is_bool:
