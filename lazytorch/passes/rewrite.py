@@ -100,9 +100,10 @@ def _settled_one(node: Node, fn: SettledRule, done: dict, depth: int) -> Node:
     if out is None:
         return with_inputs(node, inputs) if ins else node
     if id(out) not in done:
+        origin = node.origin
         for inner in _new_nodes(out, done):
             if inner.origin is None:
-                inner.origin = node.origin
+                inner.origin = origin
             done[id(inner)] = inner
     return out
 
