@@ -159,12 +159,17 @@ def sharing() -> Callable[[Node], Node | None]:
     table: dict[tuple, Node] = {}
 
     def share(n: Node) -> Node | None:
-        if n.op == "param":
+        op = n.op
+        if op == "param":
             return None
         attrs = n.attrs
         try:
-            key = (n.op, tuple(sorted(attrs.items())) if attrs else (), tuple([id(i) for i in n.inputs]),
-                   n.shape, n.dtype, n.value if n.op == "scalar" else None, type(n.value).__name__)
+            if attrs:
+                attrs = tuple(attrs.items()) if len(attrs) == 1 else tuple(sorted(attrs.items()))
+            if op == "scalar":                  # (a constant's value and its Python type are part of it)
+                key = (op, attrs or (), (), n.shape, n.dtype, n.value, type(n.value).__name__)
+            else:
+                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, n.dtype)
             found = table.setdefault(key, n)
         except TypeError:                       # an unhashable attribute: never shared
             return None
