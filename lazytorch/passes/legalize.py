@@ -83,6 +83,8 @@ class Legalizer:
 
     def node(self, n: Node, inputs: tuple[Node, ...]) -> Node | None:
         """n legalized over its final `inputs`; None: n as it is (over them)."""
+        if not inputs:                          # (leaves and fills of nothing: nothing to cast)
+            return None
         op = n.op
         if op == "where":
             cond, a, b = inputs
