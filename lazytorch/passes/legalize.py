@@ -33,12 +33,6 @@ HALF = (D.float16, D.bfloat16)
 RETYPED = {(D.float64, D.float32)}       # (a scalar param's dtype, the dtype it may be retyped to)
 
 
-def cast(x: Node, dtype: D.DType) -> Node:
-    if x.dtype is dtype:
-        return x
-    return Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
-
-
 _COMPUTING: dict[str, OpDef | None] = {}     # op -> its OpDef when it is a computing pointwise op
 
 
@@ -72,7 +66,7 @@ class Legalizer:
         got = self.casts.get(key)
         if got is None:
             if (x.dtype, dtype) in RETYPED and _is_number(x):
-                got = Node("param", (), x.attrs, (), dtype)
+                got = Node("param", (), dict(x.attrs), (), dtype)
                 self.typed[id(x)] = (x, got)
             else:
                 got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
