@@ -33,6 +33,44 @@ def test_user_layer_generators_on_reference(kind):
     assert camp.programs == 6 and not camp.failures, "\n".join(map(str, camp.failures))
 
 
+# programs per backend (the writes-through-numpy() programs are small: many on reference)
+NUMPY_WRITES = {"reference": 40, "metal-emu": 4, "cpu": 4}   # (metal-emu: clang checks each kernel)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_numpy_writes_generator(backend_name):
+    """Writes through `x.numpy()` reach x and what is built from x afterwards, never results built
+    before (pending or evaluated), with lazy ops, in-place ops and partial evaluations between."""
+    camp = run_stress(backend_name, NUMPY_WRITES.get(backend_name, 10), seed=5, kinds=["numpy_writes"])
+    assert not camp.failures, "\n".join(map(str, camp.failures))
+
+
+def test_numpy_writes_programs_write_and_would_catch_copies(monkeypatch):
+    """The generator's programs run under torch and write through their arrays, and a lazytorch
+    whose `numpy()` returned a copy (writes never reaching the tensor) would fail most of them."""
+    import numpy as np
+    import torch
+
+    import lazytorch as lt
+    from fuzz import stress
+    writes = []
+    real_write = stress._write
+    monkeypatch.setattr(stress, "_write", lambda a, how, v: (writes.append(a.size), real_write(a, how, v)))
+    cases = [stress.numpy_writes(random.Random(k)) for k in range(30)]
+    for case in cases:
+        case.run(torch, case.scalars, case.data)            # (torch never raises on them)
+    assert sum(1 for size in writes if size) >= 60
+    shared = lt.Tensor.numpy
+    monkeypatch.setattr(lt.Tensor, "numpy", lambda self: np.array(shared(self), copy=True))
+    previous = lt.get_backend()
+    lt.set_backend("reference")
+    try:
+        caught = sum(stress.judge(case, case.scalars, case.data)[0] is not None for case in cases)
+    finally:
+        lt.set_backend(previous)
+    assert caught >= 15, caught
+
+
 def test_every_generator_builds_a_program():
     for name, gen in GENERATORS.items():
         case = gen(random.Random(1))

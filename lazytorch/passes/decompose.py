@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from ..ir.build import named_inputs
 from ..ir.node import Node
-from .decompositions import DECOMPOSITIONS, LIBRARY_FORMS
+from .decompositions import APPLIES, DECOMPOSITIONS, LIBRARY_FORMS
 from .rewrite import rewrite
 
 
 def lower(node: Node) -> Node | None:
     fn = DECOMPOSITIONS.get(node.op)
     if fn is None:
+        return None
+    applies = APPLIES.get(node.op)
+    if applies is not None and not applies(node):
         return None
     return fn(node, **named_inputs(node))
 

@@ -222,6 +222,8 @@ class Fuser:
             kind = launch_kind(n.op)
             direct, through = self.sources(n)
             if kind == "kernel" and n.op not in INLINED:
+                if self.try_extend(n, direct, through):
+                    continue
                 if self.try_library_bias(n, direct, through):
                     continue
                 if self.try_join(n, direct, through) or self.try_sibling(n, direct, through):
@@ -300,6 +302,57 @@ class Fuser:
             elif self.merge_and_add(option, n, direct, through):
                 return True
         return False
+
+    def try_extend(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
+        """The common step decided without the general machinery: a pointwise node whose computed
+        inputs lie in one pointwise group (the rest ungrouped: params, Python scalars) joins it
+        when the shapes match and the buffers fit.  It does what try_join and merge_and_add would
+        do for it; anything else, refusals included, goes the general way (False)."""
+        if n.op in REDUCTIONS:
+            return False
+        group_of = self.group_of
+        g = None
+        for i in direct:
+            s = group_of.get(id(i))
+            if s is not None and s is not g:
+                if g is not None:
+                    return False
+                g = s
+        if g is None or g.kind != "kernel" or g.R is not None or n.shape != g.I \
+                or len(g.members) >= MAX_GROUP_NODES:
+            return False
+        role, reads, still_open, users, roots = g.role, g.reads, g.open, self.users, self.root_ids
+        fresh: set[int] = set()
+        closing: set[int] = set()                 # members whose last reader outside is n
+        for i in direct:
+            k = id(i)
+            if k in role:
+                if k in still_open and k not in roots and k not in closing and all(
+                        u is n or group_of.get(id(u)) is g for u in users[k]):
+                    closing.add(k)
+            elif k not in reads:
+                fresh.add(k)
+        for i in through:
+            k = id(i)
+            if k in group_of:                     # (a view of a member, or another group's value)
+                return False
+            if k not in reads:
+                fresh.add(k)
+        if len(reads) + len(fresh) + len(still_open) - len(closing) + 1 > self.max_buffers:
+            return False
+        read_by, bit = self.read_by, 1 << g.id
+        for k in fresh:
+            read_by[k] = read_by.get(k, 0) | bit
+        reads |= fresh
+        still_open -= closing
+        k = id(n)
+        g.members.append(n)
+        role[k] = "full"
+        group_of[k] = g
+        still_open.add(k)
+        if k in roots:
+            g.stored.add(k)
+        return True
 
     def try_library_bias(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         """`matmul(a, b) + bias` with a row bias (shape (N,), or with leading 1s) of the same dtype
@@ -490,14 +543,19 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     from_params: set[int] = set()
     candidates: list[Node] = []             # computed values of params only, in program order
     for n in order:
-        op, ins = n.op, n.inputs
+        op = n.op
         if op == "param" or op in INLINED:
             from_params.add(id(n))
-        elif ins and all(id(i) in from_params for i in ins) and is_pointwise(op):
-            from_params.add(id(n))
-            if id(n) not in root_ids and n.shape != ():
-                candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
-                                        #  Adam's pow per element)
+            continue
+        for i in n.inputs:              # (a loop, not all(): most nodes fail at their first input)
+            if id(i) not in from_params:
+                break
+        else:
+            if n.inputs and is_pointwise(op):
+                from_params.add(id(n))
+                if id(n) not in root_ids and n.shape != ():
+                    candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
+                                            #  Adam's pow per element)
     chosen: set[int] = set()
     for n in reversed(candidates):
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
@@ -525,8 +583,12 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
         buffers.append(b)
         return b
 
+    # the graph's own param of each slot: legalize may have retyped a Python scalar's param
+    # (passes/legalize.py), and the buffer takes the type the kernels read
+    in_graph = {n.attrs["slot"]: n for n in fuser.order if n.op == "param"}
     param_refs = []
     for p in params:
+        p = in_graph.get(p.attrs["slot"], p)
         b = new_buffer(p, "param", p.attrs["slot"])
         by_node[id(p)] = b
         param_refs.append(b)
@@ -585,14 +647,16 @@ def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_B
 def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
     """The group's members plus the inlined nodes (views, fills) they read, topologically."""
     extra: dict[int, Node] = {}
+    inlined = fuser._inlined                # (complete after bound_inlining: every node has its entry)
     stack = [i for m in g.members for i in m.inputs]
     while stack:
         i = stack.pop()
-        if fuser.inlined(i) and id(i) not in extra:
+        if inlined[id(i)] and id(i) not in extra:
             extra[id(i)] = i
             stack.extend(i.inputs)
-    nodes = list(extra.values()) + g.members
-    return sorted(nodes, key=fuser.position)
+    if not extra:
+        return list(g.members)              # (members are kept in program order)
+    return sorted(list(extra.values()) + g.members, key=fuser.position)
 
 
 def toposort_groups(groups: list[Group], fuser: Fuser) -> list[Group]:

@@ -1,4 +1,4 @@
-"""Legalization: make every dtype conversion an explicit `to` node, for the code generators.
+"""Legalization: make every dtype conversion explicit, for the code generators.
 
 After this pass a code generator types every value by its node's dtype alone:
   - a pointwise primitive's inputs are cast to its compute dtype (ir.meta.compute_dtype: half
@@ -7,6 +7,17 @@ After this pass a code generator types every value by its node's dtype alone:
   - `where` casts its two value inputs to its dtype (the condition stays bool);
   - sum and prod accumulate half types in float32 and integers and bools in int64 (torch's
     rules), then cast to the result dtype.
+
+A Python float read in float32 arithmetic (the common `y * 0.999` on a float32 tensor) is not
+given a `to` node: its param is *retyped* to float32, so the runtime hands the kernel the number
+already rounded to float32 (the value a cast in the kernel would give: both round to nearest).
+A cast node per Python scalar, and the rebuilt node reading it, was a third of a long program's
+nodes and most of this pass's time.  Only float64 -> float32 is retyped: it is exact to do on the
+host for every value (integers wider than 2**53, or narrowing integer conversions, are not); a
+param read both retyped and as itself (say by a float64 op too) gets its casts back.
+Casts of one value to one dtype are built once (the readers of a float16 value share its float32
+cast), and the pass's replacements are already legal: a settled rule (passes/rewrite.py) that
+builds each replaced node once, over its final inputs, and is not asked about it again.
 """
 from __future__ import annotations
 
@@ -19,12 +30,7 @@ from .rewrite import rewrite
 NO_COMPUTE = frozenset({"to", "clone", "contiguous", "where", "full", "iota"})
 ACCUMULATING = frozenset({"sum", "prod"})
 HALF = (D.float16, D.bfloat16)
-
-
-def cast(x: Node, dtype: D.DType) -> Node:
-    if x.dtype is dtype:
-        return x
-    return Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
+RETYPED = {(D.float64, D.float32)}       # (a scalar param's dtype, the dtype it may be retyped to)
 
 
 _COMPUTING: dict[str, OpDef | None] = {}     # op -> its OpDef when it is a computing pointwise op
@@ -39,34 +45,96 @@ def _computing(op: str) -> OpDef | None:
     return _COMPUTING[op]
 
 
-def legalize_node(n: Node) -> Node | None:
-    if n.op == "where":
-        cond, a, b = n.inputs
-        new = (cond, cast(a, n.dtype), cast(b, n.dtype))
-        return None if new == n.inputs else Node("where", new, n.attrs, n.shape, n.dtype)
-    if n.op in ACCUMULATING:
-        return _accumulate(n)
-    opdef = _computing(n.op)
-    if opdef is None or not n.inputs:
-        return None
-    compute = compute_dtype(opdef, n.inputs)
-    out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
-    if out is n.dtype and all(i.dtype is compute for i in n.inputs):
-        return None
-    inner = Node(n.op, tuple(cast(i, compute) for i in n.inputs), n.attrs, n.shape, out)
-    return cast(inner, n.dtype)
+def _is_number(n: Node) -> bool:
+    """A Python scalar's param (a runtime argument, not a tensor)."""
+    return n.op == "param" and n.attrs["kind"] == "scalar"
 
 
-def _accumulate(n: Node) -> Node | None:
-    x = n.inputs[0]
-    acc = D.float32 if n.dtype in HALF else D.int64 if not n.dtype.is_floating_point else n.dtype
-    if x.dtype is acc and n.dtype is acc:
-        return None
-    attrs = dict(n.attrs)
-    if "dtype" in attrs:
-        attrs["dtype"] = acc
-    return cast(Node(n.op, (cast(x, acc),), attrs, n.shape, acc), n.dtype)
+class Legalizer:
+    """One legalization: the rule, the casts it built (shared per value and dtype) and the scalar
+    params it retyped."""
+
+    def __init__(self):
+        self.casts: dict[tuple[int, D.DType], Node] = {}
+        self.typed: dict[int, tuple[Node, Node]] = {}   # id(scalar param) -> (it, its retyped copy)
+        self.raw: set[int] = set()              # ids of float64 params some node reads as they are
+
+    def cast(self, x: Node, dtype: D.DType) -> Node:
+        if x.dtype is dtype:
+            return x
+        key = (id(x), dtype)
+        got = self.casts.get(key)
+        if got is None:
+            if (x.dtype, dtype) in RETYPED and _is_number(x):
+                got = Node("param", (), dict(x.attrs), (), dtype)
+                self.typed[id(x)] = (x, got)
+            else:
+                got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
+                if x.op == "param" and x.dtype is D.float64:
+                    self.raw.add(id(x))
+            self.casts[key] = got
+        return got
+
+    def node(self, n: Node, inputs: tuple[Node, ...]) -> Node | None:
+        """n legalized over its final `inputs`; None: n as it is (over them)."""
+        if not inputs:                          # (leaves and fills of nothing: nothing to cast)
+            return None
+        op = n.op
+        if op == "where":
+            cond, a, b = inputs
+            new = (cond, self.cast(a, n.dtype), self.cast(b, n.dtype))
+            self.note_raw(new)
+            return None if new == inputs else Node("where", new, n.attrs, n.shape, n.dtype)
+        if op in ACCUMULATING:
+            return self.accumulate(n, inputs[0])
+        opdef = _computing(op)
+        if opdef is None or not inputs:
+            self.note_raw(inputs)
+            return None
+        compute = compute_dtype(opdef, inputs)
+        out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
+        if out is n.dtype and all(i.dtype is compute for i in inputs):
+            self.note_raw(inputs)
+            return None
+        inner = Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out)
+        self.note_raw(inner.inputs)
+        return self.cast(inner, n.dtype)
+
+    def accumulate(self, n: Node, x: Node) -> Node | None:
+        acc = D.float32 if n.dtype in HALF else D.int64 if not n.dtype.is_floating_point else n.dtype
+        if x.dtype is acc and n.dtype is acc:
+            self.note_raw((x,))
+            return None
+        attrs = dict(n.attrs)
+        if "dtype" in attrs:
+            attrs["dtype"] = acc
+        x = self.cast(x, acc)
+        self.note_raw((x,))
+        return self.cast(Node(n.op, (x,), attrs, n.shape, acc), n.dtype)
+
+    def note_raw(self, inputs: tuple[Node, ...]) -> None:
+        """Record the float64 params a node reads as they are (casts of them: see `cast`)."""
+        for i in inputs:
+            if i.op == "param" and i.dtype is D.float64:
+                self.raw.add(id(i))
+
+    def conflicts(self) -> dict[int, tuple[Node, Node]]:
+        """slot -> (param, retyped copy) for the retyped params that are also read as they are."""
+        return {orig.attrs["slot"]: (orig, typed) for key, (orig, typed) in self.typed.items()
+                if key in self.raw}
 
 
 def legalize(roots: list[Node]) -> list[Node]:
-    return rewrite(roots, legalize_node)
+    rule = Legalizer()
+    out = rewrite(roots, settled=rule.node)
+    conflicts = rule.conflicts()
+    if conflicts:
+        # a param read both retyped and as itself: its retyped copy becomes a cast of it again
+        # (a program holds one param per slot)
+        def untype(n: Node, inputs: tuple[Node, ...]) -> Node | None:
+            got = conflicts.get(n.attrs["slot"]) if n.op == "param" else None
+            if got is None or n is not got[1]:
+                return None
+            return Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
+        out = rewrite(out, settled=untype)
+    return out

@@ -6,7 +6,7 @@ only whether it was a buffer or a scalar.
 """
 from __future__ import annotations
 
-from ..ir.node import Node, tracing
+from ..ir.node import LEAF_OPS, Node, tracing
 
 
 def normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[Node]]:
@@ -19,12 +19,13 @@ def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[N
     copies: dict[int, Node] = {}
     params: list[Node] = []
     for n in order:
-        if n.is_leaf:
-            kind = "scalar" if n.op == "scalar" else "buffer"
+        op = n.op
+        if op in LEAF_OPS:
+            kind = "scalar" if op == "scalar" else "buffer"
             new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
             params.append(new)
         else:
-            new = Node(n.op, tuple(copies[id(i)] for i in n.inputs), n.attrs, n.shape, n.dtype)
+            new = Node(op, tuple([copies[id(i)] for i in n.inputs]), n.attrs, n.shape, n.dtype)
             new.origin = n.origin
         copies[id(n)] = new
     return params, [copies[id(r)] for r in roots]

@@ -25,7 +25,7 @@ KINDS = ("kernel", "library", "reference")
 PATTERNS = ("pointwise", "reduce", "row", "library", "reference")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)     # (slots: one per param, temp and output; half the build cost)
 class BufferRef:
     id: int
     shape: tuple[int, ...]

@@ -3,8 +3,11 @@
 `rewrite(roots, fn)` visits nodes bottom-up (iteratively: no recursion limits).  Each node is first
 rebuilt over its already-rewritten inputs, then `fn` may return a replacement (built from any
 nodes, e.g. through ir.build.call) or None to keep it.  Replacements are rewritten too, so a rule
-can produce nodes that other rules then lower further.  New nodes inherit the replaced node's
-`origin` (the user's source line), so provenance survives every pass.
+can produce nodes that other rules then lower further.  A rule whose replacements are final
+already (legalize, whose output is legal) is a `SettledRule` passed as `rewrite(roots,
+settled=fn)`: it sees each node with its final inputs, `fn(node, inputs)`, and its replacement is
+taken as it is (neither the rebuilt node nor a second look at the replacement is paid for).  New
+nodes inherit the replaced node's `origin` (the user's source line), so provenance survives every pass.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from ..ir.graph import toposort
 from ..ir.node import Node
 
 Rule = Callable[[Node], "Node | None"]
+SettledRule = Callable[[Node, tuple[Node, ...]], "Node | None"]   # (node, its final inputs) -> final
 
 
 def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
@@ -25,7 +29,8 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     return new
 
 
-def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
+def rewrite(roots: list[Node], fn: Rule | None = None, max_depth: int = 64,
+            settled: SettledRule | None = None) -> list[Node]:
     done: dict[int, Node] = {}         # id(original or final node) -> its final node
     # `done` is keyed by id(), so every node it names stays alive until the walk ends: a rule's
     # intermediate node that is itself replaced would otherwise be freed, and a node built later
@@ -33,6 +38,9 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
     done[_ALIVE] = []
     # one depth-first walk in toposort's order (ir/graph.py), rewriting each node as the walk
     # leaves it: `done` doubles as the walk's visited set, so no separate order is built
+    one = _rewrite_one
+    if settled is not None:
+        fn, one = settled, _settled_one
     for root in roots:
         if id(root) in done:
             continue
@@ -44,12 +52,12 @@ def rewrite(roots: list[Node], fn: Rule, max_depth: int = 64) -> list[Node]:
                     if child.inputs:
                         stack.append((child, iter(child.inputs)))
                         break
-                    final = _rewrite_one(child, fn, done, max_depth)   # a leaf: rewritten at once
+                    final = one(child, fn, done, max_depth)   # a leaf: rewritten at once
                     done[id(child)] = done[id(final)] = final
             else:
                 stack.pop()
                 if id(node) not in done:
-                    final = _rewrite_one(node, fn, done, max_depth)
+                    final = one(node, fn, done, max_depth)
                     done[id(node)] = done[id(final)] = final
     return [done[id(r)] for r in roots]
 
@@ -81,6 +89,23 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
             alive.append(inner)
         done[id(inner)] = done[id(final)] = final
     return done[id(out)]
+
+
+def _settled_one(node: Node, fn: SettledRule, done: dict, depth: int) -> Node:
+    """A settled rule's step: the replacement and its new nodes are final as they are (they
+    inherit node's origin)."""
+    ins = node.inputs
+    inputs = tuple([done[id(i)] for i in ins]) if ins else ins
+    out = fn(node, inputs)
+    if out is None:
+        return with_inputs(node, inputs) if ins else node
+    if id(out) not in done:
+        origin = node.origin
+        for inner in _new_nodes(out, done):
+            if inner.origin is None:
+                inner.origin = origin
+            done[id(inner)] = inner
+    return out
 
 
 def _new_nodes(out: Node, done: dict) -> list[Node]:

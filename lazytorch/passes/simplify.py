@@ -72,6 +72,8 @@ def identities(n: Node) -> Node | None:
     if n.op not in IDENTITY_OPS:
         return None
     ins = n.inputs
+    if n.op not in INVOLUTIONS and ins[0] is not ins[1] and ins[0].op != "scalar" and ins[1].op != "scalar":
+        return None                     # (every rule below needs a constant operand, x - x or an involution)
     if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
         return _same(ins[0], n)
     if n.op == "mul" and len(ins) == 2 and const_value(ins[0]) == 1 and not ins[0].dtype.is_bool:
@@ -157,12 +159,17 @@ def sharing() -> Callable[[Node], Node | None]:
     table: dict[tuple, Node] = {}
 
     def share(n: Node) -> Node | None:
-        if n.op == "param":
+        op = n.op
+        if op == "param":
             return None
         attrs = n.attrs
         try:
-            key = (n.op, tuple(sorted(attrs.items())) if attrs else (), tuple([id(i) for i in n.inputs]),
-                   n.shape, n.dtype, n.value if n.op == "scalar" else None, type(n.value).__name__)
+            if attrs:
+                attrs = tuple(attrs.items()) if len(attrs) == 1 else tuple(sorted(attrs.items()))
+            if op == "scalar":                  # (a constant's value and its Python type are part of it)
+                key = (op, attrs or (), (), n.shape, n.dtype, n.value, type(n.value).__name__)
+            else:
+                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, n.dtype)
             found = table.setdefault(key, n)
         except TypeError:                       # an unhashable attribute: never shared
             return None

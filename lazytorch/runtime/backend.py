@@ -29,6 +29,7 @@ buffers are not numpy arrays), and register it with `runtime.register_backend(na
 """
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -75,6 +76,11 @@ class Backend:
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
         """A 0-d buffer holding a Python number (a scalar param's runtime value) as `dtype`."""
+        if dtype is D.float32 and value.__class__ is float:
+            # rounded by C's cast, as a kernel's cast would: a float beyond float32's range becomes
+            # infinity without numpy's overflow warning (a Python float read in float32
+            # arithmetic reaches here: passes/legalize.py)
+            value = ctypes.c_float(value).value
         return self.from_host(D.from_compute(np.asarray(value), dtype).reshape(()))
     scalar.host_default = True      # the executor makes such buffers with one np.array call
 

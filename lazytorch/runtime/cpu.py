@@ -86,8 +86,10 @@ def _name(symbol: str) -> str:
 
 
 # Python numbers a kernel reads as ctypes values: floats and bools (an int stays a 0-d int64
-# array: np.array refuses one out of int64's range where ctypes would wrap it silently)
-_SCALAR_CTYPES = {D.float64: ctypes.c_double, D.bool_: ctypes.c_bool}
+# array: np.array refuses one out of int64's range where ctypes would wrap it silently); float32:
+# a Python float read in float32 arithmetic (legalize retypes its param; c_float rounds to nearest
+# as the kernel's cast did)
+_SCALAR_CTYPES = {D.float64: ctypes.c_double, D.float32: ctypes.c_float, D.bool_: ctypes.c_bool}
 _CTYPE_SCALARS = frozenset(_SCALAR_CTYPES.values())
 
 

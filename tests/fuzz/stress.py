@@ -10,6 +10,9 @@ torch) and run on both; the results must agree:
     synced, histories are cut);
   - numpy_mutation: host arrays brought in by tensor/from_numpy/as_tensor, then written to before
     (or after part of) the evaluation;
+  - numpy_writes: writes through `x.numpy()` (memory shared with the evaluated tensor, as torch's)
+    interleaved with lazy ops, in-place ops and partial evaluations, across dtypes and shapes
+    (0-d, size-1, empty);
   - backward, module (stress_nn.py): random differentiable programs with their gradients, and
     small nn modules forward, backward and through optimizer steps.
 Every program is run a second time with other Python scalars and other data of the same structure:
@@ -169,10 +172,87 @@ def numpy_mutation(rng: random.Random) -> Case:
     return Case(f"numpy_mutation:{'/'.join(make)}", run, [0.75], normal_data(rng, (3, 6), 2))
 
 
+# ---- writes through x.numpy(): the array shares the evaluated tensor's memory (torch's too) ----
+# Values the programs keep are never views of another kept tensor: an evaluated lazytorch view
+# holds its own buffer (docs/nn.md, Interop), where a torch view keeps sharing its base's memory.
+# In-place ops run only on tensors with no array out: lazytorch gives an updated tensor a new
+# buffer, while torch's in-place op writes the memory the array shows (a known difference).
+WRITE_DTYPES = ["float32", "float32", "float64", "int64", "int32"]
+WRITE_SHAPES = [(3, 4), (5,), (), (1, 3), (2, 1, 3), (0, 2)]
+# ops over two kept tensors (same shape and dtype) and a Python scalar; views only inside
+VALUE_OPS = [lambda m, a, b, s: a * s + b, lambda m, a, b, s: a - b, lambda m, a, b, s: m.maximum(a, b),
+             lambda m, a, b, s: (a + s).abs(), lambda m, a, b, s: m.where(a > b, a, b * s),
+             lambda m, a, b, s: a.flip(0) + b if a.ndim else a + b,
+             lambda m, a, b, s: a.reshape(-1).reshape(a.shape) * b,
+             lambda m, a, b, s: a - a.sum() if a.numel() else a + b,
+             lambda m, a, b, s: (a * s).clamp(-2, 3) if a.dtype.is_floating_point else a + b]
+IN_PLACE = [lambda t, s: t.mul_(s), lambda t, s: t.add_(t), lambda t, s: t.sub_(s),
+            lambda t, s: t.clamp_(-1, 1)]
+
+
+def _write(a: np.ndarray, how: int, value) -> None:
+    """One write through an array the program holds (every form works on 0-d and empty arrays)."""
+    if how == 0:
+        a[...] = value
+    elif how == 1:
+        a.reshape(-1)[:1] = value               # (a view of the array: the same memory)
+    elif how == 2:
+        np.multiply(a, 2, out=a, casting="unsafe")
+    elif how == 3:
+        a[...] = a[::-1].copy() if a.ndim else -a
+    else:
+        np.add(a, value, out=a, casting="unsafe")
+
+
+def numpy_writes(rng: random.Random) -> Case:
+    """Writes through `x.numpy()` interleaved with lazy ops and partial evaluations: an array of an
+    evaluated tensor shares its memory, so a write reaches the tensor and every result built from
+    it afterwards, while results built before the write (pending or not) keep their values."""
+    dtype = rng.choice(WRITE_DTYPES)
+    shape = rng.choice(WRITE_SHAPES)
+    n_in = rng.randint(2, 3)
+    steps = []
+    for k in range(rng.randint(8, 20)):
+        steps.append(("numpy" if k == 1 else rng.choice(["op", "op", "op", "numpy", "numpy", "write", "write",
+                                                         "write", "write", "eval", "in_place", "drop"]),
+                      rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(len(VALUE_OPS)),
+                      rng.randrange(5), rng.randrange(len(IN_PLACE))))
+    integer = dtype.startswith("int")
+    scalars = [float(rng.choice([2, 3, -1])) if integer else round(rng.uniform(-2, 2), 3) for _ in steps]
+    g = np.random.default_rng(rng.randrange(1 << 30))
+    data = [(g.integers(-5, 6, shape) if integer else g.standard_normal(shape)).astype(dtype) for _ in range(n_in)]
+
+    def run(m, s, d):
+        kept = [m.tensor(x) for x in d]          # (copies: the data's own arrays are never written)
+        held: list[tuple[int, np.ndarray]] = []   # (index of the kept tensor, its array)
+        seen = []
+        for (what, i, j, op, how, ip), c in zip(steps, s):
+            c = int(c) if integer else c
+            a, b = kept[i % len(kept)], kept[j % len(kept)]
+            if what == "op":
+                kept.append(VALUE_OPS[op](m, a, b, c))
+            elif what == "numpy":
+                held.append((i % len(kept), a.numpy()))
+            elif what == "write" and held:
+                _write(held[j % len(held)][1], how, c)
+            elif what == "eval":
+                seen.append(float(a.sum()))
+            elif what == "in_place" and all(k != i % len(kept) for k, _ in held) and a.dtype.is_floating_point:
+                IN_PLACE[ip](a, c)
+            elif what == "drop" and held:
+                held.pop(j % len(held))
+        return kept + seen + [arr.copy() for _, arr in held]
+    # expect_hit off: the rerun's first evaluation is keyed by the program's tree summary where the
+    # first run's was keyed by its node list (ir/build.py), so it compiles once more (same plan)
+    return Case(f"numpy_writes:{shape}:{dtype}", run, scalars, data, rtol=1e-5, atol=1e-6, expect_hit=False)
+
+
 GENERATORS = {"many_inputs": many_inputs, "long_chain": long_chain, "creation": creation, "loop": loop,
               "numpy_mutation": numpy_mutation}
 
 GENERATORS.update(NN_GENERATORS)
+GENERATORS["numpy_writes"] = numpy_writes        # (last: earlier campaigns keep their program numbers
+                                                 #  per generator up to it)
 
 
 # ---------------------------------------------------------------- running and comparing
@@ -180,6 +260,8 @@ GENERATORS.update(NN_GENERATORS)
 def _host(v):
     if isinstance(v, (int, float, bool)):
         return np.asarray(v, np.float64)
+    if isinstance(v, np.ndarray):
+        return v.astype(np.float64) if v.dtype != np.bool_ else v
     if isinstance(v, torch.Tensor):
         return v.detach().to(torch.float64).numpy() if v.dtype != torch.bool else v.numpy()
     arr = np.asarray(v.detach().numpy())

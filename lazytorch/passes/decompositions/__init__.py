@@ -19,12 +19,17 @@ DECOMPOSITIONS: dict[str, Callable[..., Node]] = {}
 # (the backend lists them: Options.library_ops); the test says whether a node means exactly what
 # that call computes (else it decomposes as everywhere).
 LIBRARY_FORMS: dict[str, Callable[[Node], bool]] = {}
+# ops whose decomposition applies only to some of their nodes: a test on the node alone, so the
+# others skip ir.build.named_inputs and the call (add and sub without alpha: every `y + 0.001`)
+APPLIES: dict[str, Callable[[Node], bool]] = {}
 
 
-def decomposes(*names: str):
+def decomposes(*names: str, applies: Callable[[Node], bool] | None = None):
     def register(fn):
         for n in names:
             DECOMPOSITIONS[n] = fn
+            if applies is not None:
+                APPLIES[n] = applies
         return fn
     return register
 

@@ -24,7 +24,7 @@ def in_compute(op: str, *nodes: Node) -> tuple[Node, ...]:
     return tuple(cast(n, ct) for n in nodes)
 
 
-@decomposes("add", "sub")
+@decomposes("add", "sub", applies=lambda n: len(n.inputs) == 3)     # (alpha, when not 1, is an input)
 def add_alpha(node: Node, self: Node, other: Node, alpha=1) -> Node | None:
     if not isinstance(alpha, Node):             # alpha == 1: the primitive itself
         return None
