@@ -26,35 +26,47 @@ from .realize import eval_tensors, host_value
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
 # in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
-# still reach it.  Realized entries are dropped as evals find them (an in-place op re-tracks).
-# (keyed by id of the weak reference, which the table keeps alive: one shared callback drops it)
-_LIVE: dict[int, weakref.ref] = {}
-
-
-def _forget(ref: weakref.ref) -> None:
-    _LIVE.pop(id(ref), None)
+# still reach it.  Every op makes a tensor, so tracking one is an append of a plain weak reference
+# (no callback: a callback per tensor is a Python call at every tensor's death); dead and realized
+# entries are dropped when an eval lists them, or when the list outgrows twice its last live size
+# (repeats too: a re-tracked tensor's weak reference is the same object).
+_LIVE: list[weakref.ref] = []
+_COMPACT_AT = [4096]                 # length at which the next append compacts the list
 
 
 def _track(t: "Tensor") -> None:
-    ref = weakref.ref(t, _forget)
-    _LIVE[id(ref)] = ref
+    _LIVE.append(weakref.ref(t))
+    if len(_LIVE) > _COMPACT_AT[0]:
+        _compact()
+
+
+def _compact() -> None:
+    """Drop entries whose tensor died or was realized, and repeats; let the list grow to twice
+    what is left."""
+    keep, seen = [], set()
+    for ref in _LIVE:
+        t = ref()
+        if t is not None and t._node.op != "buffer" and id(ref) not in seen:
+            seen.add(id(ref))
+            keep.append(ref)
+    _LIVE[:] = keep
+    _COMPACT_AT[0] = max(4096, 2 * len(keep))
 
 
 def live_pending() -> list[Node]:
     """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
-    was realized are dropped here, eagerly (a lazy generator left unexhausted by its consumer
-    would never drop them, and the table would grow with every step of a loop)."""
-    pending, done = [], []
-    # (a copy made in one step: a collection during a listing would run _forget on the table)
-    for k, ref in _LIVE.copy().items():
+    was realized are dropped here, so the list holds only what the next eval may need."""
+    pending, keep, seen = [], [], set()
+    for ref in _LIVE:             # (a dead reference is unhashable: repeats are found by id)
         t = ref()
-        node = None if t is None else t._node
-        if node is None or node.realized:
-            done.append(k)
-        else:
+        if t is None or id(ref) in seen:
+            continue
+        node = t._node
+        if node.op != "buffer":
+            seen.add(id(ref))
             pending.append(node)
-    for k in done:
-        _LIVE.pop(k, None)
+            keep.append(ref)
+    _LIVE[:] = keep
     return pending
 
 
@@ -71,8 +83,10 @@ class Tensor:
         if _MODE.any_leaf:                     # autograd: does this value require grad?
             _grad.track(node)
         if base is None and node.op != "buffer":
-            ref = weakref.ref(self, _forget)   # (_track, inlined: every op makes a tensor)
-            _LIVE[id(ref)] = ref
+            live = _LIVE                       # (_track, inlined: every op makes a tensor)
+            live.append(weakref.ref(self))
+            if len(live) > _COMPACT_AT[0]:
+                _compact()
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property

@@ -417,6 +417,10 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
     if any(p.base == "Scalar" and p.has_default for s in op.schemas for p in s.positional[:2]):
         return None                              # a number equal to the default is an attribute
     memo: dict[tuple, tuple] = {}
+    # (tree id of the tensor operand, type of the number) -> memo's record with the result's tree
+    # id in place of the op's: tree ids name one structure forever (ir/graph.py), so entries never
+    # go stale; the table is bounded as TREES is
+    chain: dict[tuple, tuple] = {}
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
@@ -429,25 +433,30 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
         epoch = epoch_now[0]
         db = NUMBER_DTYPES.get(b.__class__)
         if db is not None and a.__class__ is wrap and not more:
-            # the hottest case, `tensor <op> number` inside a tree, in a straight line
+            # the hottest case, `tensor <op> number` inside a tree, in a straight line: the
+            # result's metadata and tree id by (a's tree id, the number's type), two small ints
             na = a.node
             t = na.tree
             if t is not None and t[0] == epoch:
-                known = memo.get(((na.shape, na.dtype), db))
+                _, ia, la, za = t
+                known = chain.get((ia, db))
+                if known is None:
+                    known = memo.get(((na.shape, na.dtype), db))
+                    if known is not None and za < MAX_TREE_NODES - 1:
+                        item = (known[4], ia, scalar_trees[db])
+                        known = known[:4] + (TREES.get(item) or tree_id(item),)
+                        if len(chain) >= MAX_CHAIN:
+                            chain.clear()
+                        chain[(ia, db)] = known
                 if known is not None:
-                    _, ia, la, za = t
                     nb = new(Node)
                     nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
                     nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
-                    attrs, shape, dtype, key, op_id = known
+                    attrs, shape, dtype, key, tid = known
                     node = new(Node)
                     node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
                     node._key, node.buffer, node.value = key, None, None
-                    if za < MAX_TREE_NODES - 1:
-                        item = (op_id, ia, scalar_trees[db])
-                        node.tree = (epoch, TREES.get(item) or tree_id(item), la + (nb,), za + 2)
-                    else:
-                        node.tree = None
+                    node.tree = (epoch, tid, la + (nb,), za + 2) if za < MAX_TREE_NODES - 1 else None
                     if trace[0]:
                         f = getframe(1)
                         mine = inside.get(f.f_code)
@@ -561,6 +570,7 @@ def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
 
 
 _NONE = object()           # "no second operand"
+MAX_CHAIN = 1 << 16        # entries of each op's (tree id, number type) table
 _NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 
 
