@@ -534,11 +534,20 @@ _DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "
 def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     """Run `build` (Node -> Node or tuple of Nodes) on this tensor's node and wrap the results.
 
-    Results that are views of this tensor's data alias its root, as torch's views do.  To find each
-    result's ViewSpec into the root, `build` is traced once more over a placeholder for the root.
+    Results that are views of this tensor's data alias its root, as torch's views do.  Where this
+    tensor's node reads the root's node directly (a root, or a view of one whose own node is not a
+    view), a result's spec into the root is its own; otherwise, to find each result's ViewSpec
+    into the root, `build` is traced once more over a placeholder for the root.
     """
-    result = build(this._raw_node())            # (a view shares its root's data, also while shared)
+    node = this._raw_node()                     # (a view shares its root's data, also while shared)
+    result = build(node)
     root = this._base if this._base is not None else this
+    root_node = root._node
+    if root_node.op != "view" and (node is root_node or node.op == "view" and node.inputs[0] is root_node):
+        # The input reads the root's node directly, so a result reads the root's data exactly when
+        # it is that node or a view of it, and that view's spec is its spec into the root: what
+        # the trace below would find, without building the op twice (the common case).
+        return _wrap_views(result, root, root_node)
     spec = this._spec if this._base is not None else V.contiguous(root.shape)
     placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
     traced = build(view_of(placeholder, spec))
@@ -553,6 +562,20 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     if isinstance(result, Node):
         return wrap_one(result, traced)
     return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
+
+
+def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node) -> Any:
+    """Tensors of a view op's result(s), built from a node that reads `root_node` directly."""
+    def wrap_one(node: Node) -> Tensor:
+        if node is root_node:
+            return Tensor(node, root, V.contiguous(root_node.shape))
+        if node.op == "view" and node.inputs[0] is root_node:
+            return Tensor(node, root, node.attrs["view"])
+        return Tensor(node)
+
+    if isinstance(result, Node):
+        return wrap_one(result)
+    return type(result)(wrap_one(r) for r in result)
 
 
 def _read_by(node: Node, live: list[Node]) -> bool:
