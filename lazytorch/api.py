@@ -17,7 +17,7 @@ from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
-from .ir.node import Node
+from .ir.node import SITE, TRACE, Node, user_site
 from .ir.registry import OpDef, ops
 from .tensor import Tensor, alias
 
@@ -102,6 +102,17 @@ def make_function(op: OpDef, name: str):
             node = fast(*args)
             if node is not None:
                 return Tensor(node)
+        # Every node the general route builds names the same user line: found once here, not
+        # per node (a view or a composite builds several)
+        site = SITE[0]
+        if site is None and TRACE[0]:
+            SITE[0] = user_site(2)
+        try:
+            return general(args, out, kwargs)
+        finally:
+            SITE[0] = site
+
+    def general(args: tuple, out, kwargs: dict):
         kwargs = _input_alias(kwargs, op)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
