@@ -32,6 +32,7 @@ from .realize import eval_tensors, host_value
 # (repeats too: a re-tracked tensor's weak reference is the same object).
 _LIVE: list[weakref.ref] = []
 _COMPACT_AT = [4096]                 # length at which the next append compacts the list
+_new = object.__new__
 
 
 def _track(t: "Tensor") -> None:
@@ -468,6 +469,22 @@ class Tensor:
     def stride(self, dim: int | None = None):
         strides = self._spec.strides if self._base is not None else V.contiguous_strides(self._node.shape)
         return strides if dim is None else strides[dim]
+
+
+def pending(node: Node) -> "Tensor":
+    """`Tensor(node)` for a node just built that is not a view and not a buffer, inlined (the
+    fast path of `x * 2.0` makes one per op; the constructor's call costs as much as its body)."""
+    t = _new(Tensor)
+    t._node = node
+    t._base = t._spec = t._grad = None
+    t._base_version = t._version = 0
+    if _MODE.any_leaf:
+        _grad.track(node)
+    live = _LIVE
+    live.append(weakref.ref(t))
+    if len(live) > _COMPACT_AT[0]:
+        _compact()
+    return t
 
 
 def _no_grad():

@@ -397,14 +397,15 @@ FAST_META = frozenset({"pointwise", "add", "div"})
 NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
-def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
-                 general: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
+def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
+                 make: Callable[[Node], Any] | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
-    Tensor API's own function of the op), it returns `wrap(node)` and calls `general` itself
-    where it would return None: a method the Tensor API can install as it is (`x * 2.0` then
-    runs one Python function down to the node).
+    Tensor API's own function of the op), it returns `make(node)` (by default `wrap(node)`: the
+    wrapper class, whose instances it recognises as operands) and calls `general` itself where it
+    would return None: a method the Tensor API can install as it is (`x * 2.0` then runs one
+    Python function down to the node).
 
     The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
     through `call` (or `general`), so binding, meta rules and errors are exactly the general ones;
@@ -416,6 +417,8 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
         return None
     if any(p.base == "Scalar" and p.has_default for s in op.schemas for p in s.positional[:2]):
         return None                              # a number equal to the default is an attribute
+    if make is None:
+        make = wrap
     memo: dict[tuple, tuple] = {}
     # (tree id of the tensor operand, type of the number) -> memo's record with the result's tree
     # id in place of the op's: tree ids name one structure forever (ir/graph.py), so entries never
@@ -463,7 +466,7 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
                         node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
                     else:
                         node._origin = None
-                    return wrap(node)
+                    return make(node)
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
@@ -548,7 +551,7 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
                     node._origin = None
             else:
                 node._origin = None
-            return node if wrap is None else wrap(node)
+            return node if wrap is None else make(node)
         args = (a,) if b is _NONE else (a, b)
         if general is None:
             node = result = call(name, *args)
