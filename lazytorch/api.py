@@ -104,13 +104,13 @@ def make_function(op: OpDef, name: str):
                 return pending(node)
         # Every node the general route builds names the same user line: found once here, not
         # per node (a view or a composite builds several)
-        site = SITE[0]
+        site = SITE.site
         if site is None and TRACE[0]:
-            SITE[0] = user_site(2)
+            SITE.site = user_site(2)
         try:
             return general(args, out, kwargs)
         finally:
-            SITE[0] = site
+            SITE.site = site
 
     def general(args: tuple, out, kwargs: dict):
         kwargs = _input_alias(kwargs, op)

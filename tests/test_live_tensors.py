@@ -76,3 +76,43 @@ def test_many_live_tensors_are_synced_by_one_eval(n):
     assert all(k.node.op == "buffer" for k in kept)   # stored with out's program
     for i in (0, n // 2, n - 1) if n else ():
         np.testing.assert_allclose(kept[i].numpy(), A.astype(np.float64) * 2 + i, rtol=1e-5)
+
+
+def test_each_thread_names_its_own_lines():
+    """The general route finds the user's line once per API call (ir/node.py SITE): per thread,
+    so two threads building at once never name each other's lines, and nothing stays set after."""
+    import threading
+    barrier = threading.Barrier(2)
+    origins: dict[str, set] = {"a": set(), "b": set()}
+
+    def build_a():
+        x = lt.from_numpy(A.copy())
+        barrier.wait()
+        for _ in range(300):
+            ya = lt.nn.functional.softmax(x.view(3, 4), dim=-1)            # line A
+            origins["a"].add(ya.node.origin)
+
+    def build_b():
+        x = lt.from_numpy(A.copy())
+        barrier.wait()
+        for _ in range(300):
+            yb = x.reshape(4, 3).transpose(0, 1).sum(dim=0)                  # line B
+            origins["b"].add(yb.node.origin)
+
+    threads = [threading.Thread(target=build_a), threading.Thread(target=build_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    src = open(__file__).read().splitlines()
+    line_a = next(i for i, s in enumerate(src, 1) if s.strip().endswith("# line A"))
+    line_b = next(i for i, s in enumerate(src, 1) if s.strip().endswith("# line B"))
+    assert origins["a"] == {f"test_live_tensors.py:{line_a}"}
+    assert origins["b"] == {f"test_live_tensors.py:{line_b}"}
+    z = lt.from_numpy(A.copy()).view(2, 6).sum(dim=1)
+    assert z.node.origin == f"test_live_tensors.py:{z_line()}"
+
+
+def z_line() -> int:
+    src = open(__file__).read().splitlines()
+    return next(i for i, s in enumerate(src, 1) if "z = lt.from_numpy(A.copy()).view(2, 6).sum(dim=1)" in s)
