@@ -57,7 +57,7 @@ def _compact() -> None:
 def live_pending() -> list[Node]:
     """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
     was realized are dropped here, so the list holds only what the next eval may need."""
-    pending, keep, seen = [], [], set()
+    nodes, keep, seen = [], [], set()
     for ref in _LIVE:             # (a dead reference is unhashable: repeats are found by id)
         t = ref()
         if t is None or id(ref) in seen:
@@ -65,10 +65,10 @@ def live_pending() -> list[Node]:
         node = t._node
         if node.op != "buffer":
             seen.add(id(ref))
-            pending.append(node)
+            nodes.append(node)
             keep.append(ref)
     _LIVE[:] = keep
-    return pending
+    return nodes
 
 
 class Tensor:

@@ -160,11 +160,11 @@ class Node:
 # which lines a kernel fused.  Passes switch it off (`TRACE[0] = False` inside `tracing(False)`);
 # their nodes inherit the origin of the node they replace (passes/rewrite.py).
 TRACE = [os.environ.get("LAZYTORCH_PROVENANCE", "1") != "0"]
-# The user's site of the Tensor API call running now in this thread (api.py sets it around the
-# general route, so the several nodes of one call find it once); None: each node walks the stack.
 
 
 class _Site(threading.local):
+    """The user's site of the Tensor API call running now in this thread (api.py sets it around
+    the general route, so the several nodes of one call find it once); None: each node walks."""
     site = None
 
 
