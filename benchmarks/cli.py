@@ -4,11 +4,15 @@
     python -m benchmarks --quick --workloads W1,W7 --backends reference --peers numpy
     python -m benchmarks --workloads W7,W11 --backends cpu --compiled cpu --peers numpy,torch,torch.compile
     python -m benchmarks --device gpu                  # NVIDIA GPU: cuda backend vs torch/mlx on the GPU
+    python -m benchmarks --workloads W11,W9 --backends cpu --compiled cpu --peers torch --compete 1
+                                                       # the same beside one CPU-bound competing process
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--peers", type=names, default=None,
                    help=f"comma-separated, from {','.join(PEERS)} (default: all; gpu: all GPU peers)")
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repeats")
+    p.add_argument("--compete", type=int, default=0, metavar="N",
+                   help="run beside N CPU-bound competing processes (`while True: pass`), as on a "
+                        "machine with another job (default: 0, quiet)")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                    help="directory for results.json, results.md and ratios.png")
     args = p.parse_args(argv)
@@ -73,6 +80,19 @@ def progress(w: Workload, row: dict) -> None:
     t = row.get("median_s", row.get("cold_first_s"))
     detail = report.fmt_time(t) if t is not None else row.get("error", "")
     print(f"  {w.name} {row['framework']:<22} {row['status']:<6} {detail}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def competing(n: int):
+    """N busy processes for the duration of the block (each spins one core; the OS shares the
+    rest): how a user's program fares beside another job (issue 14, part 1)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Plan, bandwidth: dict) -> dict:
@@ -124,10 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         bandwidth = copy_bandwidth(COPY_BYTES[args.quick], plan)
     print(f"copy bandwidth: {bandwidth['gb_per_s']:.1f} GB/s", file=sys.stderr)
     run = {"command": "python -m benchmarks " + " ".join(argv), "quick": args.quick, "device": args.device,
+           "competing_processes": args.compete,
            "machine": machine_info(), "copy_bandwidth": bandwidth,
            "frameworks": [f.name for f in frameworks], "workloads": []}
     args.out.mkdir(parents=True, exist_ok=True)
-    with lazytorch_backend_kept():
+    with lazytorch_backend_kept(), competing(args.compete):
         for name in args.workloads:
             run["workloads"].append(run_workload(BY_NAME[name], frameworks, args.quick, plan, bandwidth))
             report.write_json(run, args.out / "results.json")   # an interrupted run keeps what it measured

@@ -2,7 +2,8 @@
 
 One call builds 20 chained pointwise ops with Python scalars on 1024 float32 elements through
 the Tensor API, evaluates it (a graph-cache hit) and materialises the result.  Printed per call,
-median over samples: build (the Tensor API down to the nodes, each with its tree key), key (what
+median over samples: build (the Tensor API down to the nodes, each with its tree key; also per
+op), key (what
 eval does to find the compiled program: the tree key's cache lookup), walk (for comparison: the
 one walk that orders and keys a program that is not a tree, plus its lookup), execute (argument
 binding and launches) and the whole call.
@@ -58,7 +59,8 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
         lt.eval(w7_math(lt, x))
     name = backend_name()
     root = w7_math(lt, x).node
-    _, tree, leaves, _ = root.tree        # (a tree: no walk at eval)
+    _, tree, leaves, size = root.tree     # (a tree: no walk at eval)
+    ops = size - len(leaves)
 
     def key_and_lookup():
         return CACHE.get_or_compile((("tree", tree), name), _no_compile)
@@ -76,8 +78,10 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
         lt.eval(y)
         return y.numpy()
 
+    build = _median_us(lambda: w7_math(lt, x), samples, calls)
     return {
-        "build": _median_us(lambda: w7_math(lt, x), samples, calls),
+        "build": build,
+        "per op": build / ops,
         "key+lookup": _median_us(key_and_lookup, samples, calls),
         "walk": _median_us(walk_and_lookup, samples, calls),
         "execute": _median_us(lambda: compiled.executable.run(args), samples, calls),
@@ -97,11 +101,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     a = parser.parse_args(argv)
     _clock[0] = CLOCKS[a.clock]
-    print(f"{'backend':<12}{'build':>10}{'key+lookup':>12}{'(walk)':>10}{'execute':>10}{'call':>10}"
+    print(f"{'backend':<12}{'build':>10}{'(per op)':>10}{'key+lookup':>12}{'(walk)':>10}{'execute':>10}{'call':>10}"
           f"   (us per call, median, {a.clock} clock)")
     for backend in a.backend or ["cpu", "reference"]:
         r = breakdown(backend, a.samples, a.calls)
-        print(f"{backend:<12}{r['build']:>10.1f}{r['key+lookup']:>12.1f}{r['walk']:>10.1f}{r['execute']:>10.1f}"
+        print(f"{backend:<12}{r['build']:>10.1f}{r['per op']:>10.2f}{r['key+lookup']:>12.1f}{r['walk']:>10.1f}{r['execute']:>10.1f}"
               f"{r['call']:>10.1f}")
 
 

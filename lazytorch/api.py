@@ -17,9 +17,9 @@ from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
-from .ir.node import Node
+from .ir.node import SITE, TRACE, Node, user_site
 from .ir.registry import OpDef, ops
-from .tensor import Tensor, alias
+from .tensor import Tensor, alias, pending
 
 ReturnTypes = {}
 
@@ -101,7 +101,18 @@ def make_function(op: OpDef, name: str):
         if fast is not None and out is None and not kwargs:
             node = fast(*args)
             if node is not None:
-                return Tensor(node)
+                return pending(node)
+        # Every node the general route builds names the same user line: found once here, not
+        # per node (a view or a composite builds several)
+        site = SITE.site
+        if site is None and TRACE[0]:
+            SITE.site = user_site(2)
+        try:
+            return general(args, out, kwargs)
+        finally:
+            SITE.site = site
+
+    def general(args: tuple, out, kwargs: dict):
         kwargs = _input_alias(kwargs, op)
         if "view" in op.tags and args and isinstance(args[0], Tensor):
             wrapped = alias(args[0], lambda node: call(op.name, node, *args[1:], **kwargs))
@@ -164,7 +175,7 @@ def make_operator(op: OpDef, dunder: str):
     def operator(self, *args):
         return fn(self, *args)
     # (the fast path builds and wraps the node itself, calling `operator` where it cannot)
-    fast = fast_builder(op.name, wrap=Tensor, general=operator)
+    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending)
     if fast is not None:
         fast.__name__ = fast.__qualname__ = dunder
         return fast

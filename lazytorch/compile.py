@@ -34,7 +34,7 @@ from .ir.graph import program
 from .ir.node import Node
 from .passes.pipeline import compile_plan
 from .ir.creation import generator
-from .realize import eval_nodes, keep_uploads
+from .realize import eval_nodes, keep_uploads, options_for
 from .runtime import backend_name, get_backend
 from .tensor import Tensor
 
@@ -250,7 +250,9 @@ class Entry:
         params, roots, slots = _normalize(trace.order, trace.roots, set(runtime_scalars))
         self.plan = self.executable = None
         if roots:
-            self.plan = compile_plan(params, roots)
+            # (the backend's options, as the lazy path's: its GEMM's bias, its whole composites,
+            # its buffer cap, constant folding; a compiled program plans as the lazy one does)
+            self.plan = compile_plan(params, roots, options_for(backend))
             self.plan.backend = backend
             self.executable = get_backend(backend).prepare(self.plan)
         # on a backend with its own memory, bound leaves holding host data are uploaded once and

@@ -26,36 +26,49 @@ from .realize import eval_tensors, host_value
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
 # in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
-# still reach it.  Realized entries are dropped as evals find them (an in-place op re-tracks).
-# (keyed by id of the weak reference, which the table keeps alive: one shared callback drops it)
-_LIVE: dict[int, weakref.ref] = {}
-
-
-def _forget(ref: weakref.ref) -> None:
-    _LIVE.pop(id(ref), None)
+# still reach it.  Every op makes a tensor, so tracking one is an append of a plain weak reference
+# (no callback: a callback per tensor is a Python call at every tensor's death); dead and realized
+# entries are dropped when an eval lists them, or when the list outgrows twice its last live size
+# (repeats too: a re-tracked tensor's weak reference is the same object).
+_LIVE: list[weakref.ref] = []
+_COMPACT_AT = [4096]                 # length at which the next append compacts the list
+_new = object.__new__
 
 
 def _track(t: "Tensor") -> None:
-    ref = weakref.ref(t, _forget)
-    _LIVE[id(ref)] = ref
+    _LIVE.append(weakref.ref(t))
+    if len(_LIVE) > _COMPACT_AT[0]:
+        _compact()
+
+
+def _compact() -> None:
+    """Drop entries whose tensor died or was realized, and repeats; let the list grow to twice
+    what is left."""
+    keep, seen = [], set()
+    for ref in _LIVE:
+        t = ref()
+        if t is not None and t._node.op != "buffer" and id(ref) not in seen:
+            seen.add(id(ref))
+            keep.append(ref)
+    _LIVE[:] = keep
+    _COMPACT_AT[0] = max(4096, 2 * len(keep))
 
 
 def live_pending() -> list[Node]:
     """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
-    was realized are dropped here, eagerly (a lazy generator left unexhausted by its consumer
-    would never drop them, and the table would grow with every step of a loop)."""
-    pending, done = [], []
-    # (a copy made in one step: a collection during a listing would run _forget on the table)
-    for k, ref in _LIVE.copy().items():
+    was realized are dropped here, so the list holds only what the next eval may need."""
+    nodes, keep, seen = [], [], set()
+    for ref in _LIVE:             # (a dead reference is unhashable: repeats are found by id)
         t = ref()
-        node = None if t is None else t._node
-        if node is None or node.realized:
-            done.append(k)
-        else:
-            pending.append(node)
-    for k in done:
-        _LIVE.pop(k, None)
-    return pending
+        if t is None or id(ref) in seen:
+            continue
+        node = t._node
+        if node.op != "buffer":
+            seen.add(id(ref))
+            nodes.append(node)
+            keep.append(ref)
+    _LIVE[:] = keep
+    return nodes
 
 
 class Tensor:
@@ -71,8 +84,10 @@ class Tensor:
         if _MODE.any_leaf:                     # autograd: does this value require grad?
             _grad.track(node)
         if base is None and node.op != "buffer":
-            ref = weakref.ref(self, _forget)   # (_track, inlined: every op makes a tensor)
-            _LIVE[id(ref)] = ref
+            live = _LIVE                       # (_track, inlined: every op makes a tensor)
+            live.append(weakref.ref(self))
+            if len(live) > _COMPACT_AT[0]:
+                _compact()
 
     # ---- the node, re-derived for views whose base was mutated ----
     @property
@@ -456,6 +471,22 @@ class Tensor:
         return strides if dim is None else strides[dim]
 
 
+def pending(node: Node) -> "Tensor":
+    """`Tensor(node)` for a node just built that is not a view and not a buffer, inlined (the
+    fast path of `x * 2.0` makes one per op; the constructor's call costs as much as its body)."""
+    t = _new(Tensor)
+    t._node = node
+    t._base = t._spec = t._grad = None
+    t._base_version = t._version = 0
+    if _MODE.any_leaf:
+        _grad.track(node)
+    live = _LIVE
+    live.append(weakref.ref(t))
+    if len(live) > _COMPACT_AT[0]:
+        _compact()
+    return t
+
+
 def _no_grad():
     from .autograd.grad_mode import no_grad
     return no_grad()
@@ -520,11 +551,20 @@ _DTYPE_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "
 def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     """Run `build` (Node -> Node or tuple of Nodes) on this tensor's node and wrap the results.
 
-    Results that are views of this tensor's data alias its root, as torch's views do.  To find each
-    result's ViewSpec into the root, `build` is traced once more over a placeholder for the root.
+    Results that are views of this tensor's data alias its root, as torch's views do.  Where this
+    tensor's node reads the root's node directly (a root, or a view of one whose own node is not a
+    view), a result's spec into the root is its own; otherwise, to find each result's ViewSpec
+    into the root, `build` is traced once more over a placeholder for the root.
     """
-    result = build(this._raw_node())            # (a view shares its root's data, also while shared)
+    node = this._raw_node()                     # (a view shares its root's data, also while shared)
+    result = build(node)
     root = this._base if this._base is not None else this
+    root_node = root._node
+    if root_node.op != "view" and (node is root_node or node.op == "view" and node.inputs[0] is root_node):
+        # The input reads the root's node directly, so a result reads the root's data exactly when
+        # it is that node or a view of it, and that view's spec is its spec into the root: what
+        # the trace below would find, without building the op twice (the common case).
+        return _wrap_views(result, root, root_node)
     spec = this._spec if this._base is not None else V.contiguous(root.shape)
     placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
     traced = build(view_of(placeholder, spec))
@@ -539,6 +579,20 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     if isinstance(result, Node):
         return wrap_one(result, traced)
     return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
+
+
+def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node) -> Any:
+    """Tensors of a view op's result(s), built from a node that reads `root_node` directly."""
+    def wrap_one(node: Node) -> Tensor:
+        if node is root_node:
+            return Tensor(node, root, V.contiguous(root_node.shape))
+        if node.op == "view" and node.inputs[0] is root_node:
+            return Tensor(node, root, node.attrs["view"])
+        return Tensor(node)
+
+    if isinstance(result, Node):
+        return wrap_one(result)
+    return type(result)(wrap_one(r) for r in result)
 
 
 def _read_by(node: Node, live: list[Node]) -> bool:

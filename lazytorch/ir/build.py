@@ -397,14 +397,15 @@ FAST_META = frozenset({"pointwise", "add", "div"})
 NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
-def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
-                 general: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
+def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
+                 make: Callable[[Node], Any] | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
-    Tensor API's own function of the op), it returns `wrap(node)` and calls `general` itself
-    where it would return None: a method the Tensor API can install as it is (`x * 2.0` then
-    runs one Python function down to the node).
+    Tensor API's own function of the op), it returns `make(node)` (by default `wrap(node)`: the
+    wrapper class, whose instances it recognises as operands) and calls `general` itself where it
+    would return None: a method the Tensor API can install as it is (`x * 2.0` then runs one
+    Python function down to the node).
 
     The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
     through `call` (or `general`), so binding, meta rules and errors are exactly the general ones;
@@ -416,7 +417,13 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
         return None
     if any(p.base == "Scalar" and p.has_default for s in op.schemas for p in s.positional[:2]):
         return None                              # a number equal to the default is an attribute
+    if make is None:
+        make = wrap
     memo: dict[tuple, tuple] = {}
+    # (tree id of the tensor operand, type of the number) -> memo's record with the result's tree
+    # id in place of the op's: tree ids name one structure forever (ir/graph.py), so entries never
+    # go stale; the table is bounded as TREES is
+    chain: dict[tuple, tuple] = {}
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
@@ -429,32 +436,37 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
         epoch = epoch_now[0]
         db = NUMBER_DTYPES.get(b.__class__)
         if db is not None and a.__class__ is wrap and not more:
-            # the hottest case, `tensor <op> number` inside a tree, in a straight line
+            # the hottest case, `tensor <op> number` inside a tree, in a straight line: the
+            # result's metadata and tree id by (a's tree id, the number's type), two small ints
             na = a.node
             t = na.tree
             if t is not None and t[0] == epoch:
-                known = memo.get(((na.shape, na.dtype), db))
+                _, ia, la, za = t
+                known = chain.get((ia, db))
+                if known is None:
+                    known = memo.get(((na.shape, na.dtype), db))
+                    if known is not None and za < MAX_TREE_NODES - 1:
+                        item = (known[4], ia, scalar_trees[db])
+                        known = known[:4] + (TREES.get(item) or tree_id(item),)
+                        if len(chain) >= MAX_CHAIN:
+                            chain.clear()
+                        chain[(ia, db)] = known
                 if known is not None:
-                    _, ia, la, za = t
                     nb = new(Node)
                     nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
                     nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
-                    attrs, shape, dtype, key, op_id = known
+                    attrs, shape, dtype, key, tid = known
                     node = new(Node)
                     node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
                     node._key, node.buffer, node.value = key, None, None
-                    if za < MAX_TREE_NODES - 1:
-                        item = (op_id, ia, scalar_trees[db])
-                        node.tree = (epoch, TREES.get(item) or tree_id(item), la + (nb,), za + 2)
-                    else:
-                        node.tree = None
+                    node.tree = (epoch, tid, la + (nb,), za + 2) if za < MAX_TREE_NODES - 1 else None
                     if trace[0]:
                         f = getframe(1)
                         mine = inside.get(f.f_code)
                         node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
                     else:
                         node._origin = None
-                    return wrap(node)
+                    return make(node)
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
@@ -539,7 +551,7 @@ def fast_builder(name: str, wrap: Callable[[Node], Any] | None = None,
                     node._origin = None
             else:
                 node._origin = None
-            return node if wrap is None else wrap(node)
+            return node if wrap is None else make(node)
         args = (a,) if b is _NONE else (a, b)
         if general is None:
             node = result = call(name, *args)
@@ -561,6 +573,7 @@ def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
 
 
 _NONE = object()           # "no second operand"
+MAX_CHAIN = 1 << 16        # entries of each op's (tree id, number type) table
 _NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 
 

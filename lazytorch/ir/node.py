@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 
 from typing import Any
 
@@ -42,7 +43,7 @@ class Node:
         self.value = None
         self._key = None
         self.tree = None
-        self._origin = user_site() if TRACE[0] else None
+        self._origin = (SITE.site or user_site()) if TRACE[0] else None
 
     @classmethod
     def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
@@ -54,7 +55,7 @@ class Node:
         node.buffer = node.value = None
         node._key = key
         node.tree = None
-        node._origin = user_site() if TRACE[0] else None
+        node._origin = (SITE.site or user_site()) if TRACE[0] else None
         return node
 
     # ---- leaves ----
@@ -159,6 +160,15 @@ class Node:
 # which lines a kernel fused.  Passes switch it off (`TRACE[0] = False` inside `tracing(False)`);
 # their nodes inherit the origin of the node they replace (passes/rewrite.py).
 TRACE = [os.environ.get("LAZYTORCH_PROVENANCE", "1") != "0"]
+
+
+class _Site(threading.local):
+    """The user's site of the Tensor API call running now in this thread (api.py sets it around
+    the general route, so the several nodes of one call find it once); None: each node walks."""
+    site = None
+
+
+SITE = _Site()
 # Bumped by every realize(): a node's `tree` summary (ir/build.py's fast path) is valid only in the
 # epoch it was made in, since a realize below it changes the program it stands for.
 EPOCH = [0]
