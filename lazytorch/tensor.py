@@ -568,31 +568,23 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
     spec = this._spec if this._base is not None else V.contiguous(root.shape)
     placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
     traced = build(view_of(placeholder, spec))
+    return _wrap_views(result, root, placeholder, traced)
 
+
+def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node, probes: Any = None) -> Any:
+    """Tensors of a view op's result(s): a result whose probe -- the node itself, or its
+    counterpart in `probes` (the op traced over a placeholder standing for `root_node`) -- is
+    `root_node` or a view of it becomes a view of `root`."""
     def wrap_one(node: Node, probe: Node) -> Tensor:
-        if probe is placeholder:
-            return Tensor(node, root, V.contiguous(root.shape))
-        if probe.op == "view" and probe.inputs[0] is placeholder:
+        if probe is root_node:
+            return Tensor(node, root, V.contiguous(root_node.shape))
+        if probe.op == "view" and probe.inputs[0] is root_node:
             return Tensor(node, root, probe.attrs["view"])
         return Tensor(node)
 
     if isinstance(result, Node):
-        return wrap_one(result, traced)
-    return type(result)(wrap_one(r, p) for r, p in zip(result, traced))
-
-
-def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node) -> Any:
-    """Tensors of a view op's result(s), built from a node that reads `root_node` directly."""
-    def wrap_one(node: Node) -> Tensor:
-        if node is root_node:
-            return Tensor(node, root, V.contiguous(root_node.shape))
-        if node.op == "view" and node.inputs[0] is root_node:
-            return Tensor(node, root, node.attrs["view"])
-        return Tensor(node)
-
-    if isinstance(result, Node):
-        return wrap_one(result)
-    return type(result)(wrap_one(r) for r in result)
+        return wrap_one(result, result if probes is None else probes)
+    return type(result)(wrap_one(r, p) for r, p in zip(result, result if probes is None else probes))
 
 
 def _read_by(node: Node, live: list[Node]) -> bool:

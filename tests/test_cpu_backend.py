@@ -10,12 +10,7 @@ from lazytorch.realize import kernel_plan
 from oracle import check, sample
 
 
-@pytest.fixture(autouse=True)
-def cpu():
-    previous = lt.get_backend()
-    lt.set_backend("cpu")
-    yield
-    lt.set_backend(previous)
+pytestmark = pytest.mark.usefixtures("on_cpu")       # (conftest.py)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])

@@ -14,12 +14,7 @@ from lazytorch.runtime import cpu as cpu_backend, library, threads
 from oracle import check, sample
 
 
-@pytest.fixture(autouse=True)
-def cpu():
-    previous = lt.get_backend()
-    lt.set_backend("cpu")
-    yield
-    lt.set_backend(previous)
+pytestmark = pytest.mark.usefixtures("on_cpu")       # (conftest.py)
 
 
 @pytest.fixture
