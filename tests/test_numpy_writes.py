@@ -23,6 +23,9 @@ def _program(m):
 
 
 def test_writes_reach_later_results_only(backend):
+    from lazytorch.runtime import get_backend
+    if get_backend(backend).device_memory:
+        pytest.skip("numpy() of a device tensor is a copy (torch: .cpu().numpy())")
     for got, want in zip(_program(lt), _program(torch)):
         got = got if isinstance(got, np.ndarray) else got.numpy()
         want = want if isinstance(want, np.ndarray) else want.numpy()

@@ -41,6 +41,13 @@ from .reference import run_launch
 
 
 
+def to_float32(value: float) -> float:
+    """A Python float rounded to float32 by C's cast, as a kernel's cast would: a float beyond
+    float32's range becomes infinity without numpy's overflow warning (a Python float read in
+    float32 arithmetic is a float32 scalar param: passes/legalize.py)."""
+    return ctypes.c_float(value).value
+
+
 class Executable(Protocol):
     """A prepared plan.  `run(args)` takes one value per plan param slot (a buffer for buffer
     params, a Python number for scalar params) and returns one buffer per plan output."""
@@ -77,10 +84,7 @@ class Backend:
     def scalar(self, value: Any, dtype: DType) -> Buffer:
         """A 0-d buffer holding a Python number (a scalar param's runtime value) as `dtype`."""
         if dtype is D.float32 and value.__class__ is float:
-            # rounded by C's cast, as a kernel's cast would: a float beyond float32's range becomes
-            # infinity without numpy's overflow warning (a Python float read in float32
-            # arithmetic reaches here: passes/legalize.py)
-            value = ctypes.c_float(value).value
+            value = to_float32(value)
         return self.from_host(D.from_compute(np.asarray(value), dtype).reshape(()))
     scalar.host_default = True      # the executor makes such buffers with one np.array call
 

@@ -21,7 +21,7 @@ from ..codegen.mlx_call import MlxCall
 from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
-from .backend import Backend, Buffer, LaunchFn
+from .backend import Backend, Buffer, LaunchFn, to_float32
 from .caches import LRU
 from .reference import run_node
 from .executor import DeferredCheck, PlanExecutor, kernel_error
@@ -322,7 +322,7 @@ def _replayed(executor: PlanExecutor):
 # Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX
 # passes (precompiled_cuda_kernel's scalars: bool, or float as float32 -- which MLX accepts only
 # when the float is exactly a float32, so it is rounded here as Backend.scalar rounds it).
-BY_VALUE: dict[DType, Callable[[Any], Any]] = {D.float32: lambda v: float(np.float32(v)), D.bool_: bool}
+BY_VALUE: dict[DType, Callable[[Any], Any]] = {D.float32: to_float32, D.bool_: bool}
 
 
 class ScalarBuffer(LazyBuffer):
