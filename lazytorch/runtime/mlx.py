@@ -252,7 +252,8 @@ class MxCompiledPlan:
     building a GPU call, ~10 us per custom kernel on cuda, is paid once).  A trace freezes the
     plan's Python scalars (kernels compiled ahead take them by value), so a trace is kept per tuple
     of scalar values -- a model's constants repeat call after call -- up to MAX_TRACES; values
-    beyond those run uncompiled.  Deferred error flags come out as extra outputs; when one is set
+    beyond those run uncompiled.  The first run of a plan runs uncompiled (a first call should not
+    pay for a trace it may never reuse).  Deferred error flags come out as extra outputs; when one is set
     the plan runs again uncompiled, which raises that launch's own error.  A trace that fails (a
     launch reading a value on the host) turns the replay off for good."""
 
@@ -265,6 +266,7 @@ class MxCompiledPlan:
         self.arrays = [k for k, s in enumerate(scalar) if not s]
         self._traces: dict[tuple, Callable] | None = {}     # scalar values -> the compiled run
         self.traced = 0                                     # traces made (a statistic for tests)
+        self._first = True
 
     def _trace(self, values: tuple) -> Callable:
         ex, n = self.executor, len(self.plan.params)
@@ -284,7 +286,8 @@ class MxCompiledPlan:
 
     def run(self, args: Sequence[Any]) -> list[Buffer]:
         ex, traces = self.executor, self._traces
-        if traces is None:
+        if traces is None or self._first:
+            self._first = False
             return ex.run(args)
         values = tuple([args[k] for k in self.scalars])
         try:
