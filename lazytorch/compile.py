@@ -249,16 +249,16 @@ class Entry:
     def __init__(self, trace: _Trace, runtime_scalars: dict[int, int], backend: str):
         params, roots, slots = _normalize(trace.order, trace.roots, set(runtime_scalars))
         self.plan = self.executable = None
+        target = get_backend(backend)
         if roots:
             # (the backend's options, as the lazy path's: its GEMM's bias, its whole composites,
             # its buffer cap, constant folding; a compiled program plans as the lazy one does)
             self.plan = compile_plan(params, roots, options_for(backend))
             self.plan.backend = backend
-            self.executable = get_backend(backend).prepare(self.plan)
+            self.executable = target.prepare(self.plan)
         # on a backend with its own memory, bound leaves holding host data are uploaded once and
         # keep the device copy, as on the lazy path (else every call re-uploads the weights)
-        self.device = get_backend(backend)
-        self.device = self.device if self.device.device_memory else None
+        self.device = target if target.device_memory else None
         self.template: list = [None] * len(params)
         self.arg_slots: list[tuple[int, int]] = []        # (slot, argument leaf index)
         self.scalar_slots: list[tuple[int, int]] = []
@@ -286,8 +286,9 @@ class Entry:
             and not trace.grad_writes
 
     def _upload(self, values: list, bound: list) -> None:
+        """Uploads the bound leaves still holding host data (keep_uploads) and binds their copies."""
         for slot, node in [(s, bound[i]) for s, i in self.arg_slots] + [(s, t._node) for s, t in self.capture_slots]:
-            if isinstance(node.buffer, np.ndarray):
+            if isinstance(values[slot], np.ndarray):
                 keep_uploads([node], self.device)
                 values[slot] = node.buffer
 
