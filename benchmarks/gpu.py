@@ -35,12 +35,12 @@ def _lt_device_in(x: np.ndarray):
 
 
 def _lt_gpu_sync(out) -> None:
-    """lt.eval builds MLX's lazy graph of kernel launches; mx.eval runs it to completion."""
+    """lt.eval starts the kernels; lt.cuda.synchronize waits for the GPU (torch.cuda.synchronize's
+    counterpart, as the torch rows use)."""
     import lazytorch as lt
-    import mlx.core as mx
     outs = out if isinstance(out, (list, tuple)) else [out]
     lt.eval(*outs)
-    mx.eval([t.node.buffer.array for t in outs])
+    lt.cuda.synchronize()
 
 
 def lazytorch_gpu(backend: str) -> Framework:

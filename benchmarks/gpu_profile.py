@@ -1,55 +1,105 @@
-"""Where a GPU call's time goes: W3 softmax 4096^2 and W7 lazy and with lt.compile, MLX's floor,
-one generated kernel per mx.eval, torch beside; cProfile of W7 compiled.
+"""Where a GPU workload call's time goes, beside its peers, in one process: for each workload and
+framework, the whole call (median and min of synchronised calls), then torch.profiler's CUPTI
+records (they see MLX's kernels too) of a few calls: GPU kernels per call, kernel time per call,
+the busiest kernels, and the gap (whole call minus kernel time) that is host work and waiting.
 
-    PYTHONPATH=$PWD python benchmarks/gpu_profile.py
+    PYTHONPATH=$PWD python benchmarks/gpu_profile.py [W1,W2,W3,W4,W7] [--frameworks lt.compile,lazy,torch,torch.compile,mx.compile]
 """
-import cProfile, pstats, statistics, time, io
-import numpy as np, mlx.core as mx, lazytorch as lt
-lt.set_backend("cuda")
+from __future__ import annotations
 
-def sync(t):
-    lt.eval(t); b = t.node.buffer; mx.eval(b.array) if hasattr(b, 'array') else None
+import argparse
+import collections
+import os
 
+import numpy as np
+
+from benchmarks.frameworks import _lazytorch_ops, _mlx_ops, _torch_ops
 from benchmarks.timing import per_call_us
-med = lambda fn: per_call_us(fn, n=50)
+from benchmarks.workloads import BY_NAME
 
-def w7(x):
-    for _ in range(5):
-        x = ((x * 1.01 + 0.5) - 0.25) / 1.02
-    return x
+CALLS = 5          # profiled calls per framework
 
-x3 = lt.tensor(np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)); sync(x3)
-x7 = lt.tensor(np.random.default_rng(0).standard_normal(1024).astype(np.float32)); sync(x7)
-soft = lambda x: lt.softmax(x, -1)
-cases = {"W3 lazy": lambda: sync(soft(x3)), "W3 compiled": (lambda cf: lambda: sync(cf(x3)))(lt.compile(soft)),
-         "W7 lazy": lambda: sync(w7(x7)), "W7 compiled": (lambda cf: lambda: sync(cf(x7)))(lt.compile(w7))}
-a3 = mx.array(np.asarray(x3.numpy()))
-mxsoft = lambda: mx.eval(mx.softmax(a3, axis=-1))
-cases["mx softmax"] = mxsoft
-cases["mx.eval(empty)"] = lambda: mx.eval(a3)
-a7 = mx.zeros((1024,))
-cases["mx a+1 (floor)"] = lambda: mx.eval(a7 + 1.0)
-w7mx = lambda a: ((((a * 1.01 + 0.5) - 0.25) / 1.02))
-cases["mx w7 (5x4 ops)"] = lambda: mx.eval(w7mx(w7mx(w7mx(w7mx(w7mx(a7))))))
-cw = mx.compile(lambda a: w7mx(w7mx(w7mx(w7mx(w7mx(a))))))
-cases["mx.compile w7"] = lambda: mx.eval(cw(a7))
-for name, fn in cases.items():
-    print(f"{name:16s} median {med(fn)[0]:8.1f} us  min {med(fn)[1]:8.1f} us", flush=True)
-for name in ("W7 compiled",):
-    pr = cProfile.Profile(); fn = cases[name]
-    pr.enable()
-    for _ in range(300): fn()
-    pr.disable()
-    s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18); print(name, s.getvalue()[-3500:])
-# one generated softmax kernel per mx.eval, straight through MLX (no lazytorch host path)
-from lazytorch.codegen.gpu import launch_call
-from lazytorch.realize import kernel_plan
-from lazytorch.runtime.mlx import CUDA, call_arguments, kernel_arguments
-(launch,) = [l for l in kernel_plan([soft(x3)]).launches if l.kind == "kernel"]
-call = launch_call(launch, "cuda")
-k = mx.fast.cuda_kernel(**kernel_arguments(call, CUDA))
-args = call_arguments(call, [a3.reshape(-1)])
-print(f"{'W3 kernel alone':16s} median {med(lambda: mx.eval(k(**args)[0]))[0]:8.1f} us  (one launch per mx.eval)", flush=True)
-import torch
-t3 = torch.from_numpy(np.asarray(x3.numpy())).cuda()
-print(f"{'torch softmax':16s} median {med(lambda: (torch.softmax(t3, -1), torch.cuda.synchronize()))[0]:8.1f} us", flush=True)
+
+def frameworks():
+    """name -> (ops table, input maker, wrap(fn), sync(out)); imports happen once, here."""
+    import lazytorch as lt
+    import mlx.core as mx
+    import torch
+    lt.set_backend("cuda")
+
+    def lt_in(x):
+        t = lt.from_numpy(np.array(x, copy=True)).clone()
+        lt.eval(t)
+        lt.cuda.synchronize()
+        return t
+
+    def lt_sync(out):
+        lt.eval(out)
+        lt.cuda.synchronize()
+
+    def mx_in(x):
+        a = mx.array(x)
+        mx.eval(a)
+        return a
+
+    def lt_sync_mlx(out):           # MLX's own wait, for comparison: a blocking CUDA event
+        lt.eval(out)
+        mx.eval(out.node.buffer.array)
+
+    torch_in = lambda x: torch.from_numpy(np.array(x, copy=True)).cuda()    # noqa: E731
+    torch_sync = lambda out: torch.cuda.synchronize()                     # noqa: E731
+    return {
+        "lazy": (_lazytorch_ops(), lt_in, lambda fn: fn, lt_sync),
+        "lt.compile": (_lazytorch_ops(), lt_in, lt.compile, lt_sync),
+        "lt.compile/mx.eval": (_lazytorch_ops(), lt_in, lt.compile, lt_sync_mlx),
+        "torch": (_torch_ops(), torch_in, lambda fn: fn, torch_sync),
+        "torch.compile": (_torch_ops(), torch_in, torch.compile, torch_sync),
+        "mx.compile": (_mlx_ops(), mx_in, mx.compile, mx.eval),
+    }
+
+
+def kernel_profile(call) -> tuple[float, float, list[tuple[str, float, int]]]:
+    """(kernels per call, kernel µs per call, top kernels) from CUPTI over CALLS calls."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(CALLS):
+            call()
+    events = [e for e in prof.key_averages() if e.device_time_total > 0]
+    count = sum(e.count for e in events) / CALLS
+    total = sum(e.device_time_total for e in events) / CALLS
+    top = sorted(((e.key[:70], e.device_time_total / CALLS, e.count // CALLS) for e in events),
+                 key=lambda r: -r[1])[:4]
+    return count, total, top
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workloads", nargs="?", default="W1,W2,W3,W4,W7")
+    ap.add_argument("--frameworks", default="lt.compile,lazy,torch,torch.compile,mx.compile")
+    args = ap.parse_args()
+    fws = frameworks()
+    rng = np.random.default_rng(0)
+    rows = collections.defaultdict(dict)
+    for wname in args.workloads.split(","):
+        w = BY_NAME[wname]
+        data = w.inputs(rng, w.sizes)
+        ideal_bytes = w.bytes_moved(w.sizes) if w.bytes_moved else None
+        for fname in args.frameworks.split(","):
+            ops, make_in, wrap, sync = fws[fname]
+            xs = [make_in(x) for x in data]
+            fn = wrap(lambda *a, _ops=ops: w.math(_ops, *a))
+            call = lambda: sync(fn(*xs))                            # noqa: E731
+            med, low = per_call_us(call, 40, warmup=8)
+            count, kern, top = kernel_profile(call)
+            rows[wname][fname] = (med, low, count, kern)
+            print(f"{wname} {fname:14s} call {med:8.1f} us (min {low:7.1f})  kernels/call {count:5.1f}"
+                  f"  kernel time {kern:7.1f} us  gap {med - kern:7.1f} us", flush=True)
+            for name, us, n in top:
+                print(f"      {us:8.1f} us  x{n}  {name}")
+        if ideal_bytes:
+            print(f"{wname} bytes moved {ideal_bytes / 1e6:.1f} MB", flush=True)
+    print(os.environ.get("LAZYTORCH_GPU_GEOMETRY", ""), dict(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,17 @@ def test_device_keyword_on_every_creation_function():
     assert lt.zeros(2, 3, device="cpu", requires_grad=True).requires_grad
 
 
+def test_cuda_synchronize_evaluates_what_is_pending(backend):
+    """torch.cuda.synchronize() in timing code: the pending work is done when it returns (a lazy
+    program runs when evaluated), on every backend, with or without a GPU."""
+    x = lt.tensor(np.arange(6, dtype=np.float32))
+    y = (x * 2.0 + 1.0).relu()
+    assert y.node.op != "buffer"
+    lt.cuda.synchronize()
+    assert y.node.op == "buffer"
+    np.testing.assert_array_equal(y.numpy(), np.maximum(np.arange(6) * 2.0 + 1.0, 0))
+
+
 def test_creation_on_unavailable_devices_raises():
     assert not lt.cuda.is_available() and lt.cuda.device_count() == 0
     with pytest.raises(AssertionError, match="cuda"):

@@ -355,6 +355,25 @@ def test_plans_of_mlx_backends_replay_through_mx_compile():
     assert ex.traced == warm and ex._traces is not None        # no new trace, still compiled
 
 
+def test_mlx_runs_start_the_gpu_and_synchronize_waits_for_the_last():
+    """Each run of an MLX plan starts its outputs on the device without waiting (MLX is lazy:
+    otherwise nothing runs before a host read), and synchronize waits for the last run started
+    (runtime/mlx.py submit / synchronize, behind lt.cuda.synchronize).  On MLX's CPU."""
+    import mlx.core as mx
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime import mlx as mlx_runtime
+    backend = mlx_runtime.MlxBackend("mlx-cpu-test", mlx_runtime.CUDA._replace(
+        available=lambda mx: True, ahead=lambda: False))
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    plan = kernel_plan([lt.tensor(a) @ lt.tensor(a.T)], "cuda")
+    (out,) = backend.prepare(plan).run([backend.adopt(a), backend.adopt(a.T)][:len(plan.params)])
+    assert mlx_runtime._LAST_SUBMITTED and mlx_runtime._LAST_SUBMITTED[0] is out.array
+    mlx_runtime.synchronize()
+    assert mlx_runtime._LAST_SUBMITTED == []
+    np.testing.assert_allclose(np.asarray(out), a @ a.T)
+    mx.eval(out.array)
+
+
 def test_mx_compile_replay_keeps_one_trace_per_scalar_values():
     """Python scalars are frozen into a trace (kernels compiled ahead take them by value): the
     replay keeps a trace per tuple of scalar values, reuses it when the values repeat, and runs

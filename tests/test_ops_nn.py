@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import lazytorch as lt
 from oracle import check, check_error, sample
@@ -221,6 +222,30 @@ def test_sdpa_masks_causal_scale(backend):
     check(lambda m, q, k, v, mask: sdpa(m)(q, k, v, attn_mask=mask), q, k, v, sample((2, 1, 4), seed=5))
     ks = sample((2, 6, 8), seed=1)
     check(lambda m, q, k, v: sdpa(m)(q, k, k, is_causal=True), q, ks, ks)   # L != S: top-left aligned
+
+
+def test_sdpa_query_with_every_key_masked_gets_zeros(backend):
+    """A query whose keys are all masked (a bool mask's row of False, a float mask's row of -inf,
+    scores of -inf) attends to nothing: torch's safe softmax gives zeros there, not NaN, on the
+    plain and on the dropout path."""
+    q, k, v = sample((2, 4, 8)), sample((2, 5, 8), seed=1), sample((2, 5, 8), seed=2)
+    sdpa = lambda m: F(m).scaled_dot_product_attention          # noqa: E731
+    keep = np.random.default_rng(4).random((2, 4, 5)) < 0.6
+    keep[:, :, 0], keep[0, 1], keep[1, 3] = True, False, False
+    check(lambda m, q, k, v, mask: sdpa(m)(q, k, v, attn_mask=mask), q, k, v, sample((2, 4, 5), "bool", values=keep))
+    additive = np.where(keep, 0.0, -np.inf).astype(np.float32)
+    check(lambda m, q, k, v, mask: sdpa(m)(q, k, v, attn_mask=mask), q, k, v,
+          sample((2, 4, 5), values=additive))
+    got = sdpa(lt)(q.lt, k.lt, v.lt, attn_mask=lt.tensor(keep), dropout_p=0.5)
+    assert np.all(got.numpy()[0, 1] == 0) and np.all(got.numpy()[1, 3] == 0)
+    assert np.isfinite(got.numpy()).all()
+    grads = []                                      # and the gradients are torch's (zeros there too)
+    for m in (torch, lt):
+        ins = [m.tensor(x.torch.numpy(), requires_grad=True) for x in (q, k, v)]
+        (sdpa(m)(*ins, attn_mask=m.tensor(keep)) ** 2).sum().backward()
+        grads.append([np.asarray(t.grad.numpy()) for t in ins])
+    for want, have in zip(*grads):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

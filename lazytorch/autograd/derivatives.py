@@ -27,6 +27,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.build import call, contiguous, view_of
+from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
 from ..ir.node import Node
@@ -882,14 +883,7 @@ def _sdpa(a, out, g):
                        "is not supported", {"query": q, "key": k})
     scale = a.get("scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = C("mul", C("matmul", q, C("transpose", k, -2, -1)), scale)
-    L, S = q.shape[-2], k.shape[-2]
-    if a.get("is_causal"):
-        causal = C("ge", C("sub", iota((L, 1), 0), iota((1, S), 1)), 0)
-        s = C("masked_fill", s, C("logical_not", causal), -math.inf)
-    if mask is not None:
-        s = C("masked_fill", s, C("logical_not", mask), -math.inf) if mask.dtype is D.bool_ else C("add", s, mask)
-    p = C("softmax", s, -1)
+    p = attention_weights(q, k, mask, a.get("is_causal"), scale)    # (zeros where every key is masked)
     gv = C("matmul", C("transpose", p, -2, -1), g)
     gp = C("matmul", g, C("transpose", v, -2, -1))
     gmask = C("mul", p, C("sub", gp, C("sum", C("mul", gp, p), [-1], True)))

@@ -82,17 +82,28 @@ def attention(op: OpDef, schema: Schema, a: Args) -> Node:
     if p == 0.0:
         return generic(op, schema, a)
     meta.run(op, a)                                  # the checks (shapes, dtypes, p in [0, 1])
-    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if a["scale"] is None else a["scale"]
+    weights = attention_weights(a["query"], a["key"], a["attn_mask"], a["is_causal"], a["scale"])
+    return call("matmul", call("dropout", weights, p, True), a["value"])
+
+
+def attention_weights(q: Node, k: Node, mask: Node | None, is_causal, scale) -> Node:
+    """softmax(q kᵀ · scale + mask) over the keys, as torch's math path computes it (the dropout
+    path above and the decomposition of the whole node): a bool mask, or the causal one (query i
+    sees keys 0..i, top-left aligned), drops keys; a float mask is added; a query whose scores are
+    all -inf (every key dropped) gets zero weights, not NaN, as torch's safe softmax gives."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = call("mul", call("matmul", q, call("transpose", k, -2, -1)), scale)
     L, S = q.shape[-2], k.shape[-2]
-    if a["is_causal"]:                               # query i sees keys 0..i (top-left, as torch)
+    if is_causal:
         mask = call("ge", iota((L, S), 0), iota((L, S), 1))
     if mask is not None and mask.dtype.is_bool:
         scores = call("where", mask, scores, -math.inf)
     elif mask is not None:
         scores = call("add", scores, mask)
-    return call("matmul", call("dropout", call("softmax", scores, -1), p, True), v)
+    weights = call("softmax", scores, -1)
+    if S == 0:                                       # (no keys: nothing to take a max of)
+        return weights
+    return call("where", call("eq", call("amax", scores, -1, True), -math.inf), 0.0, weights)
 
 
 @builder("channel_shuffle")

@@ -74,6 +74,29 @@ CUDA = KernelFactory(
     lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True,
     ahead=lambda: os.environ.get("LAZYTORCH_CUDA_JIT", "ahead") == "ahead" and nvrtc.available())
 
+# The arrays of the last run started on the GPU: MLX runs one GPU stream in order, so waiting for
+# them waits for everything started before (lt.cuda.synchronize).
+_LAST_SUBMITTED: list = []
+
+
+def synchronize() -> None:
+    """Waits until all work started on the GPU (`submit`) has finished."""
+    arrays = list(_LAST_SUBMITTED)
+    _LAST_SUBMITTED.clear()
+    _mx().eval(arrays)
+
+
+def submit(buffers: Sequence[Buffer]) -> None:
+    """Starts the GPU on a run's outputs without waiting, as torch launches its kernels: MLX
+    evaluates lazily, so otherwise nothing would run before a host read asks for it.  Outputs no
+    launch wrote (a lazy buffer never made) stay unmade."""
+    arrays = [b.array for b in buffers
+              if isinstance(b, MlxBuffer) and not (isinstance(b, LazyBuffer) and b._array is None)]
+    if arrays:
+        _mx().async_eval(arrays)
+        _LAST_SUBMITTED[:] = arrays
+
+
 # mx.matmul on the GPU computes these in the precision torch does (half types accumulate in f32)
 MATMUL_DTYPES = (D.float16, D.bfloat16, D.float32)
 
@@ -285,6 +308,11 @@ class MxCompiledPlan:
         return _mx().compile(pure)
 
     def run(self, args: Sequence[Any]) -> list[Buffer]:
+        outs = self._run(args)
+        submit(outs)
+        return outs
+
+    def _run(self, args: Sequence[Any]) -> list[Buffer]:
         ex, traces = self.executor, self._traces
         if traces is None or self._first:
             self._first = False
@@ -311,15 +339,17 @@ class MxCompiledPlan:
         return [MlxBuffer(a, o.dtype) for a, o in zip(arrays, self.plan.outputs)]
 
 
-def _replayed(executor: PlanExecutor):
-    """The executor, or its mx.compile replay where a run is a function of its arrays and scalars
-    (no host launches, no zero-size buffers, no launch tracing)."""
+def _replayed(executor: PlanExecutor) -> MxCompiledPlan:
+    """The executor in a replay that starts the GPU at the end of each run (`submit`), replayed
+    through mx.compile where a run is a function of its arrays and scalars (no host launches, no
+    zero-size buffers, no launch tracing)."""
     plan = executor.plan
+    replay = MxCompiledPlan(executor)
     # (MLX's compile crashed the process on zero-size arrays on cuda: such plans run plainly)
     empty = any(0 in b.shape for launch in plan.launches for _, b in (*launch.reads, *launch.writes))
     if not plan.launches or executor.host_launches or executor.traced or empty:
-        return executor
-    return MxCompiledPlan(executor)
+        replay._traces = None
+    return replay
 
 
 # Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...ir import dtypes as D
 from ...ir.build import call as B
-from ...ir.creation import iota
+from ...ir.build_nn import attention_weights
 from ...ir.node import Node
 from . import LIBRARY_FORMS, back, decomposes, opmath
 
@@ -182,16 +182,8 @@ def scaled_dot_product_attention(node: Node, query: Node, key: Node, value: Node
                                  dropout_p: float = 0.0, is_causal: bool = False, scale=None,
                                  enable_gqa: bool = False) -> Node:
     q, k, v = opmath(query), opmath(key), opmath(value)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = B("mul", B("matmul", q, B("transpose", k, -2, -1)), scale)
-    L, S = q.shape[-2], k.shape[-2]
-    if is_causal:                                # query i sees keys 0..i (top-left aligned, as torch)
-        attn_mask = B("ge", iota((L, S), 0), iota((L, S), 1))
-    if attn_mask is not None and attn_mask.dtype.is_bool:
-        scores = B("where", attn_mask, scores, -math.inf)
-    elif attn_mask is not None:
-        scores = B("add", scores, opmath(attn_mask))
-    return back(B("matmul", softmax_of(scores, -1), v), node.dtype)
+    mask = attn_mask if attn_mask is None or attn_mask.dtype.is_bool else opmath(attn_mask)
+    return back(B("matmul", attention_weights(q, k, mask, is_causal, scale), v), node.dtype)
 
 
 FUSED_ATTENTION_DTYPES = (D.float32, D.float16, D.bfloat16)
