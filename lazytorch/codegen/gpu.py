@@ -140,8 +140,3 @@ def plan_geometry(plan) -> dict[str, str]:
             out[launch.name] = f"{rendered.template} {rendered.geometry}"
     return out
 
-
-def division_by_zero(launch) -> ZeroDivisionError:
-    """The error the GPU backends raise when a kernel set its ERROR_FLAG."""
-    ops = ", ".join(sorted({n.op for n in launch.nodes}))
-    return ZeroDivisionError(f"{launch.name}: integer division by zero (ops: {ops})")
