@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from .device import cuda_available
+from .realize import backend_name, eval_nodes
+from .tensor import live_pending
 
 
 def is_available() -> bool:
@@ -18,9 +20,7 @@ def synchronize(device: object = None) -> None:
     run starts its kernels on the GPU without waiting, runtime/mlx.py `submit`); on the GPU backends
     the thread then waits for the last run started (runtime/mlx.py `synchronize`).  Elsewhere the
     evaluation is all there is to wait for."""
-    from .realize import backend_name, eval_nodes
-    from .tensor import live_pending
     eval_nodes(live_pending())
     if backend_name() in ("cuda", "metal"):
-        from .runtime.mlx import synchronize as device_synchronize
+        from .runtime.mlx import synchronize as device_synchronize   # (MLX only where it runs)
         device_synchronize()
