@@ -9,7 +9,7 @@ from ..ir import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import _empty, _factory
+from .layers import _empty, _factory, _nondefault, _register, _reset_affine
 from .module import Module
 from .parameter import Parameter, set_value
 
@@ -63,46 +63,31 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def forward(self, input: Tensor) -> Tensor:
+        conv = getattr(F, f"conv{self._dims}d")
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
     def extra_repr(self) -> str:
-        s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
         n = self._dims
-        if self.padding != (0,) * n:
-            s += ", padding={padding}"
-        if self.dilation != (1,) * n:
-            s += ", dilation={dilation}"
-        if self.output_padding != (0,) * n:
-            s += ", output_padding={output_padding}"
-        if self.groups != 1:
-            s += ", groups={groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s.format(**self.__dict__)
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + _nondefault(self, padding=(0,) * n, dilation=(1,) * n, output_padding=(0,) * n, groups=1)
+                + (", bias=False" if self.bias is None else ""))
 
 
 class Conv1d(_ConvNd):
     _dims = 1
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
 
 class Conv2d(_ConvNd):
     _dims = 2
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class Conv3d(_ConvNd):
     _dims = 3
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
 
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
-    _functional = "conv_transpose2d"
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros",
@@ -114,23 +99,21 @@ class _ConvTransposeNd(_ConvNd):
         if output_size is not None:
             raise NotImplementedError(f"lazytorch: {type(self).__name__}.forward(output_size=...) is not "
                                       "supported; set output_padding in the constructor")
-        return getattr(F, self._functional)(input, self.weight, self.bias, self.stride, self.padding,
-                                            self.output_padding, self.groups, self.dilation)
+        conv_transpose = getattr(F, f"conv_transpose{self._dims}d")
+        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                              self.groups, self.dilation)
 
 
 class ConvTranspose1d(_ConvTransposeNd):
     _dims = 1
-    _functional = "conv_transpose1d"
-
-
-class ConvTranspose3d(_ConvTransposeNd):
-    _dims = 3
-    _functional = "conv_transpose3d"
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
-    _functional = "conv_transpose2d"
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _dims = 3
 
 
 # ---------------------------------------------------------------- pooling
@@ -226,20 +209,13 @@ class _BatchNorm(Module):
         from .. import ones, tensor, zeros
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, dtype=dtype))
-            self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _register(self, affine, dtype, weight=(num_features,))
+        _register(self, affine and bias, dtype, bias=(num_features,))
+        _reset_affine(self)
+        stats = track_running_stats
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype) if stats else None)
+        self.register_buffer("running_var", ones(num_features, dtype=dtype) if stats else None)
+        self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64) if stats else None)
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
@@ -249,9 +225,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim not in self._input_dims:

@@ -18,6 +18,26 @@ def _empty(*shape: int, dtype=None) -> Tensor:
     return empty(*shape, dtype=D.as_dtype(dtype) if dtype is not None else None)
 
 
+def _register(module: Module, present: bool, dtype, **shapes: tuple[int, ...]) -> None:
+    """Registers each named parameter (uninitialised, of its shape) when `present`, else as None, as
+    torch registers a layer's optional weights (bias=False, affine=False)."""
+    for name, shape in shapes.items():
+        module.register_parameter(name, Parameter(_empty(*shape, dtype=dtype)) if present else None)
+
+
+def _reset_affine(module: Module) -> None:
+    """A normalisation's affine parameters start as the identity map: weight 1, bias 0."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
+def _nondefault(module: Module, **defaults) -> str:
+    """", name=value" for each of the module's attributes that differs from its default (extra_repr)."""
+    return "".join(f", {k}={getattr(module, k)}" for k, d in defaults.items() if getattr(module, k) != d)
+
+
 def _factory(device, dtype) -> None:
     """torch's factory keywords of a layer: device= selects the process's device (lazytorch/device.py);
     dtype= is passed to each parameter's creation."""
@@ -103,10 +123,7 @@ class Bilinear(Module):
         _factory(device, dtype)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register(self, bias, dtype, bias=(out_features,))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -170,8 +187,7 @@ class Embedding(Module):
         return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, **kwargs)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        return f"{self.num_embeddings}, {self.embedding_dim}" + _nondefault(self, padding_idx=None)
 
 
 class EmbeddingBag(Module):
@@ -207,15 +223,9 @@ class EmbeddingBag(Module):
                              self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
-        s += f", mode={self.mode!r}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        return (f"{self.num_embeddings}, {self.embedding_dim}"
+                + _nondefault(self, max_norm=None, norm_type=2, scale_grad_by_freq=False)
+                + f", mode={self.mode!r}" + _nondefault(self, padding_idx=None))
 
 
 def _shape_tuple(shape) -> tuple[int, ...]:
@@ -229,19 +239,12 @@ class LayerNorm(Module):
         _factory(device, dtype)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
-            self.register_parameter("bias", Parameter(_empty(*self.normalized_shape, dtype=dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
+        _register(self, elementwise_affine and bias, dtype, bias=self.normalized_shape)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -258,11 +261,9 @@ class RMSNorm(Module):
         _factory(device, dtype)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
+        _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
         if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
             init.ones_(self.weight)
-        else:
-            self.register_parameter("weight", None)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -279,15 +280,12 @@ class GroupNorm(Module):
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(_empty(num_channels, dtype=dtype))
-            self.register_parameter("bias", Parameter(_empty(num_channels, dtype=dtype)) if bias else None)
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register(self, affine, dtype, weight=(num_channels,))
+        _register(self, affine and bias, dtype, bias=(num_channels,))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -381,20 +379,11 @@ class MultiheadAttention(Module):
         self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
         self.head_dim = embed_dim // num_heads
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
-        if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim, dtype=dtype))
-            self.register_parameter("q_proj_weight", None)
-            self.register_parameter("k_proj_weight", None)
-            self.register_parameter("v_proj_weight", None)
-        else:
-            self.q_proj_weight = Parameter(_empty(embed_dim, embed_dim, dtype=dtype))
-            self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim, dtype=dtype))
-            self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim, dtype=dtype))
-            self.register_parameter("in_proj_weight", None)
-        if bias:
-            self.in_proj_bias = Parameter(_empty(3 * embed_dim, dtype=dtype))
-        else:
-            self.register_parameter("in_proj_bias", None)
+        same = self._qkv_same_embed_dim
+        _register(self, same, dtype, in_proj_weight=(3 * embed_dim, embed_dim))
+        _register(self, not same, dtype, q_proj_weight=(embed_dim, embed_dim), k_proj_weight=(embed_dim, self.kdim),
+                  v_proj_weight=(embed_dim, self.vdim))
+        _register(self, bias, dtype, in_proj_bias=(3 * embed_dim,))
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False
