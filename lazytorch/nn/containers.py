@@ -16,7 +16,27 @@ def _index(op: str, idx: int, n: int) -> int:
     return idx % n
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: children in order, renumbered "0", "1", ... when one is
+    removed or inserted (as torch does)."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def _renumber(self, items: list[Module]) -> None:
+        self._modules.clear()
+        for i, module in enumerate(items):
+            self._modules[str(i)] = module
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Modules called in order; built from modules or one OrderedDict of them."""
 
     def __init__(self, *args) -> None:
@@ -41,20 +61,7 @@ class Sequential(Module):
         keys = list(self._modules)
         for key in (keys[idx] if isinstance(idx, slice) else [keys[_index("Sequential", idx, len(self))]]):
             del self._modules[key]
-        items = list(self._modules.values())       # torch renumbers the rest
-        self._modules.clear()
-        for i, module in enumerate(items):
-            self._modules[str(i)] = module
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
+        self._renumber(list(self._modules.values()))
 
     def extend(self, modules: Iterable[Module]) -> "Sequential":
         for m in modules:
@@ -62,11 +69,11 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> "Sequential":
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        self._renumber(items)
         return self
 
     def forward(self, input):
@@ -75,7 +82,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered as children "0", "1", ..."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
@@ -94,25 +101,13 @@ class ModuleList(Module):
     def __delitem__(self, idx) -> None:
         items = list(self._modules.values())
         del items[idx if isinstance(idx, slice) else _index("ModuleList", idx, len(self))]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        self._renumber(items)
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
 
     def __add__(self, other: Iterable[Module]) -> "ModuleList":
         return ModuleList(list(self) + list(other))
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules: Iterable[Module]) -> "ModuleList":
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
@@ -124,9 +119,7 @@ class ModuleList(Module):
     def insert(self, index: int, module: Module) -> None:
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        self._renumber(items)
 
     def __repr__(self) -> str:
         """torch's form: runs of children that print the same are shown once as "(i-j): n x ..."."""
