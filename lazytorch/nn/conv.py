@@ -1,6 +1,6 @@
-"""Convolution, pooling, batch normalisation and resampling modules, over nn.functional's ops with
-torch's signatures (conv1d/conv2d/conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-batch_norm, interpolate)."""
+"""Convolution, batch and instance normalisation and resampling modules, over nn.functional's ops with
+torch's signatures (conv1d/conv2d/conv_transpose2d, batch_norm, instance_norm, interpolate).  Pooling
+modules are rows of thin.py's table."""
 from __future__ import annotations
 
 import math
@@ -116,57 +116,7 @@ class ConvTranspose3d(_ConvTransposeNd):
     _dims = 3
 
 
-# ---------------------------------------------------------------- pooling
-class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input: Tensor):
-        if self.return_indices:
-            return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                                ceil_mode=self.ceil_mode, return_indices=True)
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override=None) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
-        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
-
-
+# ---------------------------------------------------------------- resampling (pooling: rows of thin.py)
 class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                  recompute_scale_factor=None) -> None:

@@ -1,6 +1,6 @@
 """Layers with torch's constructors, default initialisation and semantics: linear maps, embeddings,
-normalisation, dropout, PReLU, reshaping and multi-head attention.  The other activations are rows
-of thin.py's table; convolution, pooling, batch norm and resampling are in conv.py; losses in loss.py."""
+normalisation, PReLU and multi-head attention.  Activations, dropout, pooling and reshaping modules
+are rows of thin.py's table; convolution, batch norm and resampling are in conv.py; losses in loss.py."""
 from __future__ import annotations
 
 import math
@@ -293,47 +293,6 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
-
-
-class Dropout(Module):
-    """Zeroes each element with probability p in training mode (a seeded mask, scaled by 1/(1-p));
-    the identity in eval mode."""
-
-    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = p, inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
-
-
-class Flatten(Module):
-    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return input.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self) -> str:
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class Unflatten(Module):
-    def __init__(self, dim: int, unflattened_size) -> None:
-        super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return input.unflatten(self.dim, self.unflattened_size)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 # ---------------------------------------------------------------- activations

@@ -180,20 +180,23 @@ THIN: list[Thin] = [
     Thin("Unfold", lambda m, x: F.unfold(x, m.kernel_size, m.dilation, m.padding, m.stride),
          (("kernel_size", REQUIRED), ("dilation", 1), ("padding", 0), ("stride", 1))),
     # pooling
-    _max_pool(1), _max_pool(3),
+    *[_max_pool(d) for d in (1, 2, 3)],
     Thin("AvgPool1d", lambda m, x: F.avg_pool1d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode,
                                                 m.count_include_pad),
          (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
           ("count_include_pad", True)), repr="kernel_size={kernel_size}, stride={stride}, padding={padding}",
          convert={"kernel_size": lambda v, _: _ONE(v), "stride": lambda v, vs: _ONE(_stride_default(v, vs)),
                   "padding": lambda v, _: _ONE(v)}),
-    Thin("AvgPool3d", lambda m, x: F.avg_pool3d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                                                m.count_include_pad, m.divisor_override),
-         (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
-          ("count_include_pad", True), ("divisor_override", None)),
-         repr="kernel_size={kernel_size}, stride={stride}, padding={padding}", convert={"stride": _stride_default}),
-    Thin("AdaptiveAvgPool1d", lambda m, x: F.adaptive_avg_pool1d(x, m.output_size), (("output_size", REQUIRED),)),
-    Thin("AdaptiveAvgPool3d", lambda m, x: F.adaptive_avg_pool3d(x, m.output_size), (("output_size", REQUIRED),)),
+    *[Thin(f"AvgPool{d}d", lambda m, x, fn=f"avg_pool{d}d": getattr(F, fn)(x, m.kernel_size, m.stride, m.padding,
+                                                                            m.ceil_mode, m.count_include_pad,
+                                                                            m.divisor_override),
+           (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
+            ("count_include_pad", True), ("divisor_override", None)),
+           repr="kernel_size={kernel_size}, stride={stride}, padding={padding}", convert={"stride": _stride_default})
+      for d in (2, 3)],
+    *[Thin(f"AdaptiveAvgPool{d}d", lambda m, x, fn=f"adaptive_avg_pool{d}d": getattr(F, fn)(x, m.output_size),
+           (("output_size", REQUIRED),))
+      for d in (1, 2, 3)],
     *[Thin(f"AdaptiveMaxPool{d}d",
            lambda m, x, fn=f"adaptive_max_pool{d}d": getattr(F, fn)(x, m.output_size, m.return_indices),
            (("output_size", REQUIRED), ("return_indices", False)), repr="output_size={output_size}")
@@ -214,11 +217,16 @@ THIN: list[Thin] = [
     Thin("LocalResponseNorm", lambda m, x: F.local_response_norm(x, m.size, m.alpha, m.beta, m.k),
          (("size", REQUIRED), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
          repr="{size}, alpha={alpha}, beta={beta}, k={k}"),
-    # dropout
+    # dropout, reshaping
+    Thin("Dropout", lambda m, x: F.dropout(x, m.p, m.training, m.inplace), (("p", 0.5), _INPLACE),
+         repr="p={p}, inplace={inplace}", convert={"p": lambda v, _: _check_p(v)}),
     *[Thin(name, lambda m, x, fn=fn: getattr(F, fn)(x, m.p, m.training), (("p", 0.5), _INPLACE),
            repr="p={p}, inplace={inplace}", convert={"p": lambda v, _: _check_p(v)})
       for name, fn in (("Dropout1d", "dropout1d"), ("Dropout2d", "dropout2d"), ("Dropout3d", "dropout3d"),
                        ("AlphaDropout", "alpha_dropout"), ("FeatureAlphaDropout", "feature_alpha_dropout"))],
+    Thin("Flatten", lambda m, x: x.flatten(m.start_dim, m.end_dim), (("start_dim", 1), ("end_dim", -1))),
+    Thin("Unflatten", lambda m, x: x.unflatten(m.dim, m.unflattened_size),
+         (("dim", REQUIRED), ("unflattened_size", REQUIRED)), convert={"unflattened_size": lambda v, _: tuple(v)}),
     # distances
     Thin("CosineSimilarity", lambda m, a, b: F.cosine_similarity(a, b, m.dim, m.eps),
          (("dim", 1), ("eps", 1e-8)), repr=""),

@@ -11,7 +11,10 @@ from typing import Callable
 from ..tensor import Tensor
 from . import functional as F
 from .containers import ModuleList
-from .layers import Dropout, LayerNorm, Linear, MultiheadAttention, _factory
+from .layers import LayerNorm, Linear, MultiheadAttention, _factory
+from .thin import CLASSES
+
+Dropout = CLASSES["Dropout"]
 from .module import Module
 
 def _activation(activation) -> Callable:
