@@ -9,7 +9,6 @@ from .conv import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d
                    UpsamplingNearest2d)
 from .layers import (Bilinear, Embedding, EmbeddingBag, GroupNorm, Identity, LayerNorm, LazyLinear, Linear,
                      MultiheadAttention, PReLU, RMSNorm)
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
 from .module import Module
 from .parallel import DataParallel
 from .parameter import Parameter

@@ -1,6 +1,6 @@
 """Layers with torch's constructors, default initialisation and semantics: linear maps, embeddings,
 normalisation, PReLU and multi-head attention.  Activations, dropout, pooling and reshaping modules
-are rows of thin.py's table; convolution, batch norm and resampling are in conv.py; losses in loss.py."""
+and losses are rows of thin.py's table; convolution, batch norm and resampling are in conv.py."""
 from __future__ import annotations
 
 import math

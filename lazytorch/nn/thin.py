@@ -233,6 +233,21 @@ THIN: list[Thin] = [
     Thin("PairwiseDistance", lambda m, a, b: F.pairwise_distance(a, b, m.p, m.eps, m.keepdim),
          (("p", 2.0), ("eps", 1e-6), ("keepdim", False)), repr=""),
     # losses (torch's legacy size_average / reduce fold into `reduction`)
+    Thin("MSELoss", lambda m, x, t: F.mse_loss(x, t, reduction=m.reduction), _LOSS, repr=""),
+    Thin("L1Loss", lambda m, x, t: F.l1_loss(x, t, reduction=m.reduction), _LOSS, repr=""),
+    Thin("SmoothL1Loss", lambda m, x, t: F.smooth_l1_loss(x, t, reduction=m.reduction, beta=m.beta),
+         (*_LOSS, ("beta", 1.0)), repr=""),
+    Thin("NLLLoss", lambda m, x, t: F.nll_loss(x, t, weight=m.weight, ignore_index=m.ignore_index,
+                                               reduction=m.reduction),
+         (("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None), ("reduction", "mean")),
+         repr="", buffers=("weight",)),
+    Thin("CrossEntropyLoss", lambda m, x, t: F.cross_entropy(x, t, weight=m.weight, ignore_index=m.ignore_index,
+                                                             reduction=m.reduction, label_smoothing=m.label_smoothing),
+         (("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None), ("reduction", "mean"),
+          ("label_smoothing", 0.0)), repr="", buffers=("weight",)),
+    Thin("BCEWithLogitsLoss", lambda m, x, t: F.binary_cross_entropy_with_logits(x, t, m.weight, reduction=m.reduction,
+                                                                                 pos_weight=m.pos_weight),
+         (("weight", None), *_LOSS, ("pos_weight", None)), repr="", buffers=("weight", "pos_weight")),
     Thin("BCELoss", lambda m, x, t: F.binary_cross_entropy(x, t, m.weight, reduction=m.reduction),
          (("weight", None), *_LOSS), repr="", buffers=("weight",)),
     Thin("KLDivLoss", lambda m, x, t: F.kl_div(x, t, reduction=m.reduction, log_target=m.log_target),
@@ -295,3 +310,5 @@ def _triplet_with_distance(anchor, positive, negative, distance, margin: float, 
 
 
 CLASSES: dict[str, type] = {spec.name: make(spec) for spec in THIN}
+# torch's deprecated name for NLLLoss on (N, C, H, W) inputs, a subclass of it
+CLASSES["NLLLoss2d"] = type("NLLLoss2d", (CLASSES["NLLLoss"],), {"__module__": __name__})
