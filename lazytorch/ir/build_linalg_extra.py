@@ -410,15 +410,33 @@ def _floating(op: str, x: Node, name: str = "A") -> None:
                        "linalg functions take float32 or float64 tensors")
 
 
+def _matrices(op: str, x: Node) -> None:
+    """A floating batch of (not necessarily square) matrices."""
+    _floating(op, x)
+    if x.ndim < 2:
+        raise op_error(RuntimeError, op, f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+
+
 def _lapack(fn: str, inputs, shape, dtype, **params) -> Node:
     return host_call(fn, inputs, shape, dtype, **params)
 
 
-@linalg_op("linalg_inv", "inverse")
-def _inv(op, a):
+# Ops on a batch of square matrices that are one LAPACK call: op -> (the name errors use, the host
+# function, the result's shape from the input's)
+SQUARE_CALLS = {
+    **dict.fromkeys(("linalg_inv", "inverse"), ("linalg.inv", "inv", lambda shape: shape)),
+    **dict.fromkeys(("linalg_det", "det"), ("linalg.det", "det", lambda shape: shape[:-2])),
+    "logdet": ("logdet", "logdet", lambda shape: shape[:-2]),
+    **dict.fromkeys(("matrix_exp", "linalg_matrix_exp"), ("matrix_exp", "expm", lambda shape: shape)),
+}
+
+
+@linalg_op(*SQUARE_CALLS)
+def _square_call(op, a):
+    name, fn, result_shape = SQUARE_CALLS[op]
     x = a["self"]
-    _square("linalg.inv", x)
-    return _lapack("inv", (x,), x.shape, x.dtype)
+    _square(name, x)
+    return _lapack(fn, (x,), result_shape(x.shape), x.dtype)
 
 
 @linalg_op("linalg_inv_ex")
@@ -428,25 +446,11 @@ def _inv_ex(op, a):
     return _lapack("inv", (x,), x.shape, x.dtype, lenient=True), _lapack("info", (x,), x.shape[:-2], D.int32)
 
 
-@linalg_op("linalg_det", "det")
-def _det(op, a):
-    x = a["self"]
-    _square("linalg.det", x)
-    return _lapack("det", (x,), x.shape[:-2], x.dtype)
-
-
 @linalg_op("linalg_slogdet")
 def _slogdet(op, a):
     x = a["self"]
     _square("linalg.slogdet", x)
     return (_lapack("slogdet_sign", (x,), x.shape[:-2], x.dtype), _lapack("slogdet_log", (x,), x.shape[:-2], x.dtype))
-
-
-@linalg_op("logdet")
-def _logdet(op, a):
-    x = a["self"]
-    _square("logdet", x)
-    return _lapack("logdet", (x,), x.shape[:-2], x.dtype)
 
 
 def _solve_shapes(op: str, A: Node, B: Node, left: bool = True):
@@ -500,9 +504,7 @@ def _cholesky_ex(op, a):
 @linalg_op("linalg_qr")
 def _qr(op, a):
     x, mode = a["self"], a["mode"]
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.qr", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
-    _floating("linalg.qr", x)
+    _matrices("linalg.qr", x)
     m, n = x.shape[-2:]
     k = min(m, n)
     if mode not in ("reduced", "complete", "r"):
@@ -523,9 +525,7 @@ def _qr_old(op, a):
 @linalg_op("linalg_svd")
 def _svd(op, a):
     x = a["self"]
-    _floating("linalg.svd", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.svd", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+    _matrices("linalg.svd", x)
     m, n = x.shape[-2:]
     k = min(m, n)
     full = a["full_matrices"]
@@ -544,9 +544,7 @@ def _svd_old(op, a):
 @linalg_op("linalg_svdvals")
 def _svdvals(op, a):
     x = a["self"]
-    _floating("linalg.svdvals", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.svdvals", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+    _matrices("linalg.svdvals", x)
     return _lapack("svdvals", (x,), x.shape[:-2] + (min(x.shape[-2:]),), x.dtype)
 
 
@@ -569,9 +567,7 @@ def _eigvalsh(op, a):
 @linalg_op("linalg_pinv", "pinverse")
 def _pinv(op, a):
     x = a["self"]
-    _floating("linalg.pinv", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.pinv", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+    _matrices("linalg.pinv", x)
     rtol = a["rcond"] if "rcond" in a else a.get("rtol")
     atol = a.get("atol")
     return _lapack("pinv", (x, _tol(atol, x), _tol(rtol, x)), x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype,
@@ -636,13 +632,6 @@ def _cond(op, a):
         hi, lo = call("amax", s, -1), call("amin", s, -1)
         return call("div", hi, lo) if p in (None, 2) else call("div", lo, hi)
     return call("mul", call("linalg_matrix_norm", x, p), call("linalg_matrix_norm", call("linalg_inv", x), p))
-
-
-@linalg_op("matrix_exp", "linalg_matrix_exp")
-def _matrix_exp(op, a):
-    x = a["self"]
-    _square("matrix_exp", x)
-    return _lapack("expm", (x,), x.shape, x.dtype)
 
 
 @linalg_op("linalg_solve_triangular")
