@@ -252,9 +252,7 @@ class _InstanceNorm(_BatchNorm):
 
     def _update_instance_stats(self, input: Tensor) -> None:
         dims = tuple(range(2, input.ndim))
-        n = 1
-        for s in input.shape[2:]:
-            n *= s
+        n = math.prod(input.shape[2:])
         mean = input.mean(dim=dims).mean(0)
         var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
         m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
