@@ -9,13 +9,9 @@ from ..ir import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import _empty, _factory, _nondefault, _register, _reset_affine
+from .layers import _empty, _factory, _nondefault, _ntuple, _register, _reset_affine
 from .module import Module
 from .parameter import Parameter, set_value
-
-
-def _ntuple(value, n: int) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
 
 
 class _ConvNd(Module):

@@ -228,6 +228,11 @@ class EmbeddingBag(Module):
                 + f", mode={self.mode!r}" + _nondefault(self, padding_idx=None))
 
 
+def _ntuple(value, n: int) -> tuple:
+    """A value or a sequence of them as a tuple (a single value repeated n times), as torch's _ntuple."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
 def _shape_tuple(shape) -> tuple[int, ...]:
     return (shape,) if isinstance(shape, int) else tuple(shape)
 

@@ -11,13 +11,10 @@ from typing import Callable
 from ..tensor import Tensor
 from . import functional as F
 from .functional import _legacy_reduction
+from .layers import _ntuple
 from .module import Module
 
 REQUIRED = object()          # a constructor parameter without a default
-
-
-def _tuple(n: int) -> Callable:
-    return lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 
 
 @dataclass(frozen=True)
@@ -107,13 +104,13 @@ def _pad_rows(dims: int) -> list[Thin]:
     for kind, mode in (("Reflection", "reflect"), ("Replication", "replicate"), ("Circular", "circular")):
         rows.append(Thin(f"{kind}Pad{dims}d", lambda m, x, mode=mode: F.pad(x, m.padding, mode),
                          (("padding", REQUIRED),), repr="{padding}",
-                         convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                         convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     rows.append(Thin(f"ZeroPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", 0.0),
                      (("padding", REQUIRED),), repr="{padding}",
-                     convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     rows.append(Thin(f"ConstantPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", m.value),
                      (("padding", REQUIRED), ("value", REQUIRED)), repr="padding={padding}, value={value}",
-                     convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     return rows
 
 
@@ -132,8 +129,6 @@ def _max_pool(dims: int) -> Thin:
                      "ceil_mode={ceil_mode}",
                 convert={"stride": _stride_default})
 
-
-_ONE = _tuple(1)
 
 THIN: list[Thin] = [
     # activations (inplace=True is accepted and shown; the result is computed out of place)
@@ -185,8 +180,8 @@ THIN: list[Thin] = [
                                                 m.count_include_pad),
          (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
           ("count_include_pad", True)), repr="kernel_size={kernel_size}, stride={stride}, padding={padding}",
-         convert={"kernel_size": lambda v, _: _ONE(v), "stride": lambda v, vs: _ONE(_stride_default(v, vs)),
-                  "padding": lambda v, _: _ONE(v)}),
+         convert={"kernel_size": lambda v, _: _ntuple(v, 1), "stride": lambda v, vs: _ntuple(_stride_default(v, vs), 1),
+                  "padding": lambda v, _: _ntuple(v, 1)}),
     *[Thin(f"AvgPool{d}d", lambda m, x, fn=f"avg_pool{d}d": getattr(F, fn)(x, m.kernel_size, m.stride, m.padding,
                                                                             m.ceil_mode, m.count_include_pad,
                                                                             m.divisor_override),
@@ -208,9 +203,9 @@ THIN: list[Thin] = [
     *[Thin(f"MaxUnpool{d}d", lambda m, x, indices, output_size=None, fn=f"max_unpool{d}d":
            getattr(F, fn)(x, indices, m.kernel_size, m.stride, m.padding, output_size),
            (("kernel_size", REQUIRED), ("stride", None), ("padding", 0)),
-           convert={"kernel_size": lambda v, _, n=d: _tuple(n)(v),
-                    "stride": lambda v, vs, n=d: _tuple(n)(_stride_default(v, vs)),
-                    "padding": lambda v, _, n=d: _tuple(n)(v)})
+           convert={"kernel_size": lambda v, _, n=d: _ntuple(v, n),
+                    "stride": lambda v, vs, n=d: _ntuple(_stride_default(v, vs), n),
+                    "padding": lambda v, _, n=d: _ntuple(v, n)})
       for d in (1, 2, 3)],
     Thin("LPPool3d", lambda m, x: F.lp_pool3d(x, m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
          (("norm_type", REQUIRED), ("kernel_size", REQUIRED), ("stride", None), ("ceil_mode", False))),
