@@ -1,7 +1,6 @@
 """lazytorch.nn.functional: the registry's nn ops (those marked `nn: true` in
 lazytorch/ir/registry/*.yaml), installed here by lazytorch/__init__.py.  A name missing here raises
 "module 'lazytorch.nn.functional' has no attribute ..."."""
-from __future__ import annotations
 
 from ..ir.build_loss import legacy_reduction as _legacy_reduction
 
