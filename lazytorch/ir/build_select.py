@@ -53,7 +53,7 @@ def sort(op: OpDef, schema: Schema, a: Args):
     values = _values(x, d, idx)
     if op.name == "msort":
         return values
-    return (values, idx) if x0.ndim else (call("reshape", values, ()), call("reshape", idx, ()))
+    return _finish(x0, values, idx, d, True)
 
 
 @builder("msort")
@@ -72,8 +72,7 @@ def topk(op: OpDef, schema: Schema, a: Args):
                        f"{x.shape[d]}", {"self": x0}, f"k must be in 0..{x.shape[d]}")
     shape = x.shape[:d] + (k,) + x.shape[d + 1:]
     idx = host_call("topk", (x,), shape, D.int64, k=k, dim=d, largest=bool(a["largest"]))
-    values = _values(x, d, idx)
-    return (values, idx) if x0.ndim else (call("reshape", values, ()), call("reshape", idx, ()))
+    return _finish(x0, _values(x, d, idx), idx, d, True)
 
 
 def _reduced_index(op: str, x: Node, d: int, fn: str, **params) -> Node:
@@ -194,11 +193,7 @@ def quantile(op: OpDef, schema: Schema, a: Args):
         raise op_error(RuntimeError, op.name, f"q must be a scalar or 1D tensor, got {q_node.ndim}-d", {"q": q_node})
     dim = None if a["dim"] is None else _dim(op.name, x, a["dim"])
     keep = a["keepdim"]
-    if dim is None:
-        reduced = (1,) * x.ndim if keep else ()
-    else:
-        reduced = tuple(1 if i == dim else s for i, s in enumerate(x.shape)) if keep else \
-            tuple(s for i, s in enumerate(x.shape) if i != dim)
+    reduced = meta.reduced_shape(x.shape, tuple(range(x.ndim)) if dim is None else (dim,), keep)
     shape = tuple(q_node.shape) + reduced
     qv = q_node if q_node.dtype is x.dtype else call("to", q_node, x.dtype)
     return host_call("quantile", (x, qv), shape, x.dtype, dim=dim, keepdim=bool(keep), out_shape=shape,
