@@ -436,7 +436,7 @@ def _slogdet(op, a):
             host_call("slogdet_log", (x,), x.shape[:-2], x.dtype))
 
 
-def _solve_shapes(op: str, A: Node, B: Node, left: bool = True):
+def _solve_shapes(op: str, A: Node, B: Node):
     _square(op, A)
     if A.dtype is not B.dtype:
         raise op_error(RuntimeError, op, f"Expected A and B to have the same dtype, but found A of type {A.dtype.name} "

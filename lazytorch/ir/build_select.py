@@ -75,7 +75,7 @@ def topk(op: OpDef, schema: Schema, a: Args):
     return _finish(x0, _values(x, d, idx), idx, d, True)
 
 
-def _reduced_index(op: str, x: Node, d: int, fn: str, **params) -> Node:
+def _reduced_index(x: Node, d: int, fn: str, **params) -> Node:
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     return host_call(fn, (x,), shape, D.int64, dim=d, **params)
 
@@ -89,7 +89,7 @@ def kthvalue(op: OpDef, schema: Schema, a: Args):
     if not 1 <= k <= x.shape[d]:
         raise op_error(IndexError, op.name, f"k={k} is out of range for dim {d} of size {x.shape[d]}", {"self": x0},
                        f"k must be in 1..{x.shape[d]}")
-    idx = _reduced_index(op.name, x, d, "kthvalue", k=k)
+    idx = _reduced_index(x, d, "kthvalue", k=k)
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 
@@ -102,14 +102,14 @@ def median(op: OpDef, schema: Schema, a: Args):
         if x0.numel == 0:
             return call("full", (), float("nan"), dtype=x0.dtype)
         flat = call("reshape", x0, (-1,))
-        idx = _reduced_index(op.name, flat, 0, "median", ignore_nan=ignore_nan)
+        idx = _reduced_index(flat, 0, "median", ignore_nan=ignore_nan)
         return call("reshape", _values(flat, 0, idx), ())
     d = _dim(op.name, x0, a["dim"])
     x = _as_1d(x0)
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty: median of an empty dimension is undefined",
                        {"self": x0})
-    idx = _reduced_index(op.name, x, d, "median", ignore_nan=ignore_nan)
+    idx = _reduced_index(x, d, "median", ignore_nan=ignore_nan)
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 
@@ -120,7 +120,7 @@ def mode(op: OpDef, schema: Schema, a: Args):
     x = _as_1d(x0)
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty", {"self": x0})
-    idx = _reduced_index(op.name, x, d, "mode")
+    idx = _reduced_index(x, d, "mode")
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 

@@ -151,7 +151,7 @@ def _tri_indices(op, a):
 
 # ---------------------------------------------------------------- joining and splitting
 
-def _atleast(op: str, x: Node, n: int) -> Node:
+def _atleast(x: Node, n: int) -> Node:
     if x.ndim >= n:
         return x
     if n == 3 and x.ndim == 2:
@@ -166,7 +166,7 @@ def _tensors(a: Args) -> tuple[Node, ...]:
 
 @shape_op("hstack")
 def _hstack(op, a):
-    ts = tuple(_atleast(op, t, 1) for t in _tensors(a))
+    ts = tuple(_atleast(t, 1) for t in _tensors(a))
     return call("cat", ts, 0 if ts and ts[0].ndim == 1 else 1)
 
 
@@ -177,7 +177,7 @@ _STACKS = {"vstack": (2, 0), "dstack": (3, 2)}
 @shape_op(*_STACKS)
 def _stack_along(op, a):
     ndim, dim = _STACKS[op]
-    return call("cat", tuple(_atleast(op, t, ndim) for t in _tensors(a)), dim)
+    return call("cat", tuple(_atleast(t, ndim) for t in _tensors(a)), dim)
 
 
 @shape_op("column_stack")
@@ -410,7 +410,7 @@ def _alias(op, a):
 def atleast(op: OpDef, schema: Schema, a: Args):
     """atleast_Nd(x) answers a tensor, atleast_Nd(x, y) or atleast_Nd([x, y]) a tuple (torch)."""
     n = int(op.name[-2])
-    out = tuple(_atleast(op.name, t, n) for t in a["tensors"])
+    out = tuple(_atleast(t, n) for t in a["tensors"])
     return out[0] if len(out) == 1 else out
 
 
