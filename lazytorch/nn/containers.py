@@ -9,7 +9,7 @@ from .module import Module
 from .parameter import Parameter
 
 
-def _index(op: str, idx: int, n: int) -> int:
+def _index(idx: int, n: int) -> int:
     idx = operator.index(idx)
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range")
@@ -51,15 +51,15 @@ class Sequential(_ModuleSequence):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[_index("Sequential", idx, len(self))]
+        return list(self._modules.values())[_index(idx, len(self))]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules)[_index("Sequential", idx, len(self))]
+        key = list(self._modules)[_index(idx, len(self))]
         setattr(self, key, module)
 
     def __delitem__(self, idx) -> None:
         keys = list(self._modules)
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index("Sequential", idx, len(self))]]):
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
             del self._modules[key]
         self._renumber(list(self._modules.values()))
 
@@ -93,14 +93,14 @@ class ModuleList(_ModuleSequence):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index("ModuleList", idx, len(self)))]
+        return self._modules[str(_index(idx, len(self)))]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, str(_index("ModuleList", idx, len(self))), module)
+        setattr(self, str(_index(idx, len(self))), module)
 
     def __delitem__(self, idx) -> None:
         items = list(self._modules.values())
-        del items[idx if isinstance(idx, slice) else _index("ModuleList", idx, len(self))]
+        del items[idx if isinstance(idx, slice) else _index(idx, len(self))]
         self._renumber(items)
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
@@ -195,7 +195,7 @@ class ParameterList(Module):
             self.append(v)
 
     def __getitem__(self, idx: int) -> Parameter:
-        return self._parameters[str(_index("ParameterList", idx, len(self)))]
+        return self._parameters[str(_index(idx, len(self)))]
 
     def __len__(self) -> int:
         return len(self._parameters)

@@ -25,7 +25,7 @@ class _ConvNd(Module):
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None,
                  output_padding=0) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         n = self._dims
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
@@ -151,7 +151,7 @@ class _BatchNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         from .. import ones, tensor, zeros
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats

@@ -38,9 +38,9 @@ def _nondefault(module: Module, **defaults) -> str:
     return "".join(f", {k}={getattr(module, k)}" for k, d in defaults.items() if getattr(module, k) != d)
 
 
-def _factory(device, dtype) -> None:
-    """torch's factory keywords of a layer: device= selects the process's device (lazytorch/device.py);
-    dtype= is passed to each parameter's creation."""
+def _factory(device) -> None:
+    """torch's device= factory keyword of a layer: it selects the process's device (lazytorch/device.py);
+    dtype=, the other one, goes to each parameter's creation."""
     if device is not None:
         from ..device import select
         select(device)
@@ -59,7 +59,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
         self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
@@ -89,7 +89,7 @@ class LazyLinear(Linear):
 
     def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         Module.__init__(self)
-        _factory(device, dtype)
+        _factory(device)
         self.in_features, self.out_features, self._lazy_dtype = 0, out_features, dtype
         self.weight = Parameter(_empty(out_features, 0, dtype=dtype))
         self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
@@ -120,7 +120,7 @@ class Bilinear(Module):
     def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
         _register(self, bias, dtype, bias=(out_features,))
@@ -150,7 +150,7 @@ class Embedding(Module):
                  sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("Padding_idx must be within num_embeddings")
@@ -199,7 +199,7 @@ class EmbeddingBag(Module):
                  _weight: Tensor | None = None, include_last_offset: bool = False, padding_idx: int | None = None,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if max_norm is not None:
             raise NotImplementedError("lazytorch: EmbeddingBag(max_norm=...) renormalises its weight in place "
                                       "during forward, which lazytorch does not support; leave max_norm=None")
@@ -241,7 +241,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
         _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
@@ -263,7 +263,7 @@ class RMSNorm(Module):
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
         _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
@@ -281,7 +281,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
@@ -307,7 +307,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_empty(num_parameters, dtype=dtype))
         self.reset_parameters()
@@ -333,7 +333,7 @@ class MultiheadAttention(Module):
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
                  vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("lazytorch: MultiheadAttention(add_bias_kv=True / add_zero_attn=True) is "
                                       "not supported; leave both False")

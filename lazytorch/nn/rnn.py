@@ -55,7 +55,7 @@ class RNNBase(Module):
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  proj_size: int = 0, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 or isinstance(dropout, bool):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
@@ -222,7 +222,7 @@ class RNNCellBase(Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None,
                  dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         self.weight_ih = Parameter(_empty(num_chunks * hidden_size, input_size, dtype=dtype))
         self.weight_hh = Parameter(_empty(num_chunks * hidden_size, hidden_size, dtype=dtype))

@@ -44,7 +44,7 @@ class _TransformerLayer(Module):
     def _build(self, attentions: tuple[str, ...], n_norms: int, d_model: int, nhead: int, dim_feedforward: int,
                dropout: float, activation, layer_norm_eps: float, batch_first: bool, norm_first: bool, bias: bool,
                device, dtype) -> None:
-        _factory(device, dtype)
+        _factory(device)
         for name in attentions:
             setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                                    batch_first=batch_first, dtype=dtype))
@@ -158,7 +158,7 @@ class Transformer(Module):
                  layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
                  bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
                           layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first,
                           bias=bias, dtype=dtype)
