@@ -248,7 +248,7 @@ def _mul(a, out, g):
 @rule("div")
 def _div(a, out, g):
     if a.get("rounding_mode") is not None:
-        return {"self": C("mul", g, 0.0), "other": C("mul", g, 0.0)}
+        return _int_div(a, out, g)
     x, y = a["self"], a["other"]
     gx = C("div", g, y)
     return {"self": gx, "other": C("neg", C("mul", gx, C("div", x, y)))}
@@ -846,8 +846,9 @@ def _cross_entropy(a, out, g):
         tt = t if ls == 0 else C("add", C("mul", t, 1.0 - ls), ls / n_class)
         grad = C("sub", C("mul", p, C("sum", tt, [cdim], True)), tt)
         n = x.numel // n_class if x.ndim >= 2 else 1
-        scale = g if reduction == "none" else C("div", g, float(n)) if reduction == "mean" else g
-        scale = _class_bcast(scale, x, cdim, reduction)
+        scale = C("div", g, float(n)) if reduction == "mean" else g
+        if reduction == "none" and x.ndim >= 2:
+            scale = C("unsqueeze", scale, cdim)
         gt = C("mul", C("neg", C("log_softmax", x, cdim)), scale)
         return {"self": C("mul", grad, scale), "target": C("mul", gt, 1.0 - ls) if ls else gt}
     ii = a.get("ignore_index", -100)
@@ -859,17 +860,10 @@ def _cross_entropy(a, out, g):
     target_dist = C("add", C("mul", oh, 1.0 - ls), ls / n_class) if ls else oh
     grad = C("sub", p, target_dist)
     mask = C("to", keep, x.dtype)
+    scale = C("mul", mask, g)
     if reduction == "mean":
-        scale = C("div", C("mul", mask, g), C("sum", mask))
-    elif reduction == "sum":
-        scale = C("mul", mask, g)
-    else:
-        scale = C("mul", mask, g)
+        scale = C("div", scale, C("sum", mask))
     return {"self": C("mul", grad, C("unsqueeze", scale, cdim) if x.ndim >= 2 else scale), "target": None}
-
-
-def _class_bcast(scale: Node, x: Node, cdim: int, reduction: str) -> Node:
-    return C("unsqueeze", scale, cdim) if reduction == "none" and x.ndim >= 2 else scale
 
 
 @rule("scaled_dot_product_attention")

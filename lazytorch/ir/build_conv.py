@@ -241,7 +241,7 @@ def _input_index(pos: Node, batched_shape, kernel, stride, padding, dilation) ->
     return index
 
 
-def _avg_divisor(spatial, out, kernel, stride, padding, ceil_mode, count_include_pad) -> np.ndarray:
+def _avg_divisor(spatial, out, kernel, stride, padding, count_include_pad) -> np.ndarray:
     """torch's avg_pool divisor per output position: the window clipped to input plus padding, or
     to the input alone (count_include_pad=False)."""
     per_dim = []
@@ -266,7 +266,7 @@ def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
             raise op_error(RuntimeError, op.name, "divisor must be not zero", args)
         divisor = np.full(out, override)
     else:
-        divisor = _avg_divisor(xb.shape[-nd:], out, kernel, stride, padding, a["ceil_mode"], a["count_include_pad"])
+        divisor = _avg_divisor(xb.shape[-nd:], out, kernel, stride, padding, a["count_include_pad"])
     if x.dtype.is_floating_point:
         d = float(divisor.flat[0]) if np.all(divisor == divisor.flat[0]) else _constant(divisor, total.dtype)
         y = call("div", total, d)
@@ -330,10 +330,10 @@ def adaptive_pool(op: OpDef, schema: Schema, a: Args):
                 "_spatial": nd}
         result = fn(op, schema, pool)
         return tuple(_unbatched(r, added) for r in result) if isinstance(result, tuple) else _unbatched(result, added)
-    return _masked_adaptive(op, xb, out, is_max, a.get("return_indices", False), added)
+    return _masked_adaptive(xb, out, is_max, a.get("return_indices", False), added)
 
 
-def _masked_adaptive(op: OpDef, xb: Node, out, is_max: bool, return_indices: bool, added: bool):
+def _masked_adaptive(xb: Node, out, is_max: bool, return_indices: bool, added: bool):
     """Uneven adaptive windows: reduce the whole flattened input plane under a constant mask
     (out positions x input positions), one reduction kernel of N*C*prod(out)*prod(spatial)."""
     nd = len(out)

@@ -314,40 +314,26 @@ def _renorm(op, a):
     return call("mul", x, scale)
 
 
-@linalg_op("trapezoid", "trapz")
+@linalg_op("trapezoid", "trapz", "cumulative_trapezoid")
 def _trapezoid(op, a):
+    """The trapezoid rule along dim: the integral (trapezoid) or its running values (cumulative_trapezoid)."""
+    total = "cumsum" if op == "cumulative_trapezoid" else "sum"
     y = a["y"]
     d = wrap_dim(op, a["dim"], y.ndim)
     n = y.shape[d]
-    if n == 0:
+    if n == 0 and total == "sum":
         return call("sum", y, d)
-    lo, hi = call("narrow", y, d, 0, n - 1), call("narrow", y, d, 1, n - 1)
+    m = max(n - 1, 0)                                       # the intervals
+    lo, hi = call("narrow", y, d, 0, m), call("narrow", y, d, min(1, n), m)
     avg = call("div", call("add", lo, hi), 2)
     x = a.get("x")
     if x is not None:
         dx = call("diff", x, dim=-1 if x.ndim == 1 else d)
         if x.ndim == 1:
-            dx = call("reshape", dx, (n - 1,) + (1,) * (y.ndim - d - 1))
-        return call("sum", call("mul", avg, dx), d)
+            dx = call("reshape", dx, (m,) + (1,) * (y.ndim - d - 1))
+        return call(total, call("mul", avg, dx), d)
     dx = 1 if a.get("dx") is None else a["dx"]
-    return call("mul", call("sum", avg, d), dx)
-
-
-@linalg_op("cumulative_trapezoid")
-def _cumulative_trapezoid(op, a):
-    y = a["y"]
-    d = wrap_dim(op, a["dim"], y.ndim)
-    n = y.shape[d]
-    lo, hi = call("narrow", y, d, 0, max(n - 1, 0)), call("narrow", y, d, min(1, n), max(n - 1, 0))
-    avg = call("div", call("add", lo, hi), 2)
-    x = a.get("x")
-    if x is not None:
-        dx = call("diff", x, dim=-1 if x.ndim == 1 else d)
-        if x.ndim == 1:
-            dx = call("reshape", dx, (max(n - 1, 0),) + (1,) * (y.ndim - d - 1))
-        return call("cumsum", call("mul", avg, dx), d)
-    dx = 1 if a.get("dx") is None else a["dx"]
-    return call("mul", call("cumsum", avg, d), dx)
+    return call("mul", call(total, avg, d), dx)
 
 
 @linalg_op("cov")
@@ -410,46 +396,47 @@ def _floating(op: str, x: Node, name: str = "A") -> None:
                        "linalg functions take float32 or float64 tensors")
 
 
-def _lapack(fn: str, inputs, shape, dtype, **params) -> Node:
-    return host_call(fn, inputs, shape, dtype, **params)
+def _matrices(op: str, x: Node) -> None:
+    """A floating batch of (not necessarily square) matrices."""
+    _floating(op, x)
+    if x.ndim < 2:
+        raise op_error(RuntimeError, op, f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
 
 
-@linalg_op("linalg_inv", "inverse")
-def _inv(op, a):
+# Ops on a batch of square matrices that are one LAPACK call: op -> (the name errors use, the host
+# function, the result's shape from the input's)
+SQUARE_CALLS = {
+    **dict.fromkeys(("linalg_inv", "inverse"), ("linalg.inv", "inv", lambda shape: shape)),
+    **dict.fromkeys(("linalg_det", "det"), ("linalg.det", "det", lambda shape: shape[:-2])),
+    "logdet": ("logdet", "logdet", lambda shape: shape[:-2]),
+    **dict.fromkeys(("matrix_exp", "linalg_matrix_exp"), ("matrix_exp", "expm", lambda shape: shape)),
+}
+
+
+@linalg_op(*SQUARE_CALLS)
+def _square_call(op, a):
+    name, fn, result_shape = SQUARE_CALLS[op]
     x = a["self"]
-    _square("linalg.inv", x)
-    return _lapack("inv", (x,), x.shape, x.dtype)
+    _square(name, x)
+    return host_call(fn, (x,), result_shape(x.shape), x.dtype)
 
 
 @linalg_op("linalg_inv_ex")
 def _inv_ex(op, a):
     x = a["self"]
     _square("linalg.inv_ex", x)
-    return _lapack("inv", (x,), x.shape, x.dtype, lenient=True), _lapack("info", (x,), x.shape[:-2], D.int32)
-
-
-@linalg_op("linalg_det", "det")
-def _det(op, a):
-    x = a["self"]
-    _square("linalg.det", x)
-    return _lapack("det", (x,), x.shape[:-2], x.dtype)
+    return host_call("inv", (x,), x.shape, x.dtype, lenient=True), host_call("info", (x,), x.shape[:-2], D.int32)
 
 
 @linalg_op("linalg_slogdet")
 def _slogdet(op, a):
     x = a["self"]
     _square("linalg.slogdet", x)
-    return (_lapack("slogdet_sign", (x,), x.shape[:-2], x.dtype), _lapack("slogdet_log", (x,), x.shape[:-2], x.dtype))
+    return (host_call("slogdet_sign", (x,), x.shape[:-2], x.dtype),
+            host_call("slogdet_log", (x,), x.shape[:-2], x.dtype))
 
 
-@linalg_op("logdet")
-def _logdet(op, a):
-    x = a["self"]
-    _square("logdet", x)
-    return _lapack("logdet", (x,), x.shape[:-2], x.dtype)
-
-
-def _solve_shapes(op: str, A: Node, B: Node, left: bool = True):
+def _solve_shapes(op: str, A: Node, B: Node):
     _square(op, A)
     if A.dtype is not B.dtype:
         raise op_error(RuntimeError, op, f"Expected A and B to have the same dtype, but found A of type {A.dtype.name} "
@@ -471,7 +458,7 @@ def _solve(op, a):
     if not a["left"]:
         return call("transpose", call("linalg_solve", call("transpose", A, -2, -1), call("transpose", B, -2, -1)), -2, -1)
     Ab, Bb, vector = _solve_shapes("linalg.solve", A, B)
-    out = _lapack("solve", (Ab, Bb), Bb.shape, A.dtype)
+    out = host_call("solve", (Ab, Bb), Bb.shape, A.dtype)
     return call("squeeze", out, -1) if vector else out
 
 
@@ -486,23 +473,21 @@ def _cholesky(op, a):
     x = a["self"]
     _square("linalg.cholesky", x)
     upper = a.get("upper", False)
-    return _lapack("cholesky", (x,), x.shape, x.dtype, upper=bool(upper))
+    return host_call("cholesky", (x,), x.shape, x.dtype, upper=bool(upper))
 
 
 @linalg_op("linalg_cholesky_ex")
 def _cholesky_ex(op, a):
     x = a["self"]
     _square("linalg.cholesky_ex", x)
-    return (_lapack("cholesky", (x,), x.shape, x.dtype, upper=bool(a["upper"]), lenient=True),
-            _lapack("cholesky_info", (x,), x.shape[:-2], D.int32))
+    return (host_call("cholesky", (x,), x.shape, x.dtype, upper=bool(a["upper"]), lenient=True),
+            host_call("cholesky_info", (x,), x.shape[:-2], D.int32))
 
 
 @linalg_op("linalg_qr")
 def _qr(op, a):
     x, mode = a["self"], a["mode"]
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.qr", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
-    _floating("linalg.qr", x)
+    _matrices("linalg.qr", x)
     m, n = x.shape[-2:]
     k = min(m, n)
     if mode not in ("reduced", "complete", "r"):
@@ -510,8 +495,9 @@ def _qr(op, a):
                        "expected one of 'reduced', 'complete', 'r'")
     qcols = m if mode == "complete" else k
     rrows = m if mode == "complete" else k
-    r = _lapack("qr_r", (x,), x.shape[:-2] + (rrows, n), x.dtype, mode=mode)
-    q = fill((0,), 0, x.dtype) if mode == "r" else _lapack("qr_q", (x,), x.shape[:-2] + (m, qcols), x.dtype, mode=mode)
+    r = host_call("qr_r", (x,), x.shape[:-2] + (rrows, n), x.dtype, mode=mode)
+    q = fill((0,), 0, x.dtype) if mode == "r" else \
+        host_call("qr_q", (x,), x.shape[:-2] + (m, qcols), x.dtype, mode=mode)
     return q, r
 
 
@@ -523,16 +509,14 @@ def _qr_old(op, a):
 @linalg_op("linalg_svd")
 def _svd(op, a):
     x = a["self"]
-    _floating("linalg.svd", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.svd", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+    _matrices("linalg.svd", x)
     m, n = x.shape[-2:]
     k = min(m, n)
     full = a["full_matrices"]
     b = x.shape[:-2]
-    return (_lapack("svd_u", (x,), b + (m, m if full else k), x.dtype, full=bool(full)),
-            _lapack("svdvals", (x,), b + (k,), x.dtype),
-            _lapack("svd_vh", (x,), b + (n if full else k, n), x.dtype, full=bool(full)))
+    return (host_call("svd_u", (x,), b + (m, m if full else k), x.dtype, full=bool(full)),
+            host_call("svdvals", (x,), b + (k,), x.dtype),
+            host_call("svd_vh", (x,), b + (n if full else k, n), x.dtype, full=bool(full)))
 
 
 @linalg_op("svd")
@@ -544,10 +528,8 @@ def _svd_old(op, a):
 @linalg_op("linalg_svdvals")
 def _svdvals(op, a):
     x = a["self"]
-    _floating("linalg.svdvals", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.svdvals", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
-    return _lapack("svdvals", (x,), x.shape[:-2] + (min(x.shape[-2:]),), x.dtype)
+    _matrices("linalg.svdvals", x)
+    return host_call("svdvals", (x,), x.shape[:-2] + (min(x.shape[-2:]),), x.dtype)
 
 
 @linalg_op("linalg_eigh")
@@ -555,26 +537,24 @@ def _eigh(op, a):
     x = a["self"]
     _square("linalg.eigh", x)
     uplo = a["UPLO"]
-    return (_lapack("eigvalsh", (x,), x.shape[:-1], x.dtype, uplo=uplo),
-            _lapack("eigh_vectors", (x,), x.shape, x.dtype, uplo=uplo))
+    return (host_call("eigvalsh", (x,), x.shape[:-1], x.dtype, uplo=uplo),
+            host_call("eigh_vectors", (x,), x.shape, x.dtype, uplo=uplo))
 
 
 @linalg_op("linalg_eigvalsh")
 def _eigvalsh(op, a):
     x = a["self"]
     _square("linalg.eigvalsh", x)
-    return _lapack("eigvalsh", (x,), x.shape[:-1], x.dtype, uplo=a["UPLO"])
+    return host_call("eigvalsh", (x,), x.shape[:-1], x.dtype, uplo=a["UPLO"])
 
 
 @linalg_op("linalg_pinv", "pinverse")
 def _pinv(op, a):
     x = a["self"]
-    _floating("linalg.pinv", x)
-    if x.ndim < 2:
-        raise op_error(RuntimeError, "linalg.pinv", f"A must have at least 2 dimensions, got {x.ndim}", {"A": x})
+    _matrices("linalg.pinv", x)
     rtol = a["rcond"] if "rcond" in a else a.get("rtol")
     atol = a.get("atol")
-    return _lapack("pinv", (x, _tol(atol, x), _tol(rtol, x)), x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype,
+    return host_call("pinv", (x, _tol(atol, x), _tol(rtol, x)), x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype,
                    has_atol=atol is not None, has_rtol=rtol is not None, hermitian=bool(a.get("hermitian", False)))
 
 
@@ -615,7 +595,7 @@ def _lstsq(op, a):
     batch = meta.broadcast_shapes("linalg.lstsq", A.shape[:-2], Bm.shape[:-2])
     Ab = call("expand", A, batch + A.shape[-2:])
     Bb = call("expand", Bm, batch + Bm.shape[-2:])
-    sol = _lapack("lstsq", (Ab, Bb), batch + (n, Bm.shape[-1]), A.dtype)
+    sol = host_call("lstsq", (Ab, Bb), batch + (n, Bm.shape[-1]), A.dtype)
     driver = a["driver"] or "gelsy"
     empty = fill((0,), 0, A.dtype)
     residuals = empty
@@ -638,13 +618,6 @@ def _cond(op, a):
     return call("mul", call("linalg_matrix_norm", x, p), call("linalg_matrix_norm", call("linalg_inv", x), p))
 
 
-@linalg_op("matrix_exp", "linalg_matrix_exp")
-def _matrix_exp(op, a):
-    x = a["self"]
-    _square("matrix_exp", x)
-    return _lapack("expm", (x,), x.shape, x.dtype)
-
-
 @linalg_op("linalg_solve_triangular")
 def _solve_triangular(op, a):
     A, B = a["self"], a["B"]
@@ -657,7 +630,7 @@ def _solve_triangular(op, a):
     batch = meta.broadcast_shapes("linalg.solve_triangular", A.shape[:-2], B.shape[:-2])
     Ab = call("expand", A, batch + A.shape[-2:])
     Bb = call("expand", B, batch + B.shape[-2:])
-    return _lapack("solve_triangular", (Ab, Bb), Bb.shape, A.dtype, upper=bool(a["upper"]),
+    return host_call("solve_triangular", (Ab, Bb), Bb.shape, A.dtype, upper=bool(a["upper"]),
                    unit=bool(a["unitriangular"]))
 
 

@@ -29,12 +29,19 @@ def _opmath(x: Node) -> Node:
     return call("to", x, D.float32) if x.dtype in (D.float16, D.bfloat16) else x
 
 
+def legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """torch's mapping of the deprecated size_average / reduce flags onto `reduction`."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else "mean" if size_average else "sum"
+
+
 def _reduction(op: str, a: Args, extra: tuple[str, ...] = ()) -> str:
     """torch's reduction, with the legacy size_average / reduce flags mapped as torch maps them."""
     if a.get("size_average") is not None or a.get("reduce") is not None:
-        size_average = True if a.get("size_average") is None else a["size_average"]
-        reduce = True if a.get("reduce") is None else a["reduce"]
-        return "none" if not reduce else "mean" if size_average else "sum"
+        return legacy_reduction(a.get("size_average"), a.get("reduce"), a["reduction"])
     if a["reduction"] not in REDUCTIONS + extra:
         raise op_error(ValueError, op, f"{a['reduction']} is not a valid value for reduction", None,
                        f"valid: {', '.join(REDUCTIONS + extra)}")
@@ -126,9 +133,7 @@ def _bce_logits(op: str, a: Args):
     _floating(op, args)
     _same_size(op, x, t, args, "Target size ({t}) must be the same as input size ({x})")
     xf, tf = _opmath(x), _opmath(t)
-    # log(1 + exp(-x)) computed without overflow: max(-x, 0) + log1p(exp(-|x|))
-    softplus_neg = call("add", call("clamp_min", call("neg", xf), 0.0), call("log1p", call("exp", call("neg",
-                                                                                                  call("abs", xf)))))
+    softplus_neg = _softplus(call("neg", xf))             # log(1 + exp(-x))
     weight = call("add", call("mul", call("sub", _opmath(pw), 1.0), tf), 1.0) if pw is not None else None
     loss = call("add", call("mul", call("sub", 1.0, tf), xf),
                 softplus_neg if weight is None else call("mul", weight, softplus_neg))

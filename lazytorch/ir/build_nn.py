@@ -14,6 +14,7 @@ from . import meta
 from .build import Args, builder, call, generic
 from .creation import generator, iota
 from .errors import op_error
+from .meta.conv import ints
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
@@ -125,10 +126,6 @@ def channel_shuffle(op: OpDef, schema: Schema, a: Args) -> Node:
     return call("reshape", y, tuple(x.shape))
 
 
-def _ints(v, n: int) -> tuple[int, ...]:
-    return tuple(v) * (n if len(tuple(v)) == 1 else 1) if isinstance(v, (tuple, list)) else (v,) * n
-
-
 @builder("max_unpool")
 def max_unpool(op: OpDef, schema: Schema, a: Args) -> Node:
     """Zeros of the unpooled size with each input value put at the flat spatial index `indices`
@@ -143,9 +140,9 @@ def max_unpool(op: OpDef, schema: Schema, a: Args) -> Node:
     if tuple(idx.shape) != tuple(x.shape):
         raise op_error(RuntimeError, op.name, f"expects indices of the input's shape {tuple(x.shape)}, got "
                        f"{tuple(idx.shape)}", args)
-    kernel = _ints(a["kernel_size"], nd)
-    stride = _ints(a["stride"], nd) if a["stride"] not in (None, (), []) else kernel
-    padding = _ints(a["padding"], nd)
+    kernel = ints(a["kernel_size"], nd)
+    stride = ints(a["stride"], nd) if a["stride"] not in (None, (), []) else kernel
+    padding = ints(a["padding"], nd)
     spatial = tuple(x.shape[-nd:])
     size = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(spatial, stride, padding, kernel))
     if a["output_size"] not in (None, (), []):

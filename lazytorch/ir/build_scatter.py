@@ -78,7 +78,7 @@ def scatter(op: OpDef, schema: Schema, a: Args) -> Node:
     return scatter_node(op.name, x, d, index, src, reduce, include_self)
 
 
-def _expanded_index(op: str, x: Node, d: int, index: Node, shape: tuple[int, ...]) -> Node:
+def _expanded_index(op: str, d: int, index: Node, shape: tuple[int, ...]) -> Node:
     """A 1-D index along dim d, broadcast to `shape` (the source's)."""
     if index.ndim > 1:
         raise op_error(IndexError, op, f"index must be a vector (at most 1-d), got {index.ndim}-d", {"index": index})
@@ -110,14 +110,14 @@ def index_update(op: OpDef, schema: Schema, a: Args) -> Node:
                            f"{v.ndim} dimension(s)", {"self": x, "value": v})
         shape = x.shape[:d] + (index.numel,) + x.shape[d + 1:] if x.ndim else ()
         src = call("expand", call("to", v, x.dtype), shape) if isinstance(v, Node) else fill(shape, v, x.dtype)
-        idx = _expanded_index(op.name, x, d, index, shape)
+        idx = _expanded_index(op.name, d, index, shape)
         return scatter_node(op.name, x, d, _wrap_negative(idx, x, d), src, None)
     source = a["source"]
     if source.dtype is not x.dtype:
         raise op_error(RuntimeError, op.name, f"self ({x.dtype.name}) and source ({source.dtype.name}) must have the "
                        "same dtype", {"self": x, "source": source})
     _check_source(op.name, x, d, index, source)
-    idx = _expanded_index(op.name, x, d, index, source.shape)
+    idx = _expanded_index(op.name, d, index, source.shape)
     if op.name == "index_copy":
         return scatter_node(op.name, x, d, idx, source, None)
     if op.name == "index_add":

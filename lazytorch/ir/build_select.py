@@ -53,7 +53,7 @@ def sort(op: OpDef, schema: Schema, a: Args):
     values = _values(x, d, idx)
     if op.name == "msort":
         return values
-    return (values, idx) if x0.ndim else (call("reshape", values, ()), call("reshape", idx, ()))
+    return _finish(x0, values, idx, d, True)
 
 
 @builder("msort")
@@ -72,11 +72,10 @@ def topk(op: OpDef, schema: Schema, a: Args):
                        f"{x.shape[d]}", {"self": x0}, f"k must be in 0..{x.shape[d]}")
     shape = x.shape[:d] + (k,) + x.shape[d + 1:]
     idx = host_call("topk", (x,), shape, D.int64, k=k, dim=d, largest=bool(a["largest"]))
-    values = _values(x, d, idx)
-    return (values, idx) if x0.ndim else (call("reshape", values, ()), call("reshape", idx, ()))
+    return _finish(x0, _values(x, d, idx), idx, d, True)
 
 
-def _reduced_index(op: str, x: Node, d: int, fn: str, **params) -> Node:
+def _reduced_index(x: Node, d: int, fn: str, **params) -> Node:
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     return host_call(fn, (x,), shape, D.int64, dim=d, **params)
 
@@ -90,7 +89,7 @@ def kthvalue(op: OpDef, schema: Schema, a: Args):
     if not 1 <= k <= x.shape[d]:
         raise op_error(IndexError, op.name, f"k={k} is out of range for dim {d} of size {x.shape[d]}", {"self": x0},
                        f"k must be in 1..{x.shape[d]}")
-    idx = _reduced_index(op.name, x, d, "kthvalue", k=k)
+    idx = _reduced_index(x, d, "kthvalue", k=k)
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 
@@ -103,14 +102,14 @@ def median(op: OpDef, schema: Schema, a: Args):
         if x0.numel == 0:
             return call("full", (), float("nan"), dtype=x0.dtype)
         flat = call("reshape", x0, (-1,))
-        idx = _reduced_index(op.name, flat, 0, "median", ignore_nan=ignore_nan)
+        idx = _reduced_index(flat, 0, "median", ignore_nan=ignore_nan)
         return call("reshape", _values(flat, 0, idx), ())
     d = _dim(op.name, x0, a["dim"])
     x = _as_1d(x0)
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty: median of an empty dimension is undefined",
                        {"self": x0})
-    idx = _reduced_index(op.name, x, d, "median", ignore_nan=ignore_nan)
+    idx = _reduced_index(x, d, "median", ignore_nan=ignore_nan)
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 
@@ -121,7 +120,7 @@ def mode(op: OpDef, schema: Schema, a: Args):
     x = _as_1d(x0)
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty", {"self": x0})
-    idx = _reduced_index(op.name, x, d, "mode")
+    idx = _reduced_index(x, d, "mode")
     return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
 
 
@@ -194,11 +193,7 @@ def quantile(op: OpDef, schema: Schema, a: Args):
         raise op_error(RuntimeError, op.name, f"q must be a scalar or 1D tensor, got {q_node.ndim}-d", {"q": q_node})
     dim = None if a["dim"] is None else _dim(op.name, x, a["dim"])
     keep = a["keepdim"]
-    if dim is None:
-        reduced = (1,) * x.ndim if keep else ()
-    else:
-        reduced = tuple(1 if i == dim else s for i, s in enumerate(x.shape)) if keep else \
-            tuple(s for i, s in enumerate(x.shape) if i != dim)
+    reduced = meta.reduced_shape(x.shape, tuple(range(x.ndim)) if dim is None else (dim,), keep)
     shape = tuple(q_node.shape) + reduced
     qv = q_node if q_node.dtype is x.dtype else call("to", q_node, x.dtype)
     return host_call("quantile", (x, qv), shape, x.dtype, dim=dim, keepdim=bool(keep), out_shape=shape,

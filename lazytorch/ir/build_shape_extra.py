@@ -139,28 +139,19 @@ def _trace(op, a):
     return call("sum", call("diagonal", x))
 
 
-def _tri_indices(op: str, a: Args, lower: bool) -> Node:
+@shape_op("tril_indices", "triu_indices")
+def _tri_indices(op, a):
     row, col, off = a["row"], a["col"], a["offset"]
     if row < 0 or col < 0:
         raise op_error(RuntimeError, op, f"row and col must be non-negative, got {row} and {col}")
-    r, c = np.tril_indices(row, off, col) if lower else np.triu_indices(row, off, col)
+    r, c = (np.tril_indices if op == "tril_indices" else np.triu_indices)(row, off, col)
     dtype = D.as_dtype(a["dtype"]) if a["dtype"] is not None else D.int64
     return from_values(np.stack([r, c]).astype(np.int64), dtype)
 
 
-@shape_op("tril_indices")
-def _tril_indices(op, a):
-    return _tri_indices(op, a, True)
-
-
-@shape_op("triu_indices")
-def _triu_indices(op, a):
-    return _tri_indices(op, a, False)
-
-
 # ---------------------------------------------------------------- joining and splitting
 
-def _atleast(op: str, x: Node, n: int) -> Node:
+def _atleast(x: Node, n: int) -> Node:
     if x.ndim >= n:
         return x
     if n == 3 and x.ndim == 2:
@@ -175,18 +166,18 @@ def _tensors(a: Args) -> tuple[Node, ...]:
 
 @shape_op("hstack")
 def _hstack(op, a):
-    ts = tuple(_atleast(op, t, 1) for t in _tensors(a))
+    ts = tuple(_atleast(t, 1) for t in _tensors(a))
     return call("cat", ts, 0 if ts and ts[0].ndim == 1 else 1)
 
 
-@shape_op("vstack")
-def _vstack(op, a):
-    return call("cat", tuple(_atleast(op, t, 2) for t in _tensors(a)), 0)
+# op -> (the dims every tensor is raised to, the dim they are joined along)
+_STACKS = {"vstack": (2, 0), "dstack": (3, 2)}
 
 
-@shape_op("dstack")
-def _dstack(op, a):
-    return call("cat", tuple(_atleast(op, t, 3) for t in _tensors(a)), 2)
+@shape_op(*_STACKS)
+def _stack_along(op, a):
+    ndim, dim = _STACKS[op]
+    return call("cat", tuple(_atleast(t, ndim) for t in _tensors(a)), dim)
 
 
 @shape_op("column_stack")
@@ -224,8 +215,16 @@ def _tensor_split(op, a):
     return tuple(parts)
 
 
-def _directional_split(op: str, a: Args, d: int, need: int):
+# op -> (the dim it splits, from the input's ndim; the fewest dims it takes)
+_SPLITS = {"hsplit": (lambda ndim: 0 if ndim == 1 else 1, 1), "vsplit": (lambda ndim: 0, 2),
+           "dsplit": (lambda ndim: 2, 3)}
+
+
+@shape_op(*_SPLITS)
+def _directional_split(op, a):
     x, spec = a["self"], a["indices_or_sections"]
+    dim_of, need = _SPLITS[op]
+    d = dim_of(x.ndim)
     if x.ndim < need:
         raise op_error(RuntimeError, op, f"requires a tensor with at least {need} dimension, but got a tensor with "
                        f"{x.ndim} dimensions!", {"self": x})
@@ -233,21 +232,6 @@ def _directional_split(op: str, a: Args, d: int, need: int):
         raise op_error(RuntimeError, op, f"attempted to split along dimension {d}, but the size of the dimension "
                        f"{x.shape[d]} is not divisible by the split_size {spec}!", {"self": x})
     return call("tensor_split", x, spec, d)
-
-
-@shape_op("hsplit")
-def _hsplit(op, a):
-    return _directional_split(op, a, 0 if a["self"].ndim == 1 else 1, 1)
-
-
-@shape_op("vsplit")
-def _vsplit(op, a):
-    return _directional_split(op, a, 0, 2)
-
-
-@shape_op("dsplit")
-def _dsplit(op, a):
-    return _directional_split(op, a, 2, 3)
 
 
 @shape_op("split_with_sizes")
@@ -340,20 +324,16 @@ def _rot90(op, a):
     return call("clone", x)
 
 
-@shape_op("fliplr")
-def _fliplr(op, a):
-    x = a["self"]
-    if x.ndim < 2:
-        raise op_error(RuntimeError, op, "input must be >= 2-d", {"self": x})
-    return call("flip", x, [1])
+# op -> the dim it flips (the input needs one more dim than that)
+_FLIPS = {"fliplr": 1, "flipud": 0}
 
 
-@shape_op("flipud")
-def _flipud(op, a):
-    x = a["self"]
-    if x.ndim < 1:
-        raise op_error(RuntimeError, op, "input must be >= 1-d", {"self": x})
-    return call("flip", x, [0])
+@shape_op(*_FLIPS)
+def _flip_dim(op, a):
+    x, d = a["self"], _FLIPS[op]
+    if x.ndim <= d:
+        raise op_error(RuntimeError, op, f"input must be >= {d + 1}-d", {"self": x})
+    return call("flip", x, [d])
 
 
 @shape_op("ravel")
@@ -430,7 +410,7 @@ def _alias(op, a):
 def atleast(op: OpDef, schema: Schema, a: Args):
     """atleast_Nd(x) answers a tensor, atleast_Nd(x, y) or atleast_Nd([x, y]) a tuple (torch)."""
     n = int(op.name[-2])
-    out = tuple(_atleast(op.name, t, n) for t in a["tensors"])
+    out = tuple(_atleast(t, n) for t in a["tensors"])
     return out[0] if len(out) == 1 else out
 
 

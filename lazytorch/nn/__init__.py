@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from . import functional, init, parallel
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
-                   ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
-                   MaxPool2d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d)
-from .layers import (Bilinear, Dropout, Embedding, EmbeddingBag, Flatten, GroupNorm, Identity, LayerNorm, LazyLinear,
-                     Linear, MultiheadAttention, PReLU, RMSNorm, Unflatten)
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, NLLLoss2d, SmoothL1Loss
+from .conv import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
+                   ConvTranspose3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, Upsample, UpsamplingBilinear2d,
+                   UpsamplingNearest2d)
+from .layers import (Bilinear, Embedding, EmbeddingBag, GroupNorm, Identity, LayerNorm, LazyLinear, Linear,
+                     MultiheadAttention, PReLU, RMSNorm)
 from .module import Module
 from .parallel import DataParallel
 from .parameter import Parameter

@@ -9,14 +9,34 @@ from .module import Module
 from .parameter import Parameter
 
 
-def _index(op: str, idx: int, n: int) -> int:
+def _index(idx: int, n: int) -> int:
     idx = operator.index(idx)
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range")
     return idx % n
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: children in order, renumbered "0", "1", ... when one is
+    removed or inserted (as torch does)."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def _renumber(self, items: list[Module]) -> None:
+        self._modules.clear()
+        for i, module in enumerate(items):
+            self._modules[str(i)] = module
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Modules called in order; built from modules or one OrderedDict of them."""
 
     def __init__(self, *args) -> None:
@@ -31,30 +51,17 @@ class Sequential(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[_index("Sequential", idx, len(self))]
+        return list(self._modules.values())[_index(idx, len(self))]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules)[_index("Sequential", idx, len(self))]
+        key = list(self._modules)[_index(idx, len(self))]
         setattr(self, key, module)
 
     def __delitem__(self, idx) -> None:
         keys = list(self._modules)
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index("Sequential", idx, len(self))]]):
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
             del self._modules[key]
-        items = list(self._modules.values())       # torch renumbers the rest
-        self._modules.clear()
-        for i, module in enumerate(items):
-            self._modules[str(i)] = module
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
+        self._renumber(list(self._modules.values()))
 
     def extend(self, modules: Iterable[Module]) -> "Sequential":
         for m in modules:
@@ -62,11 +69,11 @@ class Sequential(Module):
         return self
 
     def insert(self, index: int, module: Module) -> "Sequential":
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        self._renumber(items)
         return self
 
     def forward(self, input):
@@ -75,7 +82,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered as children "0", "1", ..."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
@@ -86,33 +93,21 @@ class ModuleList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index("ModuleList", idx, len(self)))]
+        return self._modules[str(_index(idx, len(self)))]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, str(_index("ModuleList", idx, len(self))), module)
+        setattr(self, str(_index(idx, len(self))), module)
 
     def __delitem__(self, idx) -> None:
         items = list(self._modules.values())
-        del items[idx if isinstance(idx, slice) else _index("ModuleList", idx, len(self))]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        del items[idx if isinstance(idx, slice) else _index(idx, len(self))]
+        self._renumber(items)
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
 
     def __add__(self, other: Iterable[Module]) -> "ModuleList":
         return ModuleList(list(self) + list(other))
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules: Iterable[Module]) -> "ModuleList":
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
@@ -124,9 +119,7 @@ class ModuleList(Module):
     def insert(self, index: int, module: Module) -> None:
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        self._renumber(items)
 
     def __repr__(self) -> str:
         """torch's form: runs of children that print the same are shown once as "(i-j): n x ..."."""
@@ -202,7 +195,7 @@ class ParameterList(Module):
             self.append(v)
 
     def __getitem__(self, idx: int) -> Parameter:
-        return self._parameters[str(_index("ParameterList", idx, len(self)))]
+        return self._parameters[str(_index(idx, len(self)))]
 
     def __len__(self) -> int:
         return len(self._parameters)

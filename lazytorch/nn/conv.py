@@ -1,6 +1,6 @@
-"""Convolution, pooling, batch normalisation and resampling modules, over nn.functional's ops with
-torch's signatures (conv1d/conv2d/conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-batch_norm, interpolate)."""
+"""Convolution, batch and instance normalisation and resampling modules, over nn.functional's ops with
+torch's signatures (conv1d/conv2d/conv_transpose2d, batch_norm, instance_norm, interpolate).  Pooling
+modules are rows of thin.py's table."""
 from __future__ import annotations
 
 import math
@@ -9,13 +9,9 @@ from ..ir import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import _empty, _factory
+from .layers import _empty, _factory, _nondefault, _ntuple, _register, _reset_affine
 from .module import Module
 from .parameter import Parameter, set_value
-
-
-def _ntuple(value, n: int) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
 
 
 class _ConvNd(Module):
@@ -29,7 +25,7 @@ class _ConvNd(Module):
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None,
                  output_padding=0) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         n = self._dims
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
@@ -63,46 +59,31 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def forward(self, input: Tensor) -> Tensor:
+        conv = getattr(F, f"conv{self._dims}d")
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
     def extra_repr(self) -> str:
-        s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
         n = self._dims
-        if self.padding != (0,) * n:
-            s += ", padding={padding}"
-        if self.dilation != (1,) * n:
-            s += ", dilation={dilation}"
-        if self.output_padding != (0,) * n:
-            s += ", output_padding={output_padding}"
-        if self.groups != 1:
-            s += ", groups={groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s.format(**self.__dict__)
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + _nondefault(self, padding=(0,) * n, dilation=(1,) * n, output_padding=(0,) * n, groups=1)
+                + (", bias=False" if self.bias is None else ""))
 
 
 class Conv1d(_ConvNd):
     _dims = 1
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
 
 class Conv2d(_ConvNd):
     _dims = 2
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class Conv3d(_ConvNd):
     _dims = 3
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-
 
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
-    _functional = "conv_transpose2d"
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros",
@@ -114,76 +95,24 @@ class _ConvTransposeNd(_ConvNd):
         if output_size is not None:
             raise NotImplementedError(f"lazytorch: {type(self).__name__}.forward(output_size=...) is not "
                                       "supported; set output_padding in the constructor")
-        return getattr(F, self._functional)(input, self.weight, self.bias, self.stride, self.padding,
-                                            self.output_padding, self.groups, self.dilation)
+        conv_transpose = getattr(F, f"conv_transpose{self._dims}d")
+        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                              self.groups, self.dilation)
 
 
 class ConvTranspose1d(_ConvTransposeNd):
     _dims = 1
-    _functional = "conv_transpose1d"
-
-
-class ConvTranspose3d(_ConvTransposeNd):
-    _dims = 3
-    _functional = "conv_transpose3d"
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     _dims = 2
-    _functional = "conv_transpose2d"
 
 
-# ---------------------------------------------------------------- pooling
-class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input: Tensor):
-        if self.return_indices:
-            return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                                ceil_mode=self.ceil_mode, return_indices=True)
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+class ConvTranspose3d(_ConvTransposeNd):
+    _dims = 3
 
 
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override=None) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
-        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
-
-
+# ---------------------------------------------------------------- resampling (pooling: rows of thin.py)
 class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                  recompute_scale_factor=None) -> None:
@@ -222,24 +151,17 @@ class _BatchNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         from .. import ones, tensor, zeros
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, dtype=dtype))
-            self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _register(self, affine, dtype, weight=(num_features,))
+        _register(self, affine and bias, dtype, bias=(num_features,))
+        _reset_affine(self)
+        stats = track_running_stats
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype) if stats else None)
+        self.register_buffer("running_var", ones(num_features, dtype=dtype) if stats else None)
+        self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64) if stats else None)
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
@@ -249,9 +171,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim not in self._input_dims:
@@ -328,9 +248,7 @@ class _InstanceNorm(_BatchNorm):
 
     def _update_instance_stats(self, input: Tensor) -> None:
         dims = tuple(range(2, input.ndim))
-        n = 1
-        for s in input.shape[2:]:
-            n *= s
+        n = math.prod(input.shape[2:])
         mean = input.mean(dim=dims).mean(0)
         var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
         m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0

@@ -2,14 +2,7 @@
 lazytorch/ir/registry/*.yaml), installed here by lazytorch/__init__.py.  A name missing here raises
 "module 'lazytorch.nn.functional' has no attribute ..."."""
 
-
-def _legacy_reduction(size_average, reduce, reduction: str) -> str:
-    """torch's mapping of the deprecated size_average / reduce arguments onto `reduction`."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    return "none" if not reduce else "mean" if size_average else "sum"
+from ..ir.build_loss import legacy_reduction as _legacy_reduction
 
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float = 2, scale_grad_by_freq: bool = False,

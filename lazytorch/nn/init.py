@@ -74,34 +74,12 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
                   generator=None) -> Tensor:
     """Normal(mean, std) truncated to [a, b], by torch's inverse-CDF method."""
     from math import erf, sqrt
+
+    from ..runtime.reference_ops.host_math import erfinv     # (the host's special functions, at first use)
     cdf = lambda x: (1.0 + erf(x / sqrt(2.0))) / 2.0  # noqa: E731
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = _rng().uniform(2 * lo - 1, 2 * hi - 1, _shape(tensor))
-    return _fill(tensor, np.clip(_erfinv(u) * std * math.sqrt(2.0) + mean, a, b))
-
-
-def _erfinv(y: np.ndarray) -> np.ndarray:
-    """erf^-1 by Giles' approximation refined with two Newton steps (float64, ample for init)."""
-    y = np.clip(np.asarray(y, np.float64), -1 + 1e-15, 1 - 1e-15)
-    w = -np.log((1.0 - y) * (1.0 + y))
-    x = np.where(w < 5.0, _poly(w - 2.5, _SMALL), _poly(np.sqrt(w) - 3.0, _LARGE)) * y
-    erf = np.vectorize(math.erf)
-    for _ in range(2):
-        x = x - (erf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
-    return x
-
-
-def _poly(w, coeffs):
-    p = np.full_like(w, coeffs[0])
-    for c in coeffs[1:]:
-        p = c + p * w
-    return p
-
-
-_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-          -0.00417768164, 0.246640727, 1.50140941)
-_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-          0.00943887047, 1.00167406, 2.83297682)
+    u = np.clip(_rng().uniform(2 * lo - 1, 2 * hi - 1, _shape(tensor)), -1 + 1e-15, 1 - 1e-15)
+    return _fill(tensor, np.clip(erfinv(u) * std * math.sqrt(2.0) + mean, a, b))
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:

@@ -1,6 +1,6 @@
 """Layers with torch's constructors, default initialisation and semantics: linear maps, embeddings,
-normalisation, dropout, PReLU, reshaping and multi-head attention.  The other activations are rows
-of thin.py's table; convolution, pooling, batch norm and resampling are in conv.py; losses in loss.py."""
+normalisation, PReLU and multi-head attention.  Activations, dropout, pooling and reshaping modules
+and losses are rows of thin.py's table; convolution, batch norm and resampling are in conv.py."""
 from __future__ import annotations
 
 import math
@@ -18,9 +18,29 @@ def _empty(*shape: int, dtype=None) -> Tensor:
     return empty(*shape, dtype=D.as_dtype(dtype) if dtype is not None else None)
 
 
-def _factory(device, dtype) -> None:
-    """torch's factory keywords of a layer: device= selects the process's device (lazytorch/device.py);
-    dtype= is passed to each parameter's creation."""
+def _register(module: Module, present: bool, dtype, **shapes: tuple[int, ...]) -> None:
+    """Registers each named parameter (uninitialised, of its shape) when `present`, else as None, as
+    torch registers a layer's optional weights (bias=False, affine=False)."""
+    for name, shape in shapes.items():
+        module.register_parameter(name, Parameter(_empty(*shape, dtype=dtype)) if present else None)
+
+
+def _reset_affine(module: Module) -> None:
+    """A normalisation's affine parameters start as the identity map: weight 1, bias 0."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
+def _nondefault(module: Module, **defaults) -> str:
+    """", name=value" for each of the module's attributes that differs from its default (extra_repr)."""
+    return "".join(f", {k}={getattr(module, k)}" for k, d in defaults.items() if getattr(module, k) != d)
+
+
+def _factory(device) -> None:
+    """torch's device= factory keyword of a layer: it selects the process's device (lazytorch/device.py);
+    dtype=, the other one, goes to each parameter's creation."""
     if device is not None:
         from ..device import select
         select(device)
@@ -39,7 +59,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
         self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
@@ -69,7 +89,7 @@ class LazyLinear(Linear):
 
     def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         Module.__init__(self)
-        _factory(device, dtype)
+        _factory(device)
         self.in_features, self.out_features, self._lazy_dtype = 0, out_features, dtype
         self.weight = Parameter(_empty(out_features, 0, dtype=dtype))
         self.register_parameter("bias", Parameter(_empty(out_features, dtype=dtype)) if bias else None)
@@ -100,13 +120,10 @@ class Bilinear(Module):
     def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _register(self, bias, dtype, bias=(out_features,))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -133,7 +150,7 @@ class Embedding(Module):
                  sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("Padding_idx must be within num_embeddings")
@@ -170,8 +187,7 @@ class Embedding(Module):
         return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, **kwargs)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        return f"{self.num_embeddings}, {self.embedding_dim}" + _nondefault(self, padding_idx=None)
 
 
 class EmbeddingBag(Module):
@@ -183,7 +199,7 @@ class EmbeddingBag(Module):
                  _weight: Tensor | None = None, include_last_offset: bool = False, padding_idx: int | None = None,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if max_norm is not None:
             raise NotImplementedError("lazytorch: EmbeddingBag(max_norm=...) renormalises its weight in place "
                                       "during forward, which lazytorch does not support; leave max_norm=None")
@@ -207,15 +223,14 @@ class EmbeddingBag(Module):
                              self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
 
     def extra_repr(self) -> str:
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
-        s += f", mode={self.mode!r}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        return (f"{self.num_embeddings}, {self.embedding_dim}"
+                + _nondefault(self, max_norm=None, norm_type=2, scale_grad_by_freq=False)
+                + f", mode={self.mode!r}" + _nondefault(self, padding_idx=None))
+
+
+def _ntuple(value, n: int) -> tuple:
+    """A value or a sequence of them as a tuple (a single value repeated n times), as torch's _ntuple."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
 
 
 def _shape_tuple(shape) -> tuple[int, ...]:
@@ -226,22 +241,15 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
-            self.register_parameter("bias", Parameter(_empty(*self.normalized_shape, dtype=dtype)) if bias else None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
+        _register(self, elementwise_affine and bias, dtype, bias=self.normalized_shape)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -255,14 +263,12 @@ class RMSNorm(Module):
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.normalized_shape, self.eps = _shape_tuple(normalized_shape), eps
         self.elementwise_affine = elementwise_affine
+        _register(self, elementwise_affine, dtype, weight=self.normalized_shape)
         if elementwise_affine:
-            self.weight = Parameter(_empty(*self.normalized_shape, dtype=dtype))
             init.ones_(self.weight)
-        else:
-            self.register_parameter("weight", None)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -275,19 +281,16 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device=None, dtype=None, *, bias: bool = True) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if num_channels % num_groups != 0:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(_empty(num_channels, dtype=dtype))
-            self.register_parameter("bias", Parameter(_empty(num_channels, dtype=dtype)) if bias else None)
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register(self, affine, dtype, weight=(num_channels,))
+        _register(self, affine and bias, dtype, bias=(num_channels,))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -297,47 +300,6 @@ class GroupNorm(Module):
                 f"bias={self.bias is not None}")
 
 
-class Dropout(Module):
-    """Zeroes each element with probability p in training mode (a seeded mask, scaled by 1/(1-p));
-    the identity in eval mode."""
-
-    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = p, inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
-
-
-class Flatten(Module):
-    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return input.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self) -> str:
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class Unflatten(Module):
-    def __init__(self, dim: int, unflattened_size) -> None:
-        super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return input.unflatten(self.dim, self.unflattened_size)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
-
-
 # ---------------------------------------------------------------- activations
 # The parameter-free activations are rows of nn/thin.py's table.
 class PReLU(Module):
@@ -345,7 +307,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_empty(num_parameters, dtype=dtype))
         self.reset_parameters()
@@ -371,7 +333,7 @@ class MultiheadAttention(Module):
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
                  vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("lazytorch: MultiheadAttention(add_bias_kv=True / add_zero_attn=True) is "
                                       "not supported; leave both False")
@@ -381,20 +343,11 @@ class MultiheadAttention(Module):
         self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
         self.head_dim = embed_dim // num_heads
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
-        if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim, dtype=dtype))
-            self.register_parameter("q_proj_weight", None)
-            self.register_parameter("k_proj_weight", None)
-            self.register_parameter("v_proj_weight", None)
-        else:
-            self.q_proj_weight = Parameter(_empty(embed_dim, embed_dim, dtype=dtype))
-            self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim, dtype=dtype))
-            self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim, dtype=dtype))
-            self.register_parameter("in_proj_weight", None)
-        if bias:
-            self.in_proj_bias = Parameter(_empty(3 * embed_dim, dtype=dtype))
-        else:
-            self.register_parameter("in_proj_bias", None)
+        same = self._qkv_same_embed_dim
+        _register(self, same, dtype, in_proj_weight=(3 * embed_dim, embed_dim))
+        _register(self, not same, dtype, q_proj_weight=(embed_dim, embed_dim), k_proj_weight=(embed_dim, self.kdim),
+                  v_proj_weight=(embed_dim, self.vdim))
+        _register(self, bias, dtype, in_proj_bias=(3 * embed_dim,))
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False

@@ -272,7 +272,7 @@ class Module:
         dtype = D.as_dtype(dtype)
         if not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
-        return self._apply_values(lambda t: t.to(dtype) if t.dtype.is_floating_point else None)
+        return self._cast(dtype)
 
     def _cast(self, dtype: D.DType) -> "Module":
         return self._apply_values(lambda t: t.to(dtype) if t.dtype.is_floating_point else None)
@@ -300,12 +300,8 @@ class Module:
 
     # ---------------------------------------------------------------- state dicts
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else _shared(p)
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else _shared(b)
+        for name, t in self._local_state().items():
+            destination[prefix + name] = t if keep_vars else _shared(t)
 
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
         """An ordered dict of every parameter and persistent buffer by dotted name (torch's keys and
@@ -321,6 +317,7 @@ class Module:
         return destination
 
     def _local_state(self) -> dict[str, Tensor]:
+        """This module's own parameters and persistent buffers by name (not its children's)."""
         local = {n: p for n, p in self._parameters.items() if p is not None}
         local.update((n, b) for n, b in self._buffers.items()
                      if b is not None and n not in self._non_persistent_buffers_set)

@@ -12,14 +12,12 @@ import math
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import _empty, _factory
+from .layers import _empty, _factory, _nondefault, _register
 from .module import Module
 from .parameter import Parameter
 
-_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
-
-
 # ---------------------------------------------------------------- one step of each cell
+# A step maps (input projection gi, h, c, W_hh, b_hh, W_hr) to the new (h, c); c is None but for LSTM.
 def _lstm_step(gi: Tensor, h: Tensor, c: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None):
     g = gi + F.linear(h, w_hh, b_hh)
     i, f, n, o = g.chunk(4, -1)
@@ -30,18 +28,23 @@ def _lstm_step(gi: Tensor, h: Tensor, c: Tensor, w_hh: Tensor, b_hh: Tensor | No
     return h, c
 
 
-def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+def _gru_step(gi: Tensor, h: Tensor, c: None, w_hh: Tensor, b_hh: Tensor | None, w_hr: None):
     gh = F.linear(h, w_hh, b_hh)
     ir, iz, i_n = gi.chunk(3, -1)
     hr, hz, h_n = gh.chunk(3, -1)
     r, z = F.sigmoid(ir + hr), F.sigmoid(iz + hz)
     n = F.tanh(i_n + r * h_n)
-    return n + z * (h - n)                       # (1 - z) * n + z * h
+    return n + z * (h - n), None                 # (1 - z) * n + z * h
 
 
-def _rnn_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None, relu: bool) -> Tensor:
-    pre = gi + F.linear(h, w_hh, b_hh)
-    return F.relu(pre) if relu else F.tanh(pre)
+def _rnn_step(activation: str):
+    # (F's ops are installed after this module is imported: looked up at the call)
+    return lambda gi, h, c, w_hh, b_hh, w_hr: (getattr(F, activation)(gi + F.linear(h, w_hh, b_hh)), None)
+
+
+# each mode's gates (chunks of the projections) and step
+_CELLS = {"LSTM": (4, _lstm_step), "GRU": (3, _gru_step), "RNN_TANH": (1, _rnn_step("tanh")),
+          "RNN_RELU": (1, _rnn_step("relu"))}
 
 
 class RNNBase(Module):
@@ -52,7 +55,7 @@ class RNNBase(Module):
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  proj_size: int = 0, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 or isinstance(dropout, bool):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
@@ -71,7 +74,7 @@ class RNNBase(Module):
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
         directions = 2 if bidirectional else 1
-        gate_size = _GATES[mode] * hidden_size
+        gate_size = _CELLS[mode][0] * hidden_size
         real_hidden = proj_size or hidden_size
         self._flat_weights_names: list[str] = []
         for layer in range(num_layers):
@@ -168,32 +171,16 @@ class RNNBase(Module):
         w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
         gates = F.linear(x, w_ih, b_ih)                           # every step's input projection at once
         steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
+        step = _CELLS[self.mode][1]
         outs: list[Tensor] = [None] * x.shape[0]
         for t in steps:
-            if self.mode == "LSTM":
-                h, c = _lstm_step(gates[t], h, c, w_hh, b_hh, w_hr)
-            elif self.mode == "GRU":
-                h = _gru_step(gates[t], h, w_hh, b_hh)
-            else:
-                h = _rnn_step(gates[t], h, w_hh, b_hh, self.mode == "RNN_RELU")
+            h, c = step(gates[t], h, c, w_hh, b_hh, w_hr)
             outs[t] = h
         return stack(outs) if outs else x[:, :, :0], h, c
 
     def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.proj_size != 0:
-            s += f", proj_size={self.proj_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+        return f"{self.input_size}, {self.hidden_size}" + _nondefault(
+            self, proj_size=0, num_layers=1, bias=True, batch_first=False, dropout=0, bidirectional=False)
 
 
 def _cat_last(parts: list[Tensor]) -> Tensor:
@@ -235,16 +222,11 @@ class RNNCellBase(Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None,
                  dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         self.weight_ih = Parameter(_empty(num_chunks * hidden_size, input_size, dtype=dtype))
         self.weight_hh = Parameter(_empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
-        if bias:
-            self.bias_ih = Parameter(_empty(num_chunks * hidden_size, dtype=dtype))
-            self.bias_hh = Parameter(_empty(num_chunks * hidden_size, dtype=dtype))
-        else:
-            self.register_parameter("bias_ih", None)
-            self.register_parameter("bias_hh", None)
+        _register(self, bias, dtype, bias_ih=(num_chunks * hidden_size,), bias_hh=(num_chunks * hidden_size,))
         self.reset_parameters()
 
     reset_parameters = RNNBase.reset_parameters
@@ -267,23 +249,16 @@ class RNNCellBase(Module):
     def forward(self, input: Tensor, hx=None):
         input, hx, batched = self._prepare(input, hx)
         gi = F.linear(input, self.weight_ih, self.bias_ih)
-        if self._mode == "LSTM":
-            h, c = _lstm_step(gi, hx[0], hx[1], self.weight_hh, self.bias_hh, None)
+        lstm = self._mode == "LSTM"
+        h, c = _CELLS[self._mode][1](gi, *(hx if lstm else (hx, None)), self.weight_hh, self.bias_hh, None)
+        if lstm:
             return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
-        if self._mode == "GRU":
-            h = _gru_step(gi, hx, self.weight_hh, self.bias_hh)
-        else:
-            h = _rnn_step(gi, hx, self.weight_hh, self.bias_hh, self._mode == "RNN_RELU")
         return h if batched else h.squeeze(0)
 
     def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
+        s = f"{self.input_size}, {self.hidden_size}" + _nondefault(self, bias=True)
         nonlinearity = getattr(self, "nonlinearity", "tanh")
-        if nonlinearity != "tanh":
-            s += f", nonlinearity={nonlinearity}"
-        return s
+        return s + (f", nonlinearity={nonlinearity}" if nonlinearity != "tanh" else "")
 
 
 class RNNCell(RNNCellBase):

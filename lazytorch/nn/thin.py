@@ -11,13 +11,10 @@ from typing import Callable
 from ..tensor import Tensor
 from . import functional as F
 from .functional import _legacy_reduction
+from .layers import _ntuple
 from .module import Module
 
 REQUIRED = object()          # a constructor parameter without a default
-
-
-def _tuple(n: int) -> Callable:
-    return lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 
 
 @dataclass(frozen=True)
@@ -107,13 +104,13 @@ def _pad_rows(dims: int) -> list[Thin]:
     for kind, mode in (("Reflection", "reflect"), ("Replication", "replicate"), ("Circular", "circular")):
         rows.append(Thin(f"{kind}Pad{dims}d", lambda m, x, mode=mode: F.pad(x, m.padding, mode),
                          (("padding", REQUIRED),), repr="{padding}",
-                         convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                         convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     rows.append(Thin(f"ZeroPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", 0.0),
                      (("padding", REQUIRED),), repr="{padding}",
-                     convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     rows.append(Thin(f"ConstantPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", m.value),
                      (("padding", REQUIRED), ("value", REQUIRED)), repr="padding={padding}, value={value}",
-                     convert={"padding": lambda v, _, n=2 * dims: _tuple(n)(v)}))
+                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
     return rows
 
 
@@ -132,8 +129,6 @@ def _max_pool(dims: int) -> Thin:
                      "ceil_mode={ceil_mode}",
                 convert={"stride": _stride_default})
 
-
-_ONE = _tuple(1)
 
 THIN: list[Thin] = [
     # activations (inplace=True is accepted and shown; the result is computed out of place)
@@ -180,20 +175,23 @@ THIN: list[Thin] = [
     Thin("Unfold", lambda m, x: F.unfold(x, m.kernel_size, m.dilation, m.padding, m.stride),
          (("kernel_size", REQUIRED), ("dilation", 1), ("padding", 0), ("stride", 1))),
     # pooling
-    _max_pool(1), _max_pool(3),
+    *[_max_pool(d) for d in (1, 2, 3)],
     Thin("AvgPool1d", lambda m, x: F.avg_pool1d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode,
                                                 m.count_include_pad),
          (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
           ("count_include_pad", True)), repr="kernel_size={kernel_size}, stride={stride}, padding={padding}",
-         convert={"kernel_size": lambda v, _: _ONE(v), "stride": lambda v, vs: _ONE(_stride_default(v, vs)),
-                  "padding": lambda v, _: _ONE(v)}),
-    Thin("AvgPool3d", lambda m, x: F.avg_pool3d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                                                m.count_include_pad, m.divisor_override),
-         (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
-          ("count_include_pad", True), ("divisor_override", None)),
-         repr="kernel_size={kernel_size}, stride={stride}, padding={padding}", convert={"stride": _stride_default}),
-    Thin("AdaptiveAvgPool1d", lambda m, x: F.adaptive_avg_pool1d(x, m.output_size), (("output_size", REQUIRED),)),
-    Thin("AdaptiveAvgPool3d", lambda m, x: F.adaptive_avg_pool3d(x, m.output_size), (("output_size", REQUIRED),)),
+         convert={"kernel_size": lambda v, _: _ntuple(v, 1), "stride": lambda v, vs: _ntuple(_stride_default(v, vs), 1),
+                  "padding": lambda v, _: _ntuple(v, 1)}),
+    *[Thin(f"AvgPool{d}d", lambda m, x, fn=f"avg_pool{d}d": getattr(F, fn)(x, m.kernel_size, m.stride, m.padding,
+                                                                            m.ceil_mode, m.count_include_pad,
+                                                                            m.divisor_override),
+           (("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("ceil_mode", False),
+            ("count_include_pad", True), ("divisor_override", None)),
+           repr="kernel_size={kernel_size}, stride={stride}, padding={padding}", convert={"stride": _stride_default})
+      for d in (2, 3)],
+    *[Thin(f"AdaptiveAvgPool{d}d", lambda m, x, fn=f"adaptive_avg_pool{d}d": getattr(F, fn)(x, m.output_size),
+           (("output_size", REQUIRED),))
+      for d in (1, 2, 3)],
     *[Thin(f"AdaptiveMaxPool{d}d",
            lambda m, x, fn=f"adaptive_max_pool{d}d": getattr(F, fn)(x, m.output_size, m.return_indices),
            (("output_size", REQUIRED), ("return_indices", False)), repr="output_size={output_size}")
@@ -205,26 +203,46 @@ THIN: list[Thin] = [
     *[Thin(f"MaxUnpool{d}d", lambda m, x, indices, output_size=None, fn=f"max_unpool{d}d":
            getattr(F, fn)(x, indices, m.kernel_size, m.stride, m.padding, output_size),
            (("kernel_size", REQUIRED), ("stride", None), ("padding", 0)),
-           convert={"kernel_size": lambda v, _, n=d: _tuple(n)(v),
-                    "stride": lambda v, vs, n=d: _tuple(n)(_stride_default(v, vs)),
-                    "padding": lambda v, _, n=d: _tuple(n)(v)})
+           convert={"kernel_size": lambda v, _, n=d: _ntuple(v, n),
+                    "stride": lambda v, vs, n=d: _ntuple(_stride_default(v, vs), n),
+                    "padding": lambda v, _, n=d: _ntuple(v, n)})
       for d in (1, 2, 3)],
     Thin("LPPool3d", lambda m, x: F.lp_pool3d(x, m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
          (("norm_type", REQUIRED), ("kernel_size", REQUIRED), ("stride", None), ("ceil_mode", False))),
     Thin("LocalResponseNorm", lambda m, x: F.local_response_norm(x, m.size, m.alpha, m.beta, m.k),
          (("size", REQUIRED), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),
          repr="{size}, alpha={alpha}, beta={beta}, k={k}"),
-    # dropout
+    # dropout, reshaping
+    Thin("Dropout", lambda m, x: F.dropout(x, m.p, m.training, m.inplace), (("p", 0.5), _INPLACE),
+         repr="p={p}, inplace={inplace}", convert={"p": lambda v, _: _check_p(v)}),
     *[Thin(name, lambda m, x, fn=fn: getattr(F, fn)(x, m.p, m.training), (("p", 0.5), _INPLACE),
            repr="p={p}, inplace={inplace}", convert={"p": lambda v, _: _check_p(v)})
       for name, fn in (("Dropout1d", "dropout1d"), ("Dropout2d", "dropout2d"), ("Dropout3d", "dropout3d"),
                        ("AlphaDropout", "alpha_dropout"), ("FeatureAlphaDropout", "feature_alpha_dropout"))],
+    Thin("Flatten", lambda m, x: x.flatten(m.start_dim, m.end_dim), (("start_dim", 1), ("end_dim", -1))),
+    Thin("Unflatten", lambda m, x: x.unflatten(m.dim, m.unflattened_size),
+         (("dim", REQUIRED), ("unflattened_size", REQUIRED)), convert={"unflattened_size": lambda v, _: tuple(v)}),
     # distances
     Thin("CosineSimilarity", lambda m, a, b: F.cosine_similarity(a, b, m.dim, m.eps),
          (("dim", 1), ("eps", 1e-8)), repr=""),
     Thin("PairwiseDistance", lambda m, a, b: F.pairwise_distance(a, b, m.p, m.eps, m.keepdim),
          (("p", 2.0), ("eps", 1e-6), ("keepdim", False)), repr=""),
     # losses (torch's legacy size_average / reduce fold into `reduction`)
+    Thin("MSELoss", lambda m, x, t: F.mse_loss(x, t, reduction=m.reduction), _LOSS, repr=""),
+    Thin("L1Loss", lambda m, x, t: F.l1_loss(x, t, reduction=m.reduction), _LOSS, repr=""),
+    Thin("SmoothL1Loss", lambda m, x, t: F.smooth_l1_loss(x, t, reduction=m.reduction, beta=m.beta),
+         (*_LOSS, ("beta", 1.0)), repr=""),
+    Thin("NLLLoss", lambda m, x, t: F.nll_loss(x, t, weight=m.weight, ignore_index=m.ignore_index,
+                                               reduction=m.reduction),
+         (("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None), ("reduction", "mean")),
+         repr="", buffers=("weight",)),
+    Thin("CrossEntropyLoss", lambda m, x, t: F.cross_entropy(x, t, weight=m.weight, ignore_index=m.ignore_index,
+                                                             reduction=m.reduction, label_smoothing=m.label_smoothing),
+         (("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None), ("reduction", "mean"),
+          ("label_smoothing", 0.0)), repr="", buffers=("weight",)),
+    Thin("BCEWithLogitsLoss", lambda m, x, t: F.binary_cross_entropy_with_logits(x, t, m.weight, reduction=m.reduction,
+                                                                                 pos_weight=m.pos_weight),
+         (("weight", None), *_LOSS, ("pos_weight", None)), repr="", buffers=("weight", "pos_weight")),
     Thin("BCELoss", lambda m, x, t: F.binary_cross_entropy(x, t, m.weight, reduction=m.reduction),
          (("weight", None), *_LOSS), repr="", buffers=("weight",)),
     Thin("KLDivLoss", lambda m, x, t: F.kl_div(x, t, reduction=m.reduction, log_target=m.log_target),
@@ -287,3 +305,5 @@ def _triplet_with_distance(anchor, positive, negative, distance, margin: float, 
 
 
 CLASSES: dict[str, type] = {spec.name: make(spec) for spec in THIN}
+# torch's deprecated name for NLLLoss on (N, C, H, W) inputs, a subclass of it
+CLASSES["NLLLoss2d"] = type("NLLLoss2d", (CLASSES["NLLLoss"],), {"__module__": __name__})

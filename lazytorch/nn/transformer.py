@@ -11,7 +11,10 @@ from typing import Callable
 from ..tensor import Tensor
 from . import functional as F
 from .containers import ModuleList
-from .layers import Dropout, LayerNorm, Linear, MultiheadAttention, _factory
+from .layers import LayerNorm, Linear, MultiheadAttention, _factory
+from .thin import CLASSES
+
+Dropout = CLASSES["Dropout"]
 from .module import Module
 
 def _activation(activation) -> Callable:
@@ -41,7 +44,7 @@ class _TransformerLayer(Module):
     def _build(self, attentions: tuple[str, ...], n_norms: int, d_model: int, nhead: int, dim_feedforward: int,
                dropout: float, activation, layer_norm_eps: float, batch_first: bool, norm_first: bool, bias: bool,
                device, dtype) -> None:
-        _factory(device, dtype)
+        _factory(device)
         for name in attentions:
             setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                                    batch_first=batch_first, dtype=dtype))
@@ -155,7 +158,7 @@ class Transformer(Module):
                  layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
                  bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
-        _factory(device, dtype)
+        _factory(device)
         layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
                           layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first,
                           bias=bias, dtype=dtype)

@@ -157,7 +157,7 @@ def _probe_toolchain(probe: bool = True) -> bool:
     """Find the toolchain (probe=False: only from the disk cache's markers); whether it is known."""
     if not _toolchain:
         cc = compiler()
-        version = _version_line(cc, probe)
+        version = version_line(cc, probe)
         if version is None:
             return False
         openmp = _has_openmp(cc, version, probe=False)       # None: not settled yet, assume it builds
@@ -189,7 +189,7 @@ def _settle_openmp(tc: Toolchain, compiled: bool) -> None:
                                 "without it (-fopenmp-simd, one thread)")
 
 
-def _version_line(cc: str, probe: bool = True) -> str | None:
+def version_line(cc: str, probe: bool = True) -> str | None:
     """`cc --version`'s first line, remembered in the disk cache per compiler binary (its path,
     size and modification time): starting the compiler costs a new process ~10 ms.  None: not
     remembered and `probe` is off."""

@@ -16,7 +16,6 @@ than a small kernel.
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import re
@@ -154,14 +153,9 @@ def shim_include() -> Path:
     return target / "metal_shim.h"
 
 
-@functools.lru_cache(maxsize=1)
-def _gxx_version() -> str:
-    return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-
-
 def toolchain() -> compiler.Toolchain:
     """g++ with the precompiled shim (its path carries the shim's hash, so the flags key the cache)."""
-    return compiler.Toolchain("g++", _gxx_version(), (*FLAGS, "-shared", "-include", str(shim_include())),
+    return compiler.Toolchain("g++", compiler.version_line("g++"), (*FLAGS, "-shared", "-include", str(shim_include())),
                               ".cpp", "metal-emu's g++")
 
 

@@ -23,9 +23,10 @@ Args = dict[str, Any]
 RULES: dict[str, Callable[[OpDef, Args], tuple[Shape, DType]]] = {}
 
 
-def rule(name: str):
+def rule(*names: str):
     def register(fn):
-        RULES[name] = fn
+        for name in names:
+            RULES[name] = fn
         return fn
     return register
 

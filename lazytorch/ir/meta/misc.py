@@ -5,9 +5,9 @@ from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
-from ..promotion import Promotion, elementwise_dtypes
+from ..promotion import Promotion
 from ..registry import OpDef
-from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank, reduced_shape, rule, tensor_args
+from . import Args, Shape, check_allowed, rule
 
 @rule("cast")
 def cast(op: OpDef, a: Args) -> tuple[Shape, DType]:

@@ -70,14 +70,8 @@ def _normalized(op: str, a: Args) -> tuple[int, ...]:
     return shape
 
 
-@rule("layer_norm")
+@rule("layer_norm", "rms_norm")
 def layer_norm(op: OpDef, a: Args) -> tuple[Shape, DType]:
-    _normalized(op.name, a)
-    return a["self"].shape, a["self"].dtype
-
-
-@rule("rms_norm")
-def rms_norm(op: OpDef, a: Args) -> tuple[Shape, DType]:
     _normalized(op.name, a)
     return a["self"].shape, a["self"].dtype
 

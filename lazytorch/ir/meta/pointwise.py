@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from ..dtypes import DType
-from ..errors import op_error, wrap_dim
+from ..errors import op_error
 from ..node import Node
 from ..promotion import Promotion, elementwise_dtypes, result_type
 from ..registry import OpDef
-from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank, reduced_shape, rule, tensor_args
+from . import Args, Shape, broadcast_shapes, check_allowed, rank, rule, tensor_args
 
 @rule("pointwise")
 def pointwise(op: OpDef, a: Args) -> tuple[Shape, DType]:

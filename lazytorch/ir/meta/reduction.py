@@ -5,9 +5,8 @@ from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
-from ..promotion import Promotion, elementwise_dtypes
 from ..registry import OpDef
-from . import Args, Shape, broadcast_shapes, check_allowed, normalize_dims, rank, reduced_shape, rule, tensor_args
+from . import Args, Shape, check_allowed, normalize_dims, reduced_shape, rule
 
 _REDUCE_RESULT = {
     "same": lambda dt: dt,

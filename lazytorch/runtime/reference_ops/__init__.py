@@ -7,16 +7,13 @@ one; they favour clarity and torch's exact semantics over speed.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
 
 from ...ir import dtypes as D
-from ...ir import views as V
-from ...ir.meta import compute_dtype
 from ...ir.node import Node
-from ...ir.registry import get
+from ...ir.promotion import opmath
 
 REF: dict[str, Callable] = {}
 
@@ -31,10 +28,7 @@ def ref(*names: str):
 
 def np_compute(arr: np.ndarray, src: D.DType, dst: D.DType) -> np.ndarray:
     """Host array of dtype src as numpy values of compute dtype dst."""
-    vals = D.to_compute(np.asarray(arr), src)
-    if dst is D.bfloat16 or dst is D.float16:
-        dst = D.float32
-    return vals.astype(dst.np if dst is not D.bfloat16 else np.float32, copy=False)
+    return D.to_compute(np.asarray(arr), src).astype(opmath(dst).np, copy=False)
 
 
 def finish(values, node: Node) -> np.ndarray:

@@ -12,13 +12,12 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...ir import dtypes as D
 from ...ir.node import Node
+from ...ir.promotion import opmath
 from . import finish, np_compute, ref
 
 
 def _acc(dtype: D.DType) -> D.DType:
-    if dtype.is_floating_point:
-        return D.float64 if dtype is D.float64 else D.float32
-    return D.int64
+    return opmath(dtype) if dtype.is_floating_point else D.int64
 
 
 def windows(x: np.ndarray, kernel, stride, dilation) -> np.ndarray:
@@ -57,7 +56,7 @@ def _forward(x, w, stride, padding, dilation, groups):
     return parts[0] if groups == 1 else np.concatenate(parts, axis=1)
 
 
-def _transposed(x, w, stride, padding, dilation, output_padding, groups, out_shape):
+def _transposed(x, w, stride, padding, dilation, groups, out_shape):
     nd = x.ndim - 2
     cg, og = x.shape[1] // groups, w.shape[1]
     parts = []
@@ -77,8 +76,7 @@ def _convolution(node: Node, x, w, bias=None):
     xv, wv = (np_compute(v, n.dtype, acc) for v, n in zip((x, w), node.inputs))
     with np.errstate(all="ignore"):
         if a["transposed"]:
-            out = _transposed(xv, wv, a["stride"], a["padding"], a["dilation"], a["output_padding"], a["groups"],
-                              node.shape)
+            out = _transposed(xv, wv, a["stride"], a["padding"], a["dilation"], a["groups"], node.shape)
         else:
             out = _forward(xv, wv, a["stride"], a["padding"], a["dilation"], a["groups"])
         if bias is not None:

@@ -147,7 +147,7 @@ def polygamma(x, n: int = 0):
 
 # ---------------------------------------------------------------- Bessel functions
 
-def _trapezoid_periodic(f, x, n_order: float, kind: str):
+def _trapezoid_periodic(f, x, n_order: float):
     """(1/pi) * integral over [0, pi] of the Bessel integrand, trapezoid rule (spectral here)."""
     x = _f64(x)
     n = int(min(np.nanmax(np.abs(x), initial=0.0), 1e5)) + 64
@@ -160,11 +160,11 @@ def _trapezoid_periodic(f, x, n_order: float, kind: str):
 
 def _i_scaled(x, order: int):
     """e^{-|x|} I_n(x) = (1/pi) int_0^pi e^{x cos t - |x|} cos(nt) dt."""
-    return _trapezoid_periodic(lambda xx, t, k: np.exp(xx * np.cos(t) - np.abs(xx)) * np.cos(k * t), x, order, "i")
+    return _trapezoid_periodic(lambda xx, t, k: np.exp(xx * np.cos(t) - np.abs(xx)) * np.cos(k * t), x, order)
 
 
 def _j(x, order: int):
-    return _trapezoid_periodic(lambda xx, t, k: np.cos(k * t - xx * np.sin(t)), x, order, "j")
+    return _trapezoid_periodic(lambda xx, t, k: np.cos(k * t - xx * np.sin(t)), x, order)
 
 
 def _k_scaled(x, order: float):

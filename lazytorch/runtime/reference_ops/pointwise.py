@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 from ...ir import dtypes as D
-from ...ir import views as V
 from ...ir.meta import compute_dtype
 from ...ir.node import Node
 from ...ir.registry import get
@@ -28,28 +27,19 @@ def _sign(x):
     return np.where(np.isnan(x), 0, np.sign(x)) if x.dtype.kind == "f" else np.sign(x)  # torch: sign(NaN) = 0
 
 
-def _floor_divide(a, b):
-    if a.dtype.kind in "iu":
-        with np.errstate(divide="ignore"):
-            if np.any(b == 0):
-                raise ZeroDivisionError("floor_divide: integer division by zero")
-            return np.floor_divide(a, b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.floor_divide(a, b)
+def _checked(name: str, fn):
+    """fn of two arrays; an integer division by a zero divisor raises, as torch's does."""
+    def run(a, b):
+        if a.dtype.kind in "iu" and np.any(b == 0):
+            raise ZeroDivisionError(f"{name}: integer division by zero")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(a, b)
+    return run
 
 
-def _remainder(a, b):
-    if a.dtype.kind in "iu" and np.any(b == 0):
-        raise ZeroDivisionError("remainder: integer division by zero")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.mod(a, b)
-
-
-def _fmod(a, b):
-    if a.dtype.kind in "iu" and np.any(b == 0):
-        raise ZeroDivisionError("fmod: integer division by zero")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.fmod(a, b)
+_floor_divide = _checked("floor_divide", np.floor_divide)
+_remainder = _checked("remainder", np.mod)
+_fmod = _checked("fmod", np.fmod)
 
 
 def _div_trunc(a, b):

@@ -1,25 +1,22 @@
 """Reference implementations of reductions."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ...ir import dtypes as D
-from ...ir import views as V
-from ...ir.meta import compute_dtype
 from ...ir.node import Node
-from ...ir.registry import get
+from ...ir.promotion import opmath
 from . import REF, finish, np_compute, ref
 
 # ---------------------------------------------------------------- reductions
 
-def _reduce(fn, identity=None):
+def _reduce(fn):
     def run(node: Node, x):
         dims = node.attrs["dim"]
         keep = node.attrs.get("keepdim", False)
         src = node.inputs[0].dtype
-        acc = node.dtype if node.dtype.category != D.FLOATING else D.float64 if node.dtype is D.float64 else D.float32
+        acc = opmath(node.dtype)
         vals = np_compute(x, src, acc) if src.category != D.BOOL or acc.category != D.BOOL else x
         with np.errstate(all="ignore"):
             out = fn(vals, axis=dims, keepdims=keep) if x.ndim else fn(vals.reshape(1), axis=0,
@@ -66,7 +63,7 @@ REF["argmin"] = _argreduce(np.argmin)
 @ref("cumsum")
 def _cumsum(node: Node, x):
     """Running sum in the accumulation dtype (float32 for half types), rounded per element."""
-    acc = node.dtype if node.dtype.category != D.FLOATING else D.float64 if node.dtype is D.float64 else D.float32
+    acc = opmath(node.dtype)
     vals = np_compute(x, node.inputs[0].dtype, acc)
     if vals.ndim == 0:
         return finish(vals, node)

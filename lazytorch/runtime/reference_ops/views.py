@@ -1,16 +1,12 @@
 """Reference implementations of views, copies and view updates."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from ...ir import dtypes as D
 from ...ir import views as V
-from ...ir.meta import compute_dtype
 from ...ir.node import Node
-from ...ir.registry import get
-from . import REF, finish, np_compute, ref
+from . import ref
 
 # ---------------------------------------------------------------- views and copies
 
