@@ -32,7 +32,6 @@ matmul's library launch instead (`try_library_bias`) and the rest forms that fol
 """
 from __future__ import annotations
 
-from ..ir.graph import consumers, toposort
 from ..ir.node import Node
 from ..ir.registry import ops
 from .horizontal import merge_independent
@@ -128,14 +127,12 @@ class Fuser:
         self.max_buffers = max_buffers
         self.library_bias = library_bias
         self.refusals: list[tuple[Node, Node, str]] = []    # (node, a member of the group it did not join, why)
-        self.order = toposort(roots)
-        self.users = consumers(self.order)
+        self.order, self.users, self._pos = order_and_users(roots)
         self.root_ids = {id(r) for r in roots}
         self.group_of: dict[int, Group] = {}
         self.groups: list[Group] = []
         self.read_by: dict[int, int] = {}           # id(value) -> bitset of the groups that read it
                                                     # (try_sibling; merged groups' bits stay set)
-        self._pos = {id(m): k for k, m in enumerate(self.order)}
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
         self.bound_inlining()
@@ -529,6 +526,39 @@ class Fuser:
         return self._pos[id(n)]
 
 
+def order_and_users(roots: list[Node]) -> tuple[list[Node], dict[int, list[Node]], dict[int, int]]:
+    """(toposort(roots), consumers of that order, id(node) -> its position), in one walk: the order
+    is ir/graph.py's (leaves placed as they are met), and each node's readers are listed in it."""
+    order: list[Node] = []
+    users: dict[int, list[Node]] = {}
+    pos: dict[int, int] = {}
+    for root in roots:
+        if id(root) in users:
+            continue
+        stack = [(root, iter(root.inputs))]          # (node, its inputs not yet looked at)
+        while stack:
+            node, rest = stack[-1]
+            for child in rest:
+                k = id(child)
+                if k not in users:
+                    if child.inputs:
+                        stack.append((child, iter(child.inputs)))
+                        break
+                    users[k] = []                    # a leaf: placed at once
+                    pos[k] = len(order)
+                    order.append(child)
+            else:
+                stack.pop()
+                k = id(node)
+                if k not in users:
+                    users[k] = []
+                    pos[k] = len(order)
+                    order.append(node)
+                    for i in node.inputs:            # (placed already: a node comes after its inputs)
+                        users[id(i)].append(node)
+    return order, users, pos
+
+
 def row_bias(bias: Node, mm: Node) -> bool:
     """A bias added to every row of a product: shape (N,) after leading 1s, N the product's columns."""
     shape = tuple(bias.shape)
@@ -542,6 +572,7 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
     from_params: set[int] = set()
     candidates: list[Node] = []             # computed values of params only, in program order
+    pointwise = _POINTWISE
     for n in order:
         op = n.op
         if op == "param" or op in INLINED:
@@ -551,7 +582,7 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
             if id(i) not in from_params:
                 break
         else:
-            if n.inputs and is_pointwise(op):
+            if n.inputs and (pointwise[op] if op in pointwise else is_pointwise(op)):
                 from_params.add(id(n))
                 if id(n) not in root_ids and n.shape != ():
                     candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
@@ -559,8 +590,13 @@ def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids
     chosen: set[int] = set()
     for n in reversed(candidates):
         readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
-        if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
-            chosen.add(id(n))
+        shape = n.shape
+        for u in readers:        # (a loop, not all(): a chain's values fail at their first reader)
+            if u.op == "view" or (u.shape == shape and id(u) not in chosen):
+                break
+        else:
+            if readers:
+                chosen.add(id(n))
     return [n for n in candidates if id(n) in chosen]
 
 
