@@ -62,7 +62,17 @@ def is_pointwise(op: str) -> bool:
     return got
 
 
+_KIND: dict[str, str] = {}            # op -> its launch kind (launch_kind, kept per op)
+
+
 def launch_kind(op: str) -> str:
+    got = _KIND.get(op)
+    if got is None:
+        got = _KIND[op] = _launch_kind(op)
+    return got
+
+
+def _launch_kind(op: str) -> str:
     if op in LIBRARY:
         return "library"
     if op in INLINED:
@@ -133,6 +143,7 @@ class Fuser:
         self.groups: list[Group] = []
         self.read_by: dict[int, int] = {}           # id(value) -> bitset of the groups that read it
                                                     # (try_sibling; merged groups' bits stay set)
+        self.params: dict[int, Node] = {}           # slot -> the graph's param of it (bound_inlining)
         self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
                                                                                   self.root_ids)}
         self.bound_inlining()
@@ -167,6 +178,7 @@ class Fuser:
         for n in self.order:
             if n.op == "param":
                 self._inlined[id(n)] = False          # (after this loop every node has its entry)
+                self.params[n.attrs["slot"]] = n
                 continue
             if self.inlined(n):
                 r = reads_of(n)
@@ -198,9 +210,15 @@ class Fuser:
 
     def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
         """(direct computed inputs, values read through inlined inputs) of a node."""
-        direct, through = [], []
         inlined = self._inlined                 # (complete after bound_inlining)
-        stack = list(n.inputs)
+        ins = n.inputs
+        for i in ins:
+            if inlined[id(i)]:
+                break
+        else:
+            return list(ins[::-1]), []          # (no inlined input: the common case; the order
+        direct, through = [], []                #  is the general walk's, which pops from the end)
+        stack = list(ins)
         while stack:
             i = stack.pop()
             if inlined[id(i)]:
@@ -324,9 +342,12 @@ class Fuser:
         for i in direct:
             k = id(i)
             if k in role:
-                if k in still_open and k not in roots and k not in closing and all(
-                        u is n or group_of.get(id(u)) is g for u in users[k]):
-                    closing.add(k)
+                if k in still_open and k not in roots and k not in closing:
+                    for u in users[k]:
+                        if u is not n and group_of.get(id(u)) is not g:
+                            break
+                    else:
+                        closing.add(k)
             elif k not in reads:
                 fresh.add(k)
         for i in through:
@@ -621,7 +642,7 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
 
     # the graph's own param of each slot: legalize may have retyped a Python scalar's param
     # (passes/legalize.py), and the buffer takes the type the kernels read
-    in_graph = {n.attrs["slot"]: n for n in fuser.order if n.op == "param"}
+    in_graph = fuser.params
     param_refs = []
     for p in params:
         p = in_graph.get(p.attrs["slot"], p)
@@ -634,7 +655,7 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     outputs = [by_node[id(r)] for r in roots]
 
     # a member is stored when it is a root or some node outside its group reads it
-    group_of = fuser.group_of
+    group_of, users, root_ids = fuser.group_of, fuser.users, fuser.root_ids
     launches = []
     launch_of: dict[int, str] = {}
     for k, g in enumerate(toposort_groups(groups, fuser)):
@@ -650,10 +671,15 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
                     reads.append((i, by_node[id(i)]))
         writes = []
         for m in g.members:
-            if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)]):
-                if id(m) not in by_node:
-                    by_node[id(m)] = new_buffer(m, "temp", None)
-                writes.append((m, by_node[id(m)]))
+            if id(m) not in root_ids:
+                for u in users[id(m)]:
+                    if group_of.get(id(u)) is not g:
+                        break
+                else:
+                    continue                    # (every reader is in the group: not stored)
+            if id(m) not in by_node:
+                by_node[id(m)] = new_buffer(m, "temp", None)
+            writes.append((m, by_node[id(m)]))
         launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes), max_buffers))
         launch_of[g.id] = launches[-1].name
     order = fuser.order
