@@ -58,6 +58,8 @@ class Legalizer:
         self.casts: dict[tuple[int, D.DType], Node] = {}
         self.typed: dict[int, tuple[Node, Node]] = {}   # id(scalar param) -> (it, its retyped copy)
         self.raw: set[int] = set()              # ids of float64 params some node reads as they are
+        self.origin = None                      # the origin of the node being legalized: the
+                                                # nodes built for it inherit it (rewrite.py)
 
     def cast(self, x: Node, dtype: D.DType) -> Node:
         if x.dtype is dtype:
@@ -72,6 +74,7 @@ class Legalizer:
                 got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
                 if x.op == "param" and x.dtype is D.float64:
                     self.raw.add(id(x))
+            got._origin = self.origin
             self.casts[key] = got
         return got
 
@@ -80,11 +83,16 @@ class Legalizer:
         if not inputs:                          # (leaves and fills of nothing: nothing to cast)
             return None
         op = n.op
+        self.origin = n._origin
         if op == "where":
             cond, a, b = inputs
             new = (cond, self.cast(a, n.dtype), self.cast(b, n.dtype))
             self.note_raw(new)
-            return None if new == inputs else Node("where", new, n.attrs, n.shape, n.dtype)
+            if new == inputs:
+                return None
+            out = Node("where", new, n.attrs, n.shape, n.dtype)
+            out._origin = self.origin
+            return out
         if op in ACCUMULATING:
             return self.accumulate(n, inputs[0])
         opdef = _computing(op)
@@ -93,10 +101,15 @@ class Legalizer:
             return None
         compute = compute_dtype(opdef, inputs)
         out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
-        if out is n.dtype and all(i.dtype is compute for i in inputs):
-            self.note_raw(inputs)
-            return None
+        if out is n.dtype:
+            for i in inputs:
+                if i.dtype is not compute:
+                    break
+            else:
+                self.note_raw(inputs)
+                return None
         inner = Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out)
+        inner._origin = self.origin
         self.note_raw(inner.inputs)
         return self.cast(inner, n.dtype)
 
@@ -110,7 +123,9 @@ class Legalizer:
             attrs["dtype"] = acc
         x = self.cast(x, acc)
         self.note_raw((x,))
-        return self.cast(Node(n.op, (x,), attrs, n.shape, acc), n.dtype)
+        inner = Node(n.op, (x,), attrs, n.shape, acc)
+        inner._origin = self.origin
+        return self.cast(inner, n.dtype)
 
     def note_raw(self, inputs: tuple[Node, ...]) -> None:
         """Record the float64 params a node reads as they are (casts of them: see `cast`)."""
@@ -135,6 +150,10 @@ def legalize(roots: list[Node]) -> list[Node]:
             got = conflicts.get(n.attrs["slot"]) if n.op == "param" else None
             if got is None or n is not got[1]:
                 return None
-            return Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
+            back = Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
+            back._origin = n._origin            # (the retyped copy's: its first reader's line,
+            if got[0]._origin is None:          #  which the param itself takes too, as a new
+                got[0]._origin = n._origin      #  node of a rewrite would)
+            return back
         out = rewrite(out, settled=untype)
     return out

@@ -7,7 +7,9 @@ can produce nodes that other rules then lower further.  A rule whose replacement
 already (legalize, whose output is legal) is a `SettledRule` passed as `rewrite(roots,
 settled=fn)`: it sees each node with its final inputs, `fn(node, inputs)`, and its replacement is
 taken as it is (neither the rebuilt node nor a second look at the replacement is paid for).  New
-nodes inherit the replaced node's `origin` (the user's source line), so provenance survives every pass.
+nodes inherit the replaced node's `origin` (the user's source line), so provenance survives every
+pass: a rule's new nodes get it here, a settled rule gives it to the nodes it builds itself (its
+replacement is not walked).
 """
 from __future__ import annotations
 
@@ -92,19 +94,13 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
 
 
 def _settled_one(node: Node, fn: SettledRule, done: dict, depth: int) -> Node:
-    """A settled rule's step: the replacement and its new nodes are final as they are (they
-    inherit node's origin)."""
+    """A settled rule's step: the replacement and its new nodes are final as they are (the rule
+    gives them node's origin)."""
     ins = node.inputs
     inputs = tuple([done[id(i)] for i in ins]) if ins else ins
     out = fn(node, inputs)
     if out is None:
         return with_inputs(node, inputs) if ins else node
-    if id(out) not in done:
-        origin = node.origin
-        for inner in _new_nodes(out, done):
-            if inner.origin is None:
-                inner.origin = origin
-            done[id(inner)] = inner
     return out
 
 
