@@ -64,7 +64,7 @@ class Legalizer:
     def cast(self, x: Node, dtype: D.DType) -> Node:
         if x.dtype is dtype:
             return x
-        key = (id(x), dtype)
+        key = (id(x), id(dtype))                # (a DType hashes in Python: its id does not)
         got = self.casts.get(key)
         if got is None:
             if (x.dtype, dtype) in RETYPED and _is_number(x):
