@@ -3,7 +3,7 @@ ops the backend runs whole as library calls (`keep`, for nodes of the form LIBRA
 from __future__ import annotations
 
 from ..ir.build import named_inputs
-from ..ir.node import Node
+from ..ir.node import LEAF_OPS, Node
 from .decompositions import APPLIES, DECOMPOSITIONS, LIBRARY_FORMS
 from .rewrite import rewrite
 
@@ -20,10 +20,10 @@ def lower(node: Node) -> Node | None:
 
 def decompose(roots: list[Node], keep: frozenset[str] = frozenset()) -> list[Node]:
     if not keep:
-        return rewrite(roots, lower)
+        return rewrite(roots, lower, leaves_kept=LEAF_OPS)      # (no leaf decomposes)
 
     def lower_or_keep(node: Node) -> Node | None:
         if node.op in keep and LIBRARY_FORMS[node.op](node):
             return None
         return lower(node)
-    return rewrite(roots, lower_or_keep)
+    return rewrite(roots, lower_or_keep, leaves_kept=LEAF_OPS)

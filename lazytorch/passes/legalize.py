@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as D
 from ..ir.meta import compute_dtype
-from ..ir.node import Node
+from ..ir.node import LEAF_OPS, Node
 from ..ir.registry import OpDef, ops
 from .rewrite import rewrite
 
@@ -141,7 +141,7 @@ class Legalizer:
 
 def legalize(roots: list[Node]) -> list[Node]:
     rule = Legalizer()
-    out = rewrite(roots, settled=rule.node)
+    out = rewrite(roots, settled=rule.node, leaves_kept=LEAF_OPS)    # (a leaf casts nothing)
     conflicts = rule.conflicts()
     if conflicts:
         # a param read both retyped and as itself: its retyped copy becomes a cast of it again

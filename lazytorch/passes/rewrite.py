@@ -13,7 +13,7 @@ replacement is not walked).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Container
 
 from ..ir.graph import toposort
 from ..ir.node import Node
@@ -32,7 +32,10 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
 
 
 def rewrite(roots: list[Node], fn: Rule | None = None, max_depth: int = 64,
-            settled: SettledRule | None = None) -> list[Node]:
+            settled: SettledRule | None = None, leaves_kept: Container[str] = ()) -> list[Node]:
+    """The graph below `roots` rewritten by `fn` (or the settled rule `settled`), bottom-up.
+    Leaves whose op is in `leaves_kept` are final as they are: the rule is not asked about them
+    (every pass is, once per Python scalar of a long program, otherwise)."""
     done: dict[int, Node] = {}         # id(original or final node) -> its final node
     # `done` is keyed by id(), so every node it names stays alive until the walk ends: a rule's
     # intermediate node that is itself replaced would otherwise be freed, and a node built later
@@ -54,6 +57,9 @@ def rewrite(roots: list[Node], fn: Rule | None = None, max_depth: int = 64,
                     if child.inputs:
                         stack.append((child, iter(child.inputs)))
                         break
+                    if child.op in leaves_kept:
+                        done[id(child)] = child
+                        continue
                     final = one(child, fn, done, max_depth)   # a leaf: rewritten at once
                     done[id(child)] = done[id(final)] = final
             else:

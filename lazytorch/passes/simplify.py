@@ -142,11 +142,14 @@ def rules_for(op: str) -> tuple:
 
 def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
     """The first rule's replacement of n (constant folding first when an evaluator is given)."""
-    if evaluate is not None:
+    if evaluate is not None and n.shape == ():      # (fold_constants' first test, inlined)
         out = fold_constants(n, evaluate)
         if out is not None:
             return out
-    for rule in rules_for(n.op):
+    rules = _RULES_FOR.get(n.op)
+    if rules is None:
+        rules = rules_for(n.op)
+    for rule in rules:
         out = rule(n)
         if out is not None and out is not n:
             return out
@@ -191,4 +194,5 @@ def simplify(roots: list[Node], evaluate: Evaluate | None = None) -> list[Node]:
     def rule(n: Node) -> Node | None:
         out = simplify_node(n, evaluate)
         return out if out is not None else share(n)
-    return rewrite(roots, rule)
+    # a param is neither folded, rewritten nor shared (structural constants, `scalar`, are shared)
+    return rewrite(roots, rule, leaves_kept=("param",))
