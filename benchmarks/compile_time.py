@@ -31,6 +31,7 @@ import os
 import pstats
 import tempfile
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -111,6 +112,11 @@ def compile_stages(tensors, backend: str) -> tuple[int, int, dict[str, float]]:
     prog = _timed(stages, "key", program, roots)
     options = options_for(backend)
     params, roots = _timed(stages, "normalize", normalize, prog.order, roots)
+    try:                                # (the program's ops, as realize.plan_for passes them:
+        from lazytorch.realize import program_ops  # counted with decompose, whose walk they save)
+        options = _timed(stages, "decompose", lambda: replace(options, ops=program_ops(prog.order)))
+    except ImportError:                 # (a tree before that)
+        pass
     with tracing(False):
         for name, fn in PASSES:
             roots = _timed(stages, name, fn, roots, options)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from typing import Any, Iterable
 
 import numpy as np
@@ -136,11 +137,17 @@ def options_for(backend: str) -> Options:
                    library_ops=getattr(b, "library_ops", frozenset()))
 
 
+def program_ops(order: list[Node]) -> frozenset[str]:
+    """The ops of a program (the pipeline skips decomposing a program without composites)."""
+    return frozenset({n.op for n in order})
+
+
 def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:
     """The KernelPlan of the program `order` (toposorted, below `roots`) on `backend`."""
     name = backend or backend_name()
     params, norm_roots = normalize(order, roots)
-    plan = compile_plan(params, norm_roots, options_for(name))
+    options = replace(options_for(name), ops=program_ops(order))
+    plan = compile_plan(params, norm_roots, options)
     plan.backend = name
     return plan
 

@@ -18,7 +18,12 @@ def lower(node: Node) -> Node | None:
     return fn(node, **named_inputs(node))
 
 
-def decompose(roots: list[Node], keep: frozenset[str] = frozenset()) -> list[Node]:
+def decompose(roots: list[Node], keep: frozenset[str] = frozenset(),
+              ops: frozenset[str] | None = None) -> list[Node]:
+    """The graph with every composite decomposed; `ops`, where the caller knows them, are the
+    graph's ops: a graph without a composite is returned as it is, without a walk."""
+    if ops is not None and ops.isdisjoint(DECOMPOSITIONS):
+        return list(roots)
     if not keep:
         return rewrite(roots, lower, leaves_kept=LEAF_OPS)      # (no leaf decomposes)
 
