@@ -112,9 +112,9 @@ def compile_stages(tensors, backend: str) -> tuple[int, int, dict[str, float]]:
     prog = _timed(stages, "key", program, roots)
     options = options_for(backend)
     params, roots = _timed(stages, "normalize", normalize, prog.order, roots)
-    try:                                # (the program's ops, as realize.plan_for passes them:
-        from lazytorch.realize import program_ops  # counted with decompose, whose walk they save)
-        options = _timed(stages, "decompose", lambda: replace(options, ops=program_ops(prog.order)))
+    try:              # (whether it decomposes, as realize.plan_for finds it: timed with decompose)
+        from lazytorch.passes.decompose import has_composites
+        options = _timed(stages, "decompose", lambda: replace(options, composites=has_composites(prog.order)))
     except ImportError:                 # (a tree before that)
         pass
     with tracing(False):

@@ -28,6 +28,7 @@ from .graph_cache import CACHE
 from .ir import dtypes as D
 from .ir.graph import Program, program
 from .ir.node import EPOCH, LEAF_OPS, Node, type_str
+from .passes.decompose import has_composites
 from .passes.normalize import normalize
 from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_after
 from .passes.plan import KernelPlan
@@ -137,16 +138,11 @@ def options_for(backend: str) -> Options:
                    library_ops=getattr(b, "library_ops", frozenset()))
 
 
-def program_ops(order: list[Node]) -> frozenset[str]:
-    """The ops of a program (the pipeline skips decomposing a program without composites)."""
-    return frozenset({n.op for n in order})
-
-
 def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:
     """The KernelPlan of the program `order` (toposorted, below `roots`) on `backend`."""
     name = backend or backend_name()
     params, norm_roots = normalize(order, roots)
-    options = replace(options_for(name), ops=program_ops(order))
+    options = replace(options_for(name), composites=has_composites(order))
     plan = compile_plan(params, norm_roots, options)
     plan.backend = name
     return plan
