@@ -26,6 +26,6 @@ def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[N
             params.append(new)
         else:
             new = Node(op, tuple([copies[id(i)] for i in n.inputs]), n.attrs, n.shape, n.dtype)
-            new.origin = n.origin
+            new._origin = n._origin     # (raw: formatted only when read, see ir/node.py)
         copies[id(n)] = new
     return params, [copies[id(r)] for r in roots]

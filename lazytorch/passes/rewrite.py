@@ -27,7 +27,7 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     if inputs == node.inputs:                 # (node equality is identity)
         return node
     new = Node(node.op, inputs, node.attrs, node.shape, node.dtype)
-    new.buffer, new.value, new.origin = node.buffer, node.value, node.origin
+    new.buffer, new.value, new._origin = node.buffer, node.value, node._origin   # (raw origin: see ir/node.py)
     return new
 
 
@@ -90,8 +90,8 @@ def _rewrite_one(node: Node, fn: Rule, done: dict, depth: int) -> Node:
         new_nodes = _new_nodes(out, done)
     alive = done[_ALIVE]
     for inner in new_nodes:
-        if inner.origin is None:
-            inner.origin = node.origin
+        if inner._origin is None:
+            inner._origin = node._origin
         final = _rewrite_one(inner, fn, done, depth - 1)
         if final is not inner:
             alive.append(inner)
