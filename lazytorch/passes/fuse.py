@@ -645,8 +645,10 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     in_graph = fuser.params
     param_refs = []
     for p in params:
-        p = in_graph.get(p.attrs["slot"], p)
-        b = new_buffer(p, "param", p.attrs["slot"])
+        slot = p.attrs["slot"]
+        p = in_graph.get(slot, p)
+        b = BufferRef(len(buffers), tuple(p.shape), p.dtype, "param", slot)     # (new_buffer, inlined:
+        buffers.append(b)                                                       #  one per Python scalar)
         by_node[id(p)] = b
         param_refs.append(b)
     for slot, r in enumerate(roots):
@@ -660,15 +662,16 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     launch_of: dict[int, str] = {}
     for k, g in enumerate(toposort_groups(groups, fuser)):
         nodes = inlined_closure(g, fuser)
-        node_ids = {id(n) for n in nodes}
-        reads, seen = [], set()
+        reads, seen = [], {id(n) for n in nodes}        # (seen: the group's nodes and its reads)
         for n in nodes:
             for i in n.inputs:
-                if id(i) not in node_ids and id(i) not in seen:
-                    seen.add(id(i))
-                    if id(i) not in by_node:
-                        by_node[id(i)] = new_buffer(i, "temp", None)
-                    reads.append((i, by_node[id(i)]))
+                key = id(i)
+                if key not in seen:
+                    seen.add(key)
+                    b = by_node.get(key)
+                    if b is None:
+                        b = by_node[key] = new_buffer(i, "temp", None)
+                    reads.append((i, b))
         writes = []
         for m in g.members:
             if id(m) not in root_ids:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as D
 from ..ir.meta import compute_dtype
+from ..ir.promotion import Promotion
 from ..ir.node import LEAF_OPS, Node
 from ..ir.registry import OpDef, ops
 from .rewrite import rewrite
@@ -43,6 +44,26 @@ def _computing(op: str) -> OpDef | None:
         opdef = ops().get(op)
         _COMPUTING[op] = opdef if opdef is not None and opdef.has("pointwise") and op not in NO_COMPUTE else None
     return _COMPUTING[op]
+
+
+PLAIN_FLOATS = (D.float32, D.float64)     # floating dtypes that are their own opmath dtype
+
+
+def own_compute_dtype(opdef: OpDef, dtype: D.DType, inputs: tuple[Node, ...]) -> D.DType | None:
+    """`dtype`, the node's own float32 or float64, when every tensor input has it too (Python
+    numbers aside): such inputs promote to it under every promotion kind but KEEP (numbers are
+    weak, and a float tensor's category is the highest), and it is its own opmath dtype.  None:
+    ask compute_dtype.  (The common `y * 0.999` decided without building promotion operands.)"""
+    if dtype not in PLAIN_FLOATS or opdef.promotion is Promotion.KEEP:
+        return None
+    tensors = False
+    for i in inputs:
+        if i.op == "scalar" or i.op == "param" and i.attrs["kind"] == "scalar":
+            continue                            # (a number: weak)
+        if i.dtype is not dtype:
+            return None
+        tensors = True
+    return dtype if tensors else None
 
 
 def _is_number(n: Node) -> bool:
@@ -99,7 +120,7 @@ class Legalizer:
         if opdef is None or not inputs:
             self.note_raw(inputs)
             return None
-        compute = compute_dtype(opdef, inputs)
+        compute = own_compute_dtype(opdef, n.dtype, inputs) or compute_dtype(opdef, inputs)
         out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
         if out is n.dtype:
             for i in inputs:
