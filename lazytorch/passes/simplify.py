@@ -169,10 +169,11 @@ def sharing() -> Callable[[Node], Node | None]:
         try:
             if attrs:
                 attrs = tuple(attrs.items()) if len(attrs) == 1 else tuple(sorted(attrs.items()))
+            # (a dtype by its id: DType hashes in Python, and dtypes are singletons)
             if op == "scalar":                  # (a constant's value and its Python type are part of it)
-                key = (op, attrs or (), (), n.shape, n.dtype, n.value, type(n.value).__name__)
+                key = (op, attrs or (), (), n.shape, id(n.dtype), n.value, type(n.value).__name__)
             else:
-                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, n.dtype)
+                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, id(n.dtype))
             found = table.setdefault(key, n)
         except TypeError:                       # an unhashable attribute: never shared
             return None
