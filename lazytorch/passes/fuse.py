@@ -175,12 +175,20 @@ class Fuser:
                     out |= got
             return out
 
+        inlined, cap = self._inlined, self.max_buffers
         for n in self.order:
-            if n.op == "param":
-                self._inlined[id(n)] = False          # (after this loop every node has its entry)
+            op = n.op
+            if op == "param":
+                inlined[id(n)] = False                # (after this loop every node has its entry)
                 self.params[n.attrs["slot"]] = n
                 continue
-            if self.inlined(n):
+            got = inlined.get(id(n))
+            if got is None:
+                if op not in INLINED and n.shape != ():
+                    got = inlined[id(n)] = False      # (what `inlined` says of it: the common case)
+                else:
+                    got = self.inlined(n)
+            if got:
                 r = reads_of(n)
                 if len(r) > limit and n.op not in INLINED:
                     self._inlined[id(n)] = False      # stored once instead of copied everywhere
@@ -191,7 +199,7 @@ class Fuser:
             for i in n.inputs:                         # need no set built to pass the cap test
                 got = reach.get(id(i))
                 size += 1 if got is None else len(got)
-            if size + 1 <= self.max_buffers:
+            if size + 1 <= cap:
                 continue
             r = reads_of(n)
             while len(r) + 1 > self.max_buffers:
@@ -234,7 +242,7 @@ class Fuser:
         for n in self.order:
             if n.op == "param" or inlined[id(n)]:
                 continue
-            kind = launch_kind(n.op)
+            kind = _KIND.get(n.op) or launch_kind(n.op)
             direct, through = self.sources(n)
             if kind == "kernel" and n.op not in INLINED:
                 if self.try_extend(n, direct, through):
