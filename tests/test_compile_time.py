@@ -230,8 +230,8 @@ def test_fusion_order_is_toposort_and_its_readers():
         roots = roots + [roots[0], roots[0].inputs[0]]          # (a root twice, an inner root)
         order, users, pos = order_and_users(roots)
         assert order == toposort(roots)
-        assert users == consumers(order)
-        assert pos == {id(n): k for k, n in enumerate(order)}
+        assert {id(n): readers for n, readers in users.items()} == consumers(order)
+        assert pos == {n: k for k, n in enumerate(order)}
 
 
 def test_own_compute_dtype_agrees_with_promotion():
