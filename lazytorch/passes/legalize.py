@@ -76,25 +76,25 @@ class Legalizer:
     params it retyped."""
 
     def __init__(self):
-        self.casts: dict[tuple[int, D.DType], Node] = {}
-        self.typed: dict[int, tuple[Node, Node]] = {}   # id(scalar param) -> (it, its retyped copy)
-        self.raw: set[int] = set()              # ids of float64 params some node reads as they are
+        self.casts: dict[tuple[Node, int], Node] = {}     # (value, id(dtype)) -> its cast
+        self.typed: dict[Node, Node] = {}       # scalar param -> its retyped copy
+        self.raw: set[Node] = set()             # float64 params some node reads as they are
         self.origin = None                      # the origin of the node being legalized: the
                                                 # nodes built for it inherit it (rewrite.py)
 
     def cast(self, x: Node, dtype: D.DType) -> Node:
         if x.dtype is dtype:
             return x
-        key = (id(x), id(dtype))                # (a DType hashes in Python: its id does not)
+        key = (x, id(dtype))                    # (a DType hashes in Python: its id does not)
         got = self.casts.get(key)
         if got is None:
             if (x.dtype, dtype) in RETYPED and _is_number(x):
                 got = Node("param", (), dict(x.attrs), (), dtype)
-                self.typed[id(x)] = (x, got)
+                self.typed[x] = got
             else:
                 got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
                 if x.op == "param" and x.dtype is D.float64:
-                    self.raw.add(id(x))
+                    self.raw.add(x)
             got._origin = self.origin
             self.casts[key] = got
         return got
@@ -152,12 +152,11 @@ class Legalizer:
         """Record the float64 params a node reads as they are (casts of them: see `cast`)."""
         for i in inputs:
             if i.op == "param" and i.dtype is D.float64:
-                self.raw.add(id(i))
+                self.raw.add(i)
 
     def conflicts(self) -> dict[int, tuple[Node, Node]]:
         """slot -> (param, retyped copy) for the retyped params that are also read as they are."""
-        return {orig.attrs["slot"]: (orig, typed) for key, (orig, typed) in self.typed.items()
-                if key in self.raw}
+        return {orig.attrs["slot"]: (orig, typed) for orig, typed in self.typed.items() if orig in self.raw}
 
 
 def legalize(roots: list[Node]) -> list[Node]:
