@@ -173,7 +173,7 @@ def sharing() -> Callable[[Node], Node | None]:
             if op == "scalar":                  # (a constant's value and its Python type are part of it)
                 key = (op, attrs or (), (), n.shape, id(n.dtype), n.value, type(n.value).__name__)
             else:
-                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, id(n.dtype))
+                key = (op, attrs or (), n.inputs, n.shape, id(n.dtype))
             found = table.setdefault(key, n)
         except TypeError:                       # an unhashable attribute: never shared
             return None
