@@ -121,7 +121,8 @@ def compile_counts(name: str, steps: int, backend: str, monkeypatch) -> tuple[in
 
 # Lines the passes (and, on cpu, the lowering of every kernel) execute per program node, with
 # room to spare: about 200-350 now (300-480 before the fusion fast path and the retyped scalar
-# params).  A pass that does O(n) work per node exceeds it at once.
+# params; the third round cut calls and lookups per line more than lines).  A pass that does O(n)
+# work per node exceeds it at once.
 LINES_PER_NODE = 450
 # Nodes a pass builds per program node (now at most 1.0, 1.12, 1.0 and 0): legalize retypes each
 # Python float's param and rebuilds the node reading it (a cast node each as well, before: 1.49);
