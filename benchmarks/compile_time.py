@@ -2,7 +2,8 @@
 
 A program of N op nodes is built through the Tensor API, then compiled stage by stage as `lt.eval`
 would (realize.py): the program walk and its graph key, normalisation to params, each graph pass
-(decompose, legalize, simplify), fusion into the kernel plan, and the backend's `prepare`.  On
+(decompose, legalize, simplify; decompose includes the driver's scan for a composite, without
+which it is not walked), fusion into the kernel plan, and the backend's `prepare`.  On
 `cpu`, prepare is split into the plan-index key (`plan_structure`), lowering and rendering the C
 (`kernel_sources`), the C compiler's own run (`C compile*`: a fresh disk cache every time, so it
 really compiles; not Python, so reported apart) and the rest of prepare.  Printed: microseconds per
