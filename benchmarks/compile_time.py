@@ -2,7 +2,8 @@
 
 A program of N op nodes is built through the Tensor API, then compiled stage by stage as `lt.eval`
 would (realize.py): the program walk and its graph key, normalisation to params, each graph pass
-(decompose, legalize, simplify), fusion into the kernel plan, and the backend's `prepare`.  On
+(decompose, legalize, simplify; decompose includes the driver's scan for a composite, without
+which it is not walked), fusion into the kernel plan, and the backend's `prepare`.  On
 `cpu`, prepare is split into the plan-index key (`plan_structure`), lowering and rendering the C
 (`kernel_sources`), the C compiler's own run (`C compile*`: a fresh disk cache every time, so it
 really compiles; not Python, so reported apart) and the rest of prepare.  Printed: microseconds per
@@ -31,6 +32,7 @@ import os
 import pstats
 import tempfile
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -111,6 +113,11 @@ def compile_stages(tensors, backend: str) -> tuple[int, int, dict[str, float]]:
     prog = _timed(stages, "key", program, roots)
     options = options_for(backend)
     params, roots = _timed(stages, "normalize", normalize, prog.order, roots)
+    try:              # (whether it decomposes, as realize.plan_for finds it: timed with decompose)
+        from lazytorch.passes.decompose import has_composites
+        options = _timed(stages, "decompose", lambda: replace(options, composites=has_composites(prog.order)))
+    except ImportError:                 # (a tree before that)
+        pass
     with tracing(False):
         for name, fn in PASSES:
             roots = _timed(stages, name, fn, roots, options)

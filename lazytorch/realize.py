@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from typing import Any, Iterable
 
 import numpy as np
@@ -27,6 +28,7 @@ from .graph_cache import CACHE
 from .ir import dtypes as D
 from .ir.graph import Program, program
 from .ir.node import EPOCH, LEAF_OPS, Node, type_str
+from .passes.decompose import has_composites
 from .passes.normalize import normalize
 from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_after
 from .passes.plan import KernelPlan
@@ -140,7 +142,8 @@ def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -
     """The KernelPlan of the program `order` (toposorted, below `roots`) on `backend`."""
     name = backend or backend_name()
     params, norm_roots = normalize(order, roots)
-    plan = compile_plan(params, norm_roots, options_for(name))
+    options = replace(options_for(name), composites=has_composites(order))
+    plan = compile_plan(params, norm_roots, options)
     plan.backend = name
     return plan
 

@@ -120,9 +120,10 @@ def compile_counts(name: str, steps: int, backend: str, monkeypatch) -> tuple[in
 
 
 # Lines the passes (and, on cpu, the lowering of every kernel) execute per program node, with
-# room to spare: about 220-340 now (300-480 before the fusion fast path and the retyped scalar
-# params).  A pass that does O(n) work per node exceeds it at once.
-LINES_PER_NODE = 500
+# room to spare: about 200-350 now (300-480 before the fusion fast path and the retyped scalar
+# params; the third round cut calls and lookups per line more than lines).  A pass that does O(n)
+# work per node exceeds it at once.
+LINES_PER_NODE = 450
 # Nodes a pass builds per program node (now at most 1.0, 1.12, 1.0 and 0): legalize retypes each
 # Python float's param and rebuilds the node reading it (a cast node each as well, before: 1.49);
 # no pass rebuilds a node more than once.
@@ -206,3 +207,108 @@ def test_fusion_refusals_grow_linearly():
     ops = sum(1 for n in plan.nodes if not n.is_leaf)
     assert ops == 3 * 1024
     assert len(plan.refusals) <= 0.5 * ops, (len(plan.refusals), ops)
+
+
+# ---------------------------------------------------------------- shortcuts that must not change plans
+
+def _graphs():
+    """Programs of several shapes: shared inputs, a value read twice by one node, several roots,
+    views, casts, reductions, composites."""
+    x = lt.from_numpy(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    h = x.to(lt.float16)
+    yield [(x * x + 1.5).sum(1)]
+    yield [x.softmax(-1), x.t() * 2, (x > 0).to(lt.float32)]
+    yield [h * 2.5 + h.exp(), x.add(x, alpha=2), lt.where(x > 0, x, x * 0.5)]
+    yield chain(lt, 40, x) + wide(lt, 64, x)
+
+
+def test_fusion_order_is_toposort_and_its_readers():
+    """Fusion's one walk (order_and_users) gives toposort's order and consumers' reader lists."""
+    from lazytorch.ir.graph import consumers, toposort
+    from lazytorch.passes.fuse import order_and_users
+    for tensors in _graphs():
+        roots = pending_roots(t.node for t in tensors)
+        roots = roots + [roots[0], roots[0].inputs[0]]          # (a root twice, an inner root)
+        order, users, pos = order_and_users(roots)
+        assert order == toposort(roots)
+        assert {id(n): readers for n, readers in users.items()} == consumers(order)
+        assert pos == {n: k for k, n in enumerate(order)}
+
+
+def test_own_compute_dtype_agrees_with_promotion():
+    """legalize's shortcut for a node whose tensor inputs all have its float32/float64 dtype gives
+    the dtype the promotion rules give (ir.meta.compute_dtype), for every computing op, dtype and
+    mix of tensors, 0-d tensors and Python numbers, wherever it answers."""
+    import itertools
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.meta import compute_dtype
+    from lazytorch.ir.registry import ops
+    from lazytorch.passes.legalize import _computing, own_compute_dtype
+
+    def param(kind, dtype, shape):
+        return Node("param", (), {"slot": 0, "kind": kind}, shape, dtype)
+    answered = 0
+    for dtype in D.ALL:
+        kinds = [param("buffer", dtype, (3,)), param("buffer", dtype, ()), param("scalar", D.float64, ()),
+                 param("scalar", D.int64, ()), param("scalar", D.bool_, ()), Node.scalar(2.0, D.float64),
+                 param("buffer", D.float16, (3,)), param("buffer", D.int32, ())]
+        for name in ops():
+            opdef = _computing(name)
+            if opdef is None:
+                continue
+            for k in (1, 2, 3):
+                for inputs in itertools.product(kinds, repeat=k):
+                    got = own_compute_dtype(opdef, dtype, inputs)
+                    if got is not None:
+                        answered += 1
+                        assert got is compute_dtype(opdef, list(inputs)), (name, dtype, inputs)
+    assert answered > 10000          # (float32 and float64 nodes over their own tensors answer)
+
+
+def test_rewrite_does_not_ask_about_kept_leaves():
+    """Leaves whose op a pass never rewrites are final without asking its rule; every other node
+    is asked once."""
+    from lazytorch.ir.node import LEAF_OPS
+    from lazytorch.passes.rewrite import rewrite
+    x = lt.from_numpy(np.ones(8, np.float32))
+    roots = pending_roots(t.node for t in chain(lt, 50, x))
+    order = program(roots).order
+    asked: dict[int, int] = {}
+
+    def rule(n: Node):
+        asked[id(n)] = asked.get(id(n), 0) + 1
+        return None
+    with tracing(False):
+        assert rewrite(roots, rule, leaves_kept=LEAF_OPS) == roots
+    assert set(asked) == {id(n) for n in order if not n.is_leaf} and set(asked.values()) == {1}
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_program_without_composites_plans_the_same_without_decompose(backend):
+    """The driver skips decompose's walk for a program without a composite (has_composites); the
+    plan, refusals and provenance are those of the full pipeline, and a program with one (softmax,
+    add with alpha) is still decomposed."""
+    from lazytorch.passes.decompose import has_composites
+    from lazytorch.passes.pipeline import compile_plan, fusion_report
+    from lazytorch.realize import plan_for
+    found = []
+    for tensors in _graphs():
+        roots = pending_roots(t.node for t in tensors)
+        prog = program(roots)
+        found.append(has_composites(prog.order))
+        fast = plan_for(prog.order, roots, backend)
+        params, norm = normalize(prog.order, roots)
+        full = compile_plan(params, norm, options_for(backend))        # (composites: walked)
+        assert fusion_report(fast) == fusion_report(full)
+        assert [n.origin for n in fast.nodes] == [n.origin for n in full.nodes]
+    assert found == [False, True, True, False]
+
+
+def test_cpu_launch_structures_are_worked_out_once_per_plan():
+    """The plan-index key and the rendering of a plan's kernels share one walk of its launches."""
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime.cpu import launch_structures
+    x = lt.from_numpy(np.ones(8, np.float32))
+    plan = kernel_plan(chain(lt, 20, x), "cpu")
+    assert launch_structures(plan) is launch_structures(plan)
+    assert launch_structures(kernel_plan(chain(lt, 20, x), "cpu")) == launch_structures(plan)

@@ -32,7 +32,6 @@ matmul's library launch instead (`try_library_bias`) and the rest forms that fol
 """
 from __future__ import annotations
 
-from ..ir.graph import consumers, toposort
 from ..ir.node import Node
 from ..ir.registry import ops
 from .horizontal import merge_independent
@@ -63,7 +62,17 @@ def is_pointwise(op: str) -> bool:
     return got
 
 
+_KIND: dict[str, str] = {}            # op -> its launch kind (launch_kind, kept per op)
+
+
 def launch_kind(op: str) -> str:
+    got = _KIND.get(op)
+    if got is None:
+        got = _KIND[op] = _launch_kind(op)
+    return got
+
+
+def _launch_kind(op: str) -> str:
     if op in LIBRARY:
         return "library"
     if op in INLINED:
@@ -97,13 +106,13 @@ class Group:
         self.I = I
         self.R = R
         self.members: list[Node] = []
-        self.role: dict[int, str] = {}          # id(member) -> "full" | "reduced"
-        self.after_reduce: set[int] = set()     # full members that depend on a reduced member
+        self.role: dict[Node, str] = {}          # member -> "full" | "reduced"
+        self.after_reduce: set[Node] = set()     # full members that depend on a reduced member
         self.revisits = False                   # some full value depends on a reduced one
-        self.reads: set[int] = set()            # ids of external values read (incl. via inlined)
-        self.stored: set[int] = set()           # members that are roots or read by placed nodes
+        self.reads: set[Node] = set()            # external values read (incl. via inlined)
+        self.stored: set[Node] = set()           # members that are roots or read by placed nodes
                                                 # of other groups (kept up to date as nodes land)
-        self.open: set[int] = set()             # members that may still be stored: roots and those
+        self.open: set[Node] = set()             # members that may still be stored: roots and those
                                                 # with a user outside the group, placed or not (the
                                                 # cap check counts these, so later readers never
                                                 # push a launch over the cap)
@@ -128,70 +137,78 @@ class Fuser:
         self.max_buffers = max_buffers
         self.library_bias = library_bias
         self.refusals: list[tuple[Node, Node, str]] = []    # (node, a member of the group it did not join, why)
-        self.order = toposort(roots)
-        self.users = consumers(self.order)
-        self.root_ids = {id(r) for r in roots}
-        self.group_of: dict[int, Group] = {}
+        self.order, self.users, self._pos = order_and_users(roots)
+        self.root_set = set(roots)
+        self.group_of: dict[Node, Group] = {}
         self.groups: list[Group] = []
-        self.read_by: dict[int, int] = {}           # id(value) -> bitset of the groups that read it
+        self.read_by: dict[Node, int] = {}           # value -> bitset of the groups that read it
                                                     # (try_sibling; merged groups' bits stay set)
-        self._pos = {id(m): k for k, m in enumerate(self.order)}
-        self._inlined: dict[int, bool] = {id(n): True for n in broadcast_operands(self.order, self.users,
-                                                                                  self.root_ids)}
+        self.params: dict[int, Node] = {}           # slot -> the graph's param of it (bound_inlining)
+        self._inlined: dict[Node, bool] = {n: True for n in broadcast_operands(self.order, self.users,
+                                                                                  self.root_set)}
         self.bound_inlining()
 
     # ---- classification ----
     def inlined(self, n: Node) -> bool:
         """Copied into each reading kernel: views, fills, constants, pointwise scalar values of
         inputs only (a scalar argument's cast) and broadcast operands (see broadcast_operands)."""
-        got = self._inlined.get(id(n))
+        got = self._inlined.get(n)
         if got is None:
-            got = id(n) not in self.root_ids and (n.op in INLINED or (
+            got = n not in self.root_set and (n.op in INLINED or (
                 n.shape == () and is_pointwise(n.op) and n.inputs and
                 all(i.op == "param" or self.inlined(i) for i in n.inputs)))
-            self._inlined[id(n)] = got
+            self._inlined[n] = got
         return got
 
     def bound_inlining(self) -> None:
         """Keep every node's reads under the cap (see the module docstring), in program order."""
         limit = max(1, (self.max_buffers - 1) // 2)
-        reach: dict[int, set[int]] = {}          # inlined node -> ids of the stored values it reads
+        reach: dict[Node, set[Node]] = {}          # inlined node -> the stored values it reads
 
-        def reads_of(n: Node) -> set[int]:
-            out: set[int] = set()
+        def reads_of(n: Node) -> set[Node]:
+            out: set[Node] = set()
             for i in n.inputs:
-                got = reach.get(id(i))
+                got = reach.get(i)
                 if got is None:
-                    out.add(id(i))
+                    out.add(i)
                 else:
                     out |= got
             return out
 
+        inlined, cap = self._inlined, self.max_buffers
         for n in self.order:
-            if n.op == "param":
-                self._inlined[id(n)] = False          # (after this loop every node has its entry)
+            op = n.op
+            if op == "param":
+                inlined[n] = False                # (after this loop every node has its entry)
+                self.params[n.attrs["slot"]] = n
                 continue
-            if self.inlined(n):
+            got = inlined.get(n)
+            if got is None:
+                if op not in INLINED and n.shape != ():
+                    got = inlined[n] = False      # (what `inlined` says of it: the common case)
+                else:
+                    got = self.inlined(n)
+            if got:
                 r = reads_of(n)
                 if len(r) > limit and n.op not in INLINED:
-                    self._inlined[id(n)] = False      # stored once instead of copied everywhere
+                    self._inlined[n] = False      # stored once instead of copied everywhere
                 else:
-                    reach[id(n)] = r
+                    reach[n] = r
                 continue
             size = 0                                   # at least len(reads_of(n)): most nodes
             for i in n.inputs:                         # need no set built to pass the cap test
-                got = reach.get(id(i))
+                got = reach.get(i)
                 size += 1 if got is None else len(got)
-            if size + 1 <= self.max_buffers:
+            if size + 1 <= cap:
                 continue
             r = reads_of(n)
             while len(r) + 1 > self.max_buffers:
-                big = [i for i in n.inputs if id(i) in reach and i.op not in INLINED]
+                big = [i for i in n.inputs if i in reach and i.op not in INLINED]
                 if not big:
                     break                              # make_launch reports what cannot fit
-                widest = max(big, key=lambda i: len(reach[id(i)]))
-                self._inlined[id(widest)] = False
-                del reach[id(widest)]
+                widest = max(big, key=lambda i: len(reach[i]))
+                self._inlined[widest] = False
+                del reach[widest]
                 r = reads_of(n)
 
     def refuse(self, option: list["Group"], n: Node, reason: str) -> bool:
@@ -201,14 +218,20 @@ class Fuser:
 
     def sources(self, n: Node) -> tuple[list[Node], list[Node]]:
         """(direct computed inputs, values read through inlined inputs) of a node."""
-        direct, through = [], []
         inlined = self._inlined                 # (complete after bound_inlining)
-        stack = list(n.inputs)
+        ins = n.inputs
+        for i in ins:
+            if inlined[i]:
+                break
+        else:
+            return list(ins[::-1]), []          # (no inlined input: the common case; the order
+        direct, through = [], []                #  is the general walk's, which pops from the end)
+        stack = list(ins)
         while stack:
             i = stack.pop()
-            if inlined[id(i)]:
+            if inlined[i]:
                 for j in i.inputs:
-                    (stack.append(j) if inlined[id(j)] else through.append(j))
+                    (stack.append(j) if inlined[j] else through.append(j))
             else:
                 direct.append(i)
         return direct, through
@@ -217,9 +240,9 @@ class Fuser:
     def run(self) -> list[Group]:
         inlined = self._inlined
         for n in self.order:
-            if n.op == "param" or inlined[id(n)]:
+            if n.op == "param" or inlined[n]:
                 continue
-            kind = launch_kind(n.op)
+            kind = _KIND.get(n.op) or launch_kind(n.op)
             direct, through = self.sources(n)
             if kind == "kernel" and n.op not in INLINED:
                 if self.try_extend(n, direct, through):
@@ -242,25 +265,25 @@ class Fuser:
 
     def add(self, g: Group, n: Node, direct: list[Node], through: list[Node], role: str) -> None:
         g.members.append(n)
-        g.role[id(n)] = role
-        self.group_of[id(n)] = g
+        g.role[n] = role
+        self.group_of[n] = g
         for i in n.inputs:
-            src = self.group_of.get(id(i))
+            src = self.group_of.get(i)
             if src is g:                        # (g.open holds members of g only)
-                if id(i) in g.open and id(i) not in self.root_ids and self.all_users_in(i, g):
-                    g.open.discard(id(i))
+                if i in g.open and i not in self.root_set and self.all_users_in(i, g):
+                    g.open.discard(i)
             elif src is not None:
-                src.stored.add(id(i))
-        g.open.add(id(n))
-        if id(n) in self.root_ids:
-            g.stored.add(id(n))
+                src.stored.add(i)
+        g.open.add(n)
+        if n in self.root_set:
+            g.stored.add(n)
         new = 0
         for i in direct + through:
-            src = self.group_of.get(id(i))
+            src = self.group_of.get(i)
             if src is not g:
-                if id(i) not in g.reads:
-                    g.reads.add(id(i))
-                    self.read_by[id(i)] = self.read_by.get(id(i), 0) | 1 << g.id
+                if i not in g.reads:
+                    g.reads.add(i)
+                    self.read_by[i] = self.read_by.get(i, 0) | 1 << g.id
                 if src is not None:
                     new |= (src.alias | src.deps) & ~g.deps
                     src.has_users = True
@@ -279,11 +302,11 @@ class Fuser:
     def try_join(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
         cands = []
         for i in direct:
-            g = self.group_of.get(id(i))
+            g = self.group_of.get(i)
             if g is not None and g.kind == "kernel" and g not in cands:
                 cands.append(g)
         if through:
-            forbidden = {self.group_of[id(i)].id for i in through if id(i) in self.group_of}
+            forbidden = {self.group_of[i].id for i in through if i in self.group_of}
             for g in cands:
                 if g.id in forbidden:
                     self.refuse([g], n, "a view or broadcast input reads a value of the group itself "
@@ -313,7 +336,7 @@ class Fuser:
         group_of = self.group_of
         g = None
         for i in direct:
-            s = group_of.get(id(i))
+            s = group_of.get(i)
             if s is not None and s is not g:
                 if g is not None:
                     return False
@@ -321,37 +344,37 @@ class Fuser:
         if g is None or g.kind != "kernel" or g.R is not None or n.shape != g.I \
                 or len(g.members) >= MAX_GROUP_NODES:
             return False
-        role, reads, still_open, users, roots = g.role, g.reads, g.open, self.users, self.root_ids
-        fresh: set[int] = set()
-        closing: set[int] = set()                 # members whose last reader outside is n
+        role, reads, still_open, users, roots = g.role, g.reads, g.open, self.users, self.root_set
+        fresh: set[Node] = set()
+        closing: set[Node] = set()                 # members whose last reader outside is n
         for i in direct:
-            k = id(i)
-            if k in role:
-                if k in still_open and k not in roots and k not in closing and all(
-                        u is n or group_of.get(id(u)) is g for u in users[k]):
-                    closing.add(k)
-            elif k not in reads:
-                fresh.add(k)
+            if i in role:
+                if i in still_open and i not in roots and i not in closing:
+                    for u in users[i]:
+                        if u is not n and group_of.get(u) is not g:
+                            break
+                    else:
+                        closing.add(i)
+            elif i not in reads:
+                fresh.add(i)
         for i in through:
-            k = id(i)
-            if k in group_of:                     # (a view of a member, or another group's value)
+            if i in group_of:                     # (a view of a member, or another group's value)
                 return False
-            if k not in reads:
-                fresh.add(k)
+            if i not in reads:
+                fresh.add(i)
         if len(reads) + len(fresh) + len(still_open) - len(closing) + 1 > self.max_buffers:
             return False
         read_by, bit = self.read_by, 1 << g.id
-        for k in fresh:
-            read_by[k] = read_by.get(k, 0) | bit
+        for i in fresh:
+            read_by[i] = read_by.get(i, 0) | bit
         reads |= fresh
         still_open -= closing
-        k = id(n)
         g.members.append(n)
-        role[k] = "full"
-        group_of[k] = g
-        still_open.add(k)
-        if k in roots:
-            g.stored.add(k)
+        role[n] = "full"
+        group_of[n] = g
+        still_open.add(n)
+        if n in roots:
+            g.stored.add(n)
         return True
 
     def try_library_bias(self, n: Node, direct: list[Node], through: list[Node]) -> bool:
@@ -362,9 +385,9 @@ class Fuser:
         if not self.library_bias or n.op != "add" or len(n.inputs) != 2:
             return False
         for mm, bias in (n.inputs, n.inputs[::-1]):
-            g = self.group_of.get(id(mm))
+            g = self.group_of.get(mm)
             if (g is not None and g.kind == "library" and g.members == [mm] and mm.op == "matmul"
-                    and id(mm) not in self.root_ids and len(self.users[id(mm)]) == 1
+                    and mm not in self.root_set and len(self.users[mm]) == 1
                     and row_bias(bias, mm) and n.dtype is mm.dtype and bias.dtype is mm.dtype
                     and tuple(n.shape) == tuple(mm.shape)
                     and (not self.inlined(bias) or (bias.op == "view" and not self.inlined(bias.inputs[0])))):
@@ -381,10 +404,10 @@ class Fuser:
         # step short when a value is read all along a long chain (every group reads it)
         upstream = 0
         for i in inputs:
-            src = self.group_of.get(id(i))
+            src = self.group_of.get(i)
             if src is not None:
                 upstream |= src.deps
-        masks = [(i, self.read_by.get(id(i), 0) & ~upstream) for i in inputs]
+        masks = [(i, self.read_by.get(i, 0) & ~upstream) for i in inputs]
         todo = 0
         for _, m in masks:
             todo |= m
@@ -393,7 +416,7 @@ class Fuser:
             gid = todo.bit_length() - 1
             todo ^= 1 << gid
             g = self.groups[gid]
-            if g.kind != "kernel" or not any(m >> gid & 1 and id(i) in g.reads for i, m in masks):
+            if g.kind != "kernel" or not any(m >> gid & 1 and i in g.reads for i, m in masks):
                 continue
             if self.acyclic([g], direct, through):
                 if self.merge_and_add([g], n, direct, through):
@@ -412,7 +435,7 @@ class Fuser:
         for g in option:
             ids |= g.alias
         for i in direct + through:
-            src = self.group_of.get(id(i))
+            src = self.group_of.get(i)
             if src is not None and not src.alias & ids and src.deps & ids:
                 return False
         if len(option) == 1:
@@ -441,8 +464,8 @@ class Fuser:
         # a group's members are the keys of its role map
         role = first.role if single else {k: v for g in option for k, v in g.role.items()}
         members = role
-        in_group = [i for i in direct if id(i) in members]
-        if through and any(id(i) in members for i in through):
+        in_group = [i for i in direct if i in members]
+        if through and any(i in members for i in through):
             return self.refuse(option, n, "a view or broadcast input reads a value of the group itself "
                                "(it must read a stored buffer)")
         revisits = first.revisits if single else any(g.revisits for g in option)
@@ -456,37 +479,37 @@ class Fuser:
                                    f"domain {list(I)}")
             if R is not None and dims != R:
                 return self.refuse(option, n, f"reduction over different dims {list(dims)} and {list(R)}")
-            if id(x) in members and role[id(x)] != "full":
+            if x in members and role[x] != "full":
                 return self.refuse(option, n, "reduces a value that is already reduced in the group")
             R = dims
             my_role = "reduced"
-            if id(x) in after:
+            if x in after:
                 revisits = True
         else:
-            roles = [role[id(i)] for i in in_group]
+            roles = [role[i] for i in in_group]
             reduced_form = R is not None and tuple(n.shape) in (keep_shape(I, R), drop_shape(I, R))
             my_role = "reduced" if roles and all(r == "reduced" for r in roles) and reduced_form else "full"
             if my_role == "full":
                 if tuple(n.shape) != I:
                     return self.refuse(option, n, f"shape {list(n.shape)} is not the group's domain {list(I)}")
                 for i in in_group:
-                    if role[id(i)] == "reduced":
+                    if role[i] == "reduced":
                         pad = (1,) * (len(I) - i.ndim) + tuple(i.shape)
                         if pad != keep_shape(I, R):
                             return self.refuse(option, n, "reads a reduced value without its kept dims")
                         revisits = True
-                n_after = any(role[id(i)] == "reduced" or id(i) in after for i in in_group)
+                n_after = any(role[i] == "reduced" or i in after for i in in_group)
         if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
             return self.refuse(option, n, f"row of {row_size(I, R)} elements exceeds the row limit {ROW_LIMIT}")
         if single:                              # (a group's reads never hold its members)
             reads = first.reads
-            fresh = {id(i) for i in direct + through if id(i) not in members and id(i) not in reads}
+            fresh = {i for i in direct + through if i not in members and i not in reads}
         else:
             reads = {r for g in option for r in g.reads if r not in members}
-            fresh = {id(i) for i in direct + through if id(i) not in members} - reads
+            fresh = {i for i in direct + through if i not in members} - reads
         still_open = first.open if single else set().union(*(g.open for g in option))
-        closing = {id(i) for i in in_group if id(i) in still_open and id(i) not in self.root_ids and all(
-            u is n or self.group_of.get(id(u)) in option for u in self.users[id(i)])}
+        closing = {i for i in in_group if i in still_open and i not in self.root_set and all(
+            u is n or self.group_of.get(u) in option for u in self.users[i])}
         writes = len(still_open) - len(closing)
         if len(reads) + len(fresh) + writes + 1 > self.max_buffers:
             return self.refuse(option, n, f"would exceed {self.max_buffers} buffers "
@@ -496,7 +519,7 @@ class Fuser:
         merged = 0
         for g in option[1:]:
             for m in g.members:
-                self.group_of[id(m)] = first
+                self.group_of[m] = first
             first.members = sorted(first.members + g.members, key=self.position)
             first.deps |= g.deps
             first.alias |= g.alias
@@ -510,23 +533,54 @@ class Fuser:
                     self.read_by[r] = self.read_by.get(r, 0) | 1 << first.id
             first.has_users = True
             self.propagate(first)
-            first.stored = {id(m) for m in first.members if id(m) in self.root_ids or any(
-                self.group_of.get(id(u), first) is not first for u in self.users[id(m)])}
+            first.stored = {m for m in first.members if m in self.root_set or any(
+                self.group_of.get(u, first) is not first for u in self.users[m])}
             first.open = still_open
         if n_after:
-            after.add(id(n))
+            after.add(n)
         first.R, first.role, first.after_reduce, first.revisits = R, role, after, revisits
         first.reads = reads
         self.add(first, n, direct, through, my_role)
-        first.reads.discard(id(n))              # (reads never holds members: n is the new one)
+        first.reads.discard(n)              # (reads never holds members: n is the new one)
         return True
 
     def all_users_in(self, i: Node, g: Group) -> bool:
         group_of = self.group_of
-        return all(group_of.get(id(u)) is g for u in self.users[id(i)])
+        return all(group_of.get(u) is g for u in self.users[i])
 
     def position(self, n: Node) -> int:
-        return self._pos[id(n)]
+        return self._pos[n]
+
+
+def order_and_users(roots: list[Node]) -> tuple[list[Node], dict[Node, list[Node]], dict[Node, int]]:
+    """(toposort(roots), consumers of that order, node -> its position), in one walk: the order
+    is ir/graph.py's (leaves placed as they are met), and each node's readers are listed in it."""
+    order: list[Node] = []
+    users: dict[Node, list[Node]] = {}
+    pos: dict[Node, int] = {}
+    for root in roots:
+        if root in users:
+            continue
+        stack = [(root, iter(root.inputs))]          # (node, its inputs not yet looked at)
+        while stack:
+            node, rest = stack[-1]
+            for child in rest:
+                if child not in users:
+                    if child.inputs:
+                        stack.append((child, iter(child.inputs)))
+                        break
+                    users[child] = []                # a leaf: placed at once
+                    pos[child] = len(order)
+                    order.append(child)
+            else:
+                stack.pop()
+                if node not in users:
+                    users[node] = []
+                    pos[node] = len(order)
+                    order.append(node)
+                    for i in node.inputs:            # (placed already: a node comes after its inputs)
+                        users[i].append(node)
+    return order, users, pos
 
 
 def row_bias(bias: Node, mm: Node) -> bool:
@@ -537,31 +591,37 @@ def row_bias(bias: Node, mm: Node) -> bool:
     return mm.ndim >= 2 and shape == (mm.shape[-1],)
 
 
-def broadcast_operands(order: list[Node], users: dict[int, list[Node]], root_ids: set[int]) -> list[Node]:
+def broadcast_operands(order: list[Node], users: dict[Node, list[Node]], root_set: set[Node]) -> list[Node]:
     """Pointwise values of params only that every reader reads at another shape (say a bias
     computed as b.exp() * 0.5): recomputing them per element costs less than a launch and a store."""
-    from_params: set[int] = set()
+    from_params: set[Node] = set()
     candidates: list[Node] = []             # computed values of params only, in program order
+    pointwise = _POINTWISE
     for n in order:
         op = n.op
         if op == "param" or op in INLINED:
-            from_params.add(id(n))
+            from_params.add(n)
             continue
         for i in n.inputs:              # (a loop, not all(): most nodes fail at their first input)
-            if id(i) not in from_params:
+            if i not in from_params:
                 break
         else:
-            if n.inputs and is_pointwise(op):
-                from_params.add(id(n))
-                if id(n) not in root_ids and n.shape != ():
+            if n.inputs and (pointwise[op] if op in pointwise else is_pointwise(op)):
+                from_params.add(n)
+                if n not in root_set and n.shape != ():
                     candidates.append(n)    # (0-d values: one small launch beats recomputing, say,
                                             #  Adam's pow per element)
-    chosen: set[int] = set()
+    chosen: set[Node] = set()
     for n in reversed(candidates):
-        readers = users[id(n)]   # a view must read a stored buffer, so its input is never inlined
-        if readers and all((u.shape != n.shape or id(u) in chosen) and u.op != "view" for u in readers):
-            chosen.add(id(n))
-    return [n for n in candidates if id(n) in chosen]
+        readers = users[n]   # a view must read a stored buffer, so its input is never inlined
+        shape = n.shape
+        for u in readers:        # (a loop, not all(): a chain's values fail at their first reader)
+            if u.op == "view" or (u.shape == shape and u not in chosen):
+                break
+        else:
+            if readers:
+                chosen.add(n)
+    return [n for n in candidates if n in chosen]
 
 
 # ---------------------------------------------------------------- building the plan
@@ -576,7 +636,7 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
     merge_independent(fuser, MAX_GROUP_NODES)
     groups = [g for g in fuser.groups if g.kind != "merged"]
     buffers: list[BufferRef] = []
-    by_node: dict[int, BufferRef] = {}
+    by_node: dict[Node, BufferRef] = {}
 
     def new_buffer(node: Node, kind: str, slot: int | None) -> BufferRef:
         b = BufferRef(len(buffers), tuple(node.shape), node.dtype, kind, slot)
@@ -585,45 +645,52 @@ def build_plan(params: list[Node], roots: list[Node], max_buffers: int = MAX_BUF
 
     # the graph's own param of each slot: legalize may have retyped a Python scalar's param
     # (passes/legalize.py), and the buffer takes the type the kernels read
-    in_graph = {n.attrs["slot"]: n for n in fuser.order if n.op == "param"}
+    in_graph = fuser.params
     param_refs = []
     for p in params:
-        p = in_graph.get(p.attrs["slot"], p)
-        b = new_buffer(p, "param", p.attrs["slot"])
-        by_node[id(p)] = b
+        slot = p.attrs["slot"]
+        p = in_graph.get(slot, p)
+        b = BufferRef(len(buffers), tuple(p.shape), p.dtype, "param", slot)     # (new_buffer, inlined:
+        buffers.append(b)                                                       #  one per Python scalar)
+        by_node[p] = b
         param_refs.append(b)
     for slot, r in enumerate(roots):
-        if id(r) not in by_node:
-            by_node[id(r)] = new_buffer(r, "output", slot)
-    outputs = [by_node[id(r)] for r in roots]
+        if r not in by_node:
+            by_node[r] = new_buffer(r, "output", slot)
+    outputs = [by_node[r] for r in roots]
 
     # a member is stored when it is a root or some node outside its group reads it
-    group_of = fuser.group_of
+    group_of, users, root_set = fuser.group_of, fuser.users, fuser.root_set
     launches = []
     launch_of: dict[int, str] = {}
     for k, g in enumerate(toposort_groups(groups, fuser)):
         nodes = inlined_closure(g, fuser)
-        node_ids = {id(n) for n in nodes}
-        reads, seen = [], set()
+        reads, seen = [], set(nodes)        # (seen: the group's nodes and its reads)
         for n in nodes:
             for i in n.inputs:
-                if id(i) not in node_ids and id(i) not in seen:
-                    seen.add(id(i))
-                    if id(i) not in by_node:
-                        by_node[id(i)] = new_buffer(i, "temp", None)
-                    reads.append((i, by_node[id(i)]))
+                if i not in seen:
+                    seen.add(i)
+                    b = by_node.get(i)
+                    if b is None:
+                        b = by_node[i] = new_buffer(i, "temp", None)
+                    reads.append((i, b))
         writes = []
         for m in g.members:
-            if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)]):
-                if id(m) not in by_node:
-                    by_node[id(m)] = new_buffer(m, "temp", None)
-                writes.append((m, by_node[id(m)]))
+            if m not in root_set:
+                for u in users[m]:
+                    if group_of.get(u) is not g:
+                        break
+                else:
+                    continue                    # (every reader is in the group: not stored)
+            if m not in by_node:
+                by_node[m] = new_buffer(m, "temp", None)
+            writes.append((m, by_node[m]))
         launches.append(make_launch(k, g, tuple(nodes), tuple(reads), tuple(writes), max_buffers))
         launch_of[g.id] = launches[-1].name
     order = fuser.order
     scalars = frozenset(p.attrs["slot"] for p in params if p.attrs["kind"] == "scalar")
-    refusals = [Refusal(n, launch_of.get(group_of[id(n)].id, "?") if id(n) in group_of else "inlined",
-                        launch_of.get(group_of[id(m)].id, "?"), why) for n, m, why in fuser.refusals]
+    refusals = [Refusal(n, launch_of.get(group_of[n].id, "?") if n in group_of else "inlined",
+                        launch_of.get(group_of[m].id, "?"), why) for n, m, why in fuser.refusals]
     return KernelPlan(param_refs, buffers, launches, outputs, nodes=order, scalar_slots=scalars,
                       refusals=refusals)
 
@@ -635,7 +702,7 @@ def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_B
     R = g.R if g.R is not None else ()
     if g.R is None:
         pattern = "pointwise"
-    elif any(g.role[id(n)] == "full" for n, _ in writes):
+    elif any(g.role[n] == "full" for n, _ in writes):
         pattern = "row"
     else:
         pattern = "reduce"
@@ -646,13 +713,13 @@ def make_launch(k: int, g: Group, nodes, reads, writes, max_buffers: int = MAX_B
 
 def inlined_closure(g: Group, fuser: Fuser) -> list[Node]:
     """The group's members plus the inlined nodes (views, fills) they read, topologically."""
-    extra: dict[int, Node] = {}
+    extra: dict[Node, Node] = {}
     inlined = fuser._inlined                # (complete after bound_inlining: every node has its entry)
     stack = [i for m in g.members for i in m.inputs]
     while stack:
         i = stack.pop()
-        if inlined[id(i)] and id(i) not in extra:
-            extra[id(i)] = i
+        if inlined[i] and i not in extra:
+            extra[i] = i
             stack.extend(i.inputs)
     if not extra:
         return list(g.members)              # (members are kept in program order)

@@ -52,7 +52,7 @@ def _writes(fuser: Fuser, g: Group) -> int:
     """How many members of g its launch stores: roots and values read outside g."""
     group_of = fuser.group_of
     return sum(1 for m in g.members
-               if id(m) in fuser.root_ids or any(group_of.get(id(u)) is not g for u in fuser.users[id(m)]))
+               if m in fuser.root_set or any(group_of.get(u) is not g for u in fuser.users[m]))
 
 
 def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int, writes: dict[int, int]) -> bool:
@@ -74,7 +74,7 @@ def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int, writes: dict[in
 
 def _merge(fuser: Fuser, a: Group, b: Group) -> None:
     for m in b.members:
-        fuser.group_of[id(m)] = a
+        fuser.group_of[m] = a
     a.members = sorted(a.members + b.members, key=fuser.position)
     a.role.update(b.role)
     a.after_reduce |= b.after_reduce

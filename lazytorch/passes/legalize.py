@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from ..ir import dtypes as D
 from ..ir.meta import compute_dtype
-from ..ir.node import Node
+from ..ir.promotion import Promotion
+from ..ir.node import LEAF_OPS, Node
 from ..ir.registry import OpDef, ops
 from .rewrite import rewrite
 
@@ -45,6 +46,26 @@ def _computing(op: str) -> OpDef | None:
     return _COMPUTING[op]
 
 
+PLAIN_FLOATS = (D.float32, D.float64)     # floating dtypes that are their own opmath dtype
+
+
+def own_compute_dtype(opdef: OpDef, dtype: D.DType, inputs: tuple[Node, ...]) -> D.DType | None:
+    """`dtype`, the node's own float32 or float64, when every tensor input has it too (Python
+    numbers aside): such inputs promote to it under every promotion kind but KEEP (numbers are
+    weak, and a float tensor's category is the highest), and it is its own opmath dtype.  None:
+    ask compute_dtype.  (The common `y * 0.999` decided without building promotion operands.)"""
+    if dtype not in PLAIN_FLOATS or opdef.promotion is Promotion.KEEP:
+        return None
+    tensors = False
+    for i in inputs:
+        if i.op == "scalar" or i.op == "param" and i.attrs["kind"] == "scalar":
+            continue                            # (a number: weak)
+        if i.dtype is not dtype:
+            return None
+        tensors = True
+    return dtype if tensors else None
+
+
 def _is_number(n: Node) -> bool:
     """A Python scalar's param (a runtime argument, not a tensor)."""
     return n.op == "param" and n.attrs["kind"] == "scalar"
@@ -55,23 +76,26 @@ class Legalizer:
     params it retyped."""
 
     def __init__(self):
-        self.casts: dict[tuple[int, D.DType], Node] = {}
-        self.typed: dict[int, tuple[Node, Node]] = {}   # id(scalar param) -> (it, its retyped copy)
-        self.raw: set[int] = set()              # ids of float64 params some node reads as they are
+        self.casts: dict[tuple[Node, int], Node] = {}     # (value, id(dtype)) -> its cast
+        self.typed: dict[Node, Node] = {}       # scalar param -> its retyped copy
+        self.raw: set[Node] = set()             # float64 params some node reads as they are
+        self.origin = None                      # the origin of the node being legalized: the
+                                                # nodes built for it inherit it (rewrite.py)
 
     def cast(self, x: Node, dtype: D.DType) -> Node:
         if x.dtype is dtype:
             return x
-        key = (id(x), dtype)
+        key = (x, id(dtype))                    # (a DType hashes in Python: its id does not)
         got = self.casts.get(key)
         if got is None:
             if (x.dtype, dtype) in RETYPED and _is_number(x):
                 got = Node("param", (), dict(x.attrs), (), dtype)
-                self.typed[id(x)] = (x, got)
+                self.typed[x] = got
             else:
                 got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
                 if x.op == "param" and x.dtype is D.float64:
-                    self.raw.add(id(x))
+                    self.raw.add(x)
+            got._origin = self.origin
             self.casts[key] = got
         return got
 
@@ -80,23 +104,33 @@ class Legalizer:
         if not inputs:                          # (leaves and fills of nothing: nothing to cast)
             return None
         op = n.op
+        self.origin = n._origin
         if op == "where":
             cond, a, b = inputs
             new = (cond, self.cast(a, n.dtype), self.cast(b, n.dtype))
             self.note_raw(new)
-            return None if new == inputs else Node("where", new, n.attrs, n.shape, n.dtype)
+            if new == inputs:
+                return None
+            out = Node("where", new, n.attrs, n.shape, n.dtype)
+            out._origin = self.origin
+            return out
         if op in ACCUMULATING:
             return self.accumulate(n, inputs[0])
         opdef = _computing(op)
         if opdef is None or not inputs:
             self.note_raw(inputs)
             return None
-        compute = compute_dtype(opdef, inputs)
+        compute = own_compute_dtype(opdef, n.dtype, inputs) or compute_dtype(opdef, inputs)
         out = n.dtype if n.dtype.is_bool or n.dtype is compute else compute
-        if out is n.dtype and all(i.dtype is compute for i in inputs):
-            self.note_raw(inputs)
-            return None
+        if out is n.dtype:
+            for i in inputs:
+                if i.dtype is not compute:
+                    break
+            else:
+                self.note_raw(inputs)
+                return None
         inner = Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out)
+        inner._origin = self.origin
         self.note_raw(inner.inputs)
         return self.cast(inner, n.dtype)
 
@@ -110,23 +144,24 @@ class Legalizer:
             attrs["dtype"] = acc
         x = self.cast(x, acc)
         self.note_raw((x,))
-        return self.cast(Node(n.op, (x,), attrs, n.shape, acc), n.dtype)
+        inner = Node(n.op, (x,), attrs, n.shape, acc)
+        inner._origin = self.origin
+        return self.cast(inner, n.dtype)
 
     def note_raw(self, inputs: tuple[Node, ...]) -> None:
         """Record the float64 params a node reads as they are (casts of them: see `cast`)."""
         for i in inputs:
             if i.op == "param" and i.dtype is D.float64:
-                self.raw.add(id(i))
+                self.raw.add(i)
 
     def conflicts(self) -> dict[int, tuple[Node, Node]]:
         """slot -> (param, retyped copy) for the retyped params that are also read as they are."""
-        return {orig.attrs["slot"]: (orig, typed) for key, (orig, typed) in self.typed.items()
-                if key in self.raw}
+        return {orig.attrs["slot"]: (orig, typed) for orig, typed in self.typed.items() if orig in self.raw}
 
 
 def legalize(roots: list[Node]) -> list[Node]:
     rule = Legalizer()
-    out = rewrite(roots, settled=rule.node)
+    out = rewrite(roots, settled=rule.node, leaves_kept=LEAF_OPS)    # (a leaf casts nothing)
     conflicts = rule.conflicts()
     if conflicts:
         # a param read both retyped and as itself: its retyped copy becomes a cast of it again
@@ -135,6 +170,10 @@ def legalize(roots: list[Node]) -> list[Node]:
             got = conflicts.get(n.attrs["slot"]) if n.op == "param" else None
             if got is None or n is not got[1]:
                 return None
-            return Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
+            back = Node("to", (got[0],), {"dtype": n.dtype}, (), n.dtype)
+            back._origin = n._origin            # (the retyped copy's: its first reader's line,
+            if got[0]._origin is None:          #  which the param itself takes too, as a new
+                got[0]._origin = n._origin      #  node of a rewrite would)
+            return back
         out = rewrite(out, settled=untype)
     return out

@@ -16,7 +16,7 @@ def normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[No
 
 
 def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[Node]]:
-    copies: dict[int, Node] = {}
+    copies: dict[Node, Node] = {}           # (keyed by the nodes: hashed by identity)
     params: list[Node] = []
     for n in order:
         op = n.op
@@ -25,7 +25,7 @@ def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[N
             new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
             params.append(new)
         else:
-            new = Node(op, tuple([copies[id(i)] for i in n.inputs]), n.attrs, n.shape, n.dtype)
-            new.origin = n.origin
-        copies[id(n)] = new
-    return params, [copies[id(r)] for r in roots]
+            new = Node(op, tuple([copies[i] for i in n.inputs]), n.attrs, n.shape, n.dtype)
+            new._origin = n._origin     # (raw: formatted only when read, see ir/node.py)
+        copies[n] = new
+    return params, [copies[r] for r in roots]

@@ -37,12 +37,14 @@ class Options:
     verify: bool = False                    # run the IR verifier after every graph pass
     library_bias: bool = False              # the backend's GEMM adds a row bias (fuse.try_library_bias)
     library_ops: frozenset[str] = frozenset()   # composites the backend runs whole (decompose's keep)
+    composites: bool = True                 # False: the driver found no composite in the program
+                                            # (decompose.has_composites): decompose has no walk
 
 
 Pass = Callable[[list[Node], Options], list[Node]]
 
 PASSES: list[tuple[str, Pass]] = [
-    ("decompose", lambda roots, o: decompose(roots, o.library_ops)),
+    ("decompose", lambda roots, o: decompose(roots, o.library_ops, o.composites)),
     ("legalize", lambda roots, o: legalize(roots)),
     ("simplify", lambda roots, o: simplify(roots, o.evaluate)),
 ]

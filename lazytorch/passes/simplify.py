@@ -142,11 +142,14 @@ def rules_for(op: str) -> tuple:
 
 def simplify_node(n: Node, evaluate: Evaluate | None = None) -> Node | None:
     """The first rule's replacement of n (constant folding first when an evaluator is given)."""
-    if evaluate is not None:
+    if evaluate is not None and n.shape == ():      # (fold_constants' first test, inlined)
         out = fold_constants(n, evaluate)
         if out is not None:
             return out
-    for rule in rules_for(n.op):
+    rules = _RULES_FOR.get(n.op)
+    if rules is None:
+        rules = rules_for(n.op)
+    for rule in rules:
         out = rule(n)
         if out is not None and out is not n:
             return out
@@ -166,10 +169,11 @@ def sharing() -> Callable[[Node], Node | None]:
         try:
             if attrs:
                 attrs = tuple(attrs.items()) if len(attrs) == 1 else tuple(sorted(attrs.items()))
+            # (a dtype by its id: DType hashes in Python, and dtypes are singletons)
             if op == "scalar":                  # (a constant's value and its Python type are part of it)
-                key = (op, attrs or (), (), n.shape, n.dtype, n.value, type(n.value).__name__)
+                key = (op, attrs or (), (), n.shape, id(n.dtype), n.value, type(n.value).__name__)
             else:
-                key = (op, attrs or (), tuple([id(i) for i in n.inputs]), n.shape, n.dtype)
+                key = (op, attrs or (), n.inputs, n.shape, id(n.dtype))
             found = table.setdefault(key, n)
         except TypeError:                       # an unhashable attribute: never shared
             return None
@@ -191,4 +195,5 @@ def simplify(roots: list[Node], evaluate: Evaluate | None = None) -> list[Node]:
     def rule(n: Node) -> Node | None:
         out = simplify_node(n, evaluate)
         return out if out is not None else share(n)
-    return rewrite(roots, rule)
+    # a param is neither folded, rewritten nor shared (structural constants, `scalar`, are shared)
+    return rewrite(roots, rule, leaves_kept=("param",))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -242,7 +243,19 @@ def _functions(libs, kernels: Sequence[str]) -> dict:
     return out
 
 
+_STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # plan -> launch_structures(plan)
+
+
 def launch_structures(plan) -> tuple[list, dict[str, tuple]]:
+    """launch_structures of the plan, worked out once per plan (prepare's plan-index key and, on
+    a miss, kernel_sources both read it; a long program's walk is not cheap)."""
+    got = _STRUCTURES.get(plan)
+    if got is None:
+        got = _STRUCTURES[plan] = _launch_structures(plan)
+    return got
+
+
+def _launch_structures(plan) -> tuple[list, dict[str, tuple]]:
     """(table, launch name -> structure) of the plan's kernel launches: what determines the source
     a launch renders to, apart from its name: pattern, domain, what it reads and writes, and each
     node's op, attributes, shape, dtype, literal value and where its inputs come from.  Node

@@ -109,6 +109,7 @@ class PlanExecutor:
         def slot(bid: int) -> int:
             return slot_of.setdefault(bid, len(slot_of))
 
+        self._output_ids = {o.id for o in plan.outputs}     # (_converter: a set, not a scan per param)
         self.params = [(slot(p.id), self._converter(p), p.dtype) for p in plan.params]
         last_read: dict[int, int] = {}
         for i, launch in enumerate(plan.launches):
@@ -152,7 +153,7 @@ class PlanExecutor:
             adopt = self.backend.adopt
             return lambda value, dtype: adopt(value)
         fast = getattr(self.backend, "fast_scalar", None)
-        if fast is not None and all(o.id != p.id for o in self.plan.outputs):
+        if fast is not None and p.id not in self._output_ids:
             convert = fast(p.dtype)         # (a buffer only launches read: never handed to the user)
             if convert is not None:
                 return convert
