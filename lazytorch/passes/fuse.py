@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from ..ir.node import Node
 from ..ir.registry import ops
-from .horizontal import merge_independent
+from .horizontal import bits, merge_independent
 from .plan import BufferRef, KernelPlan, Launch, Refusal
 
 ROW_LIMIT = 16384      # elements of one row a row kernel may revisit (a threadgroup working set)
@@ -121,14 +121,6 @@ class Group:
         self.deps = 0                           # groups this one depends on (transitive)
         self.alias = 1 << gid                   # this group and every group merged into it
         self.has_users = False                  # some group depends on this one
-
-
-def bits(mask: int):
-    """The group ids set in a bitset."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 class Fuser:

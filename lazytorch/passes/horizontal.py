@@ -64,7 +64,7 @@ def _can_merge(fuser: Fuser, a: Group, b: Group, max_nodes: int, writes: dict[in
     outside = (a.deps | b.deps) & ~ids
     # (deps are transitive, so with a and b independent no group can sit between them: the walk
     # over their deps, linear in the groups, only runs if one of them names a or b)
-    if (a.deps | b.deps) & ids and any(fuser.groups[h].deps & ids for h in _bits(outside)):
+    if (a.deps | b.deps) & ids and any(fuser.groups[h].deps & ids for h in bits(outside)):
         return False                                  # a third group sits between them
     for g in (a, b):
         if g.id not in writes:
@@ -92,7 +92,8 @@ def _merge(fuser: Fuser, a: Group, b: Group) -> None:
         fuser.propagate(a)
 
 
-def _bits(mask: int):
+def bits(mask: int):
+    """The group ids set in a bitset."""
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1

@@ -181,11 +181,6 @@ def sharing() -> Callable[[Node], Node | None]:
     return share
 
 
-def cse(roots: list[Node]) -> list[Node]:
-    """Hash-consing: nodes with equal op, attributes, input identities and type become one."""
-    return rewrite(roots, sharing())
-
-
 def simplify(roots: list[Node], evaluate: Evaluate | None = None) -> list[Node]:
     """The rules, then CSE, in one walk: a node is shared once no rule rewrites it (its inputs are
     final by then, so equal nodes meet); `evaluate` computes a node from host values (None: no

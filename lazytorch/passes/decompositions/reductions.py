@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-from ...ir import dtypes as D
 from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.build_linalg_extra import matrix_norm
