@@ -384,7 +384,9 @@ def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     slots: list[Node] = []
     for n in order:
         literal = None
-        if n.op == "scalar" and id(n) not in runtime:
+        if n.op == "scalar" and n.attrs:                      # a structural constant (Node.constant)
+            literal = Node.scalar(n.value, n.dtype)
+        elif n.op == "scalar" and id(n) not in runtime:
             literal = _literal(n, readers.get(id(n), ()))
         if n.op == "buffer" or (n.op == "scalar" and literal is None):
             kind = "scalar" if n.op == "scalar" else "buffer"

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+import numpy as np
+
 from . import dtypes as D
 from . import meta
 from . import views as V
@@ -46,6 +48,20 @@ def scalar(value) -> Node:
     if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
         return scalar(value.item())
     raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
+
+
+def constant(value) -> Node:
+    """A number the library itself puts in a program (a fill of zeros, tril's diagonal, a constant of
+    a composite), never a user's argument, as a structural constant: its value joins the program's
+    key and the kernels read it as a literal.  A float exact in float32 is a float32 constant (the
+    literal every backend has: lt.compile's rule), any other float64."""
+    if isinstance(value, bool):
+        return Node.constant(value, D.bool_)
+    if isinstance(value, int):
+        return Node.constant(value, D.int64)
+    value = float(value)
+    exact = value != value or float(np.float32(value)) == value          # (NaN and infinities too)
+    return Node.constant(value, D.float32 if exact else D.float64)
 
 
 def as_node(value) -> Node:

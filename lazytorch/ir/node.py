@@ -3,7 +3,11 @@
 A Node is one value of the program: an op applied to input nodes with attributes, whose shape and
 dtype its meta rule computed when it was built.  Leaves are `buffer` (data that exists), `scalar`
 (a Python number, passed to kernels at run time, so its value is not part of the structure) and,
-inside pass pipelines, `param` (the i-th leaf of a graph being compiled).
+inside pass pipelines, `param` (the i-th leaf of a graph being compiled).  A number the library
+itself puts in a program (a creation op's fill, tril's diagonal, a composite's 0 or 1) is a
+*structural constant* instead: a `scalar` node whose value is also its attribute `value`
+(`Node.constant`), so the program's key holds the value, it is no runtime argument, and the
+passes see it as the constants they make themselves (folded, a literal in the kernels).
 
 Every node carries `key`, its own structure (op, attributes, shape, dtype) as a tuple that ignores
 data, buffer identity and scalar values.  It is computed on first use and kept (nodes the passes
@@ -84,6 +88,15 @@ class Node:
         node.value = value
         return node
 
+    @classmethod
+    def constant(cls, value, dtype: DType) -> "Node":
+        """A structural constant: the value is part of the structure (the key), not a runtime input."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {"value": value}, (), dtype
+        node.buffer = node._origin = node.tree = node._key = None
+        node.value = value
+        return node
+
     def realize(self, buffer) -> None:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
@@ -145,6 +158,11 @@ class Node:
     @property
     def is_leaf(self) -> bool:
         return self.op in LEAF_OPS
+
+    @property
+    def is_input(self) -> bool:
+        """A leaf bound at run time (a buffer, a runtime scalar, a param); not a structural constant."""
+        return self.op in LEAF_OPS and not (self.attrs and self.op == "scalar")
 
     @property
     def realized(self) -> bool:
