@@ -20,7 +20,7 @@ from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
-from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node, user_site
+from .node import _INSIDE, EPOCH, TRACE, Node, inside as classify, user_site
 from .registry import OpDef, get
 from .schema import Schema, SchemaError
 
@@ -436,41 +436,45 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     if make is None:
         make = wrap
     memo: dict[tuple, tuple] = {}
-    # (tree id of the tensor operand, type of the number) -> memo's record with the result's tree
-    # id in place of the op's: tree ids name one structure forever (ir/graph.py), so entries never
-    # go stale; the table is bounded as TREES is
-    chain: dict[tuple, tuple] = {}
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
     scalar_trees = {dt: tree_id(("leaf", key)) for dt, key in scalar_keys.items()}
+    # Per Python number class: its dtype, its scalar leaf's key and tree id, and its chain table:
+    # tree id of the tensor operand -> memo's record with the result's tree id in place of the
+    # op's (tree ids name one structure forever, ir/graph.py, so entries never go stale; each
+    # table is bounded as TREES is).  One dict lookup by class, then one by an int: no tuple key.
+    hot = {cls: (dt, scalar_keys[dt], scalar_trees[dt], {}) for cls, dt in NUMBER_DTYPES.items()}
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
         # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
         epoch = epoch_now[0]
-        db = NUMBER_DTYPES.get(b.__class__)
-        if db is not None and a.__class__ is wrap and not more:
+        h = hot.get(b.__class__)
+        if h is not None and a.__class__ is wrap and not more and a._base is None:
             # the hottest case, `tensor <op> number` inside a tree, in a straight line: the
-            # result's metadata and tree id by (a's tree id, the number's type), two small ints
-            na = a.node
+            # result's metadata and tree id by (a's tree id, the number's class).  (A non-view
+            # tensor whose node has a tree summary is pending, so its node is `a.node` without
+            # the property's checks for views and shared host data.)
+            na = a._node
             t = na.tree
             if t is not None and t[0] == epoch:
+                db, skey, stree, chain = h
                 _, ia, la, za = t
-                known = chain.get((ia, db))
+                known = chain.get(ia)
                 if known is None:
                     known = memo.get(((na.shape, na.dtype), db))
                     if known is not None and za < MAX_TREE_NODES - 1:
-                        item = (known[4], ia, scalar_trees[db])
+                        item = (known[4], ia, stree)
                         known = known[:4] + (TREES.get(item) or tree_id(item),)
                         if len(chain) >= MAX_CHAIN:
                             chain.clear()
-                        chain[(ia, db)] = known
+                        chain[ia] = known
                 if known is not None:
                     nb = new(Node)
                     nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
+                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, skey, None, None
                     attrs, shape, dtype, key, tid = known
                     node = new(Node)
                     node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
@@ -478,8 +482,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                     node.tree = (epoch, tid, la + (nb,), za + 2) if za < MAX_TREE_NODES - 1 else None
                     if trace[0]:
                         f = getframe(1)
-                        mine = inside.get(f.f_code)
-                        node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
+                        code = f.f_code
+                        node._origin = (code, f.f_lasti) if inside.get(id(code)) is False else user_site(2)
                     else:
                         node._origin = None
                     return make(node)
@@ -556,11 +560,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                 f = getframe(1)
                 while f is not None:
                     code = f.f_code
-                    mine = inside.get(code)
+                    mine = inside.get(id(code))
                     if mine is None:
-                        mine = inside[code] = code.co_filename.startswith(PACKAGE)
+                        mine = classify(code)
                     if not mine:
-                        node._origin = (code, f.f_lineno)
+                        node._origin = (code, f.f_lasti)
                         break
                     f = f.f_back
                 else:
@@ -589,7 +593,7 @@ def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
 
 
 _NONE = object()           # "no second operand"
-MAX_CHAIN = 1 << 16        # entries of each op's (tree id, number type) table
+MAX_CHAIN = 1 << 16        # entries of each op's chain table per number class
 _NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 
 
