@@ -21,7 +21,7 @@ from .ir.build import contiguous, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
 from .host_data import SHARED, is_shared, share, snapshot
-from .realize import eval_tensors, host_value
+from .realize import eval_nodes, eval_tensors, host_value, pending_readers
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
@@ -214,7 +214,6 @@ class Tensor:
         if base is not None and node.realized and is_shared(base._node.buffer):
             node = self._node = view_node(base._node, self._spec)   # writes through the root's array
         if not node.realized:
-            from .realize import eval_nodes
             eval_nodes([node], live_pending())
         if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
             return self._share()
@@ -588,7 +587,6 @@ def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node, probes: Any
 
 
 def _read_by(node: Node, live: list[Node]) -> bool:
-    from .realize import pending_readers
     return pending_readers(node, live)
 
 

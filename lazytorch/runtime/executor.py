@@ -150,6 +150,12 @@ class PlanExecutor:
         """How the run-time value of param `p` becomes a buffer of this backend."""
         if p.slot not in self.plan.scalar_slots:
             adopt = self.backend.adopt
+            kind = type(self.backend)
+            if (kind.adopt, kind.from_host) == _default_adopt():
+                # (the default adopt returns a C-contiguous ndarray as it is: skip its calls then;
+                # every buffer param of every run passes here)
+                return lambda value, dtype: value if value.__class__ is np.ndarray and value.flags.c_contiguous \
+                    else adopt(value)
             return lambda value, dtype: adopt(value)
         fast = getattr(self.backend, "fast_scalar", None)
         if fast is not None and all(o.id != p.id for o in self.plan.outputs):
@@ -268,3 +274,9 @@ class MemoryPlan:
 
 # buffers the executor's static memory plans allocated (lt.cache_info().buffers)
 STATS = {"static_blocks": 0, "static_bytes": 0}
+
+
+def _default_adopt() -> tuple:
+    """Backend's own adopt and from_host (imported here: backend.py imports this module)."""
+    from .backend import Backend
+    return Backend.adopt, Backend.from_host
