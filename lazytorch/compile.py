@@ -457,8 +457,8 @@ class CompiledFunction:
                 entry = self._entries.get(key)
                 if entry.__class__ is Entry:
                     return self._hit(key, entry, args, bound, args, kwargs)
-                sigs.clear()
-                bound.clear()
+            sigs.clear()                                 # (the general route below starts over)
+            bound.clear()
         if kwargs or any([type(a) in _CONTAINERS or isinstance(a, tuple) for a in args]):
             leaves: list = []
             spec = _flatten(args, leaves)
