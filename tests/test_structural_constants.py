@@ -1,5 +1,5 @@
 """Structural constants (ir/node.py: Node.constant): numbers the library puts in a program (the fill
-of zeros/ones, tril's diagonal and zeros, arange's start and step) are part of the program's key
+of zeros/ones, tril's diagonal and zeros, composites' 0s and 1s) are part of the program's key
 and literals in its kernels, while the user's Python numbers in arithmetic stay runtime params
 (one compiled program for every value).  Values are checked against torch on every backend."""
 from __future__ import annotations
@@ -80,8 +80,10 @@ def test_constants_are_structure_and_user_numbers_are_not(on_cpu):
         np.testing.assert_array_equal((x * v).numpy(), a * np.float32(v))
     info = lt.cache_info()
     assert (info.misses, info.hits) == (4, 2), info
-    same(lt.arange(0, 6, 2), torch.arange(0, 6, 2))                # arange's start/step in the key
-    same(lt.arange(1, 6, 2), torch.arange(1, 6, 2))
+    for start in (0, 1, 5):          # arange's start stays a runtime scalar (position ids): one program
+        same(lt.arange(start, start + 6, 2) * 1, torch.arange(start, start + 6, 2))
+    info = lt.cache_info()
+    assert (info.misses, info.hits) == (5, 4), info
 
 
 def test_constant_nodes_are_keyed_by_value_and_are_no_leaves():

@@ -158,9 +158,10 @@ def _host(values: np.ndarray, dtype: D.DType) -> Node:
 
 def _ramp(n: int, start, step, dtype: D.DType) -> Node:
     """start + i * step for i in range(n): lazily in int64 for integers, else on the host.  start
-    and step are structural constants: with n they are the ramp (arange(0, n) folds to iota)."""
+    and step stay runtime scalars: position ids (`arange(pos, pos + t)`) change every step of a
+    decoding loop, and one compiled program serves them all."""
     if all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
-        values = call("add", call("mul", iota((n,), 0), constant(step)), constant(start))
+        values = call("add", call("mul", iota((n,), 0), step), start)
         return values if values.dtype is dtype else call("to", values, dtype)
     return _host(float(start) + np.arange(n, dtype=np.float64) * float(step), dtype)
 
