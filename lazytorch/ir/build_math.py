@@ -402,7 +402,8 @@ def _glu(a):
 def _logsigmoid(a):
     x = a["self"]
     require_float("logsigmoid", x)
-    return call("sub", call("minimum", x, fill_constant((), 0, x.dtype)), call("log1p", call("exp", call("neg", call("abs", x)))))
+    softplus_neg_abs = call("log1p", call("exp", call("neg", call("abs", x))))
+    return call("sub", call("minimum", x, fill_constant((), 0, x.dtype)), softplus_neg_abs)
 
 
 @formula("softmin")
