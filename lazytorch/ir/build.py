@@ -22,7 +22,7 @@ from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from .node import _INSIDE, EPOCH, TRACE, Node, inside as classify, user_site
 from .registry import OpDef, get
-from .schema import Schema, SchemaError
+from .schema import Schema, SchemaError, _pack_int_list_varargs
 
 Args = dict[str, Any]
 BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
@@ -75,16 +75,85 @@ def as_node(value) -> Node:
 
 def bind(op: OpDef, args: tuple, kwargs: dict) -> tuple[Schema, Args]:
     """The first schema overload the call fits, and the bound arguments."""
+    shape = _call_shape(op.name, args, kwargs)
+    known = _BINDINGS.get(shape) if shape is not None else None
+    if known is not None:                        # a call of a shape bound before: no checks
+        schema, pack, names, defaults = known
+        if pack >= 0:
+            args = args[:pack] + (tuple(args[pack:]),)
+        bound = dict(zip(names, args))
+        if kwargs:
+            bound.update(kwargs)
+        for name, default in defaults:
+            bound[name] = default
+        return schema, bound
     errors = []
     for schema in op.schemas:
         try:
-            return schema, schema.bind(args, kwargs)
+            bound = schema.bind(args, kwargs)
         except SchemaError as e:
             errors.append(e)
+            continue
+        if shape is not None:
+            _remember_binding(shape, schema, args, kwargs)
+        return schema, bound
     if len(errors) == 1:
         raise errors[0]
     lines = "\n".join(f"  {s.text}" for s in op.schemas)
     raise TypeError(f"{op.name}(): the arguments match no overload; valid forms are:\n{lines}")
+
+
+# How calls bind, by their shape: (op name, each argument's class -- a tuple's or list's with its
+# elements' classes --, the keyword names) -> (schema, where trailing ints were packed into a list
+# or -1, the positional names, the defaults filled in).  Which overload fits and how a call binds
+# depend on its shape only (schema.bind's checks look at classes, never at values), so a repeated
+# shape binds without them (~7 µs of every op on the general route).  Only shapes whose classes
+# are all such are remembered (_SHAPE_CLASSES); errors are never remembered.
+_BINDINGS: dict[tuple, tuple] = {}
+MAX_BINDINGS = 1 << 14
+_PLAIN = frozenset({int, float, bool, str, type(None), Node, D.DType})
+_SHAPE_CLASSES: dict[type, bool] = {}        # class -> whether binding checks it by class alone
+
+
+def _by_class(c: type) -> bool:
+    known = _SHAPE_CLASSES.get(c)
+    if known is None:
+        # plain values, IR nodes and tensor wrappers (a `node` property on the class); not numpy's
+        # types (an ndarray's shape decides whether it counts as a number)
+        known = _SHAPE_CLASSES[c] = c in _PLAIN or isinstance(getattr(c, "node", None), property)
+    return known
+
+
+def _call_shape(name: str, args: tuple, kwargs: dict) -> tuple | None:
+    shape = [name]
+    simple = _SHAPE_CLASSES.get
+    for v in (args, kwargs.values()) if kwargs else (args,):
+        for x in v:
+            c = x.__class__
+            if c is tuple or c is list:
+                inner = tuple([e.__class__ for e in x])
+                for e in inner:
+                    if not (simple(e) or _by_class(e)):
+                        return None
+                shape.append((c, inner))
+            elif simple(c) or _by_class(c):
+                shape.append(c)
+            else:
+                return None
+    if kwargs:
+        shape.append(tuple(kwargs))
+    return tuple(shape)
+
+
+def _remember_binding(shape: tuple, schema: Schema, args: tuple, kwargs: dict) -> None:
+    packed = _pack_int_list_varargs(schema.positional, args)
+    pack = len(packed) - 1 if packed is not args else -1
+    names = tuple(p.name for p in schema.positional[:len(packed)])
+    given = set(names) | set(kwargs)
+    defaults = tuple((p.name, p.default) for p in schema.params if p.name not in given)
+    if len(_BINDINGS) >= MAX_BINDINGS:
+        _BINDINGS.clear()
+    _BINDINGS[shape] = (schema, pack, names, defaults)
 
 
 def call(name: str, *args, **kwargs):
@@ -142,7 +211,20 @@ def named_inputs(node: Node) -> dict[str, Any]:
 def base_and_spec(x: Node) -> tuple[Node, V.ViewSpec]:
     if x.op == "view":
         return x.inputs[0], x.attrs["view"]
-    return x, V.contiguous(x.shape)
+    return x, contiguous_spec(x.shape)
+
+
+_CONTIGUOUS: dict[tuple, V.ViewSpec] = {}     # shape -> its contiguous ViewSpec (specs are immutable)
+
+
+def contiguous_spec(shape: tuple[int, ...]) -> V.ViewSpec:
+    """V.contiguous(shape), made once per shape (every view op asks for its input's)."""
+    spec = _CONTIGUOUS.get(shape)
+    if spec is None:
+        if len(_CONTIGUOUS) >= MAX_BINDINGS:
+            _CONTIGUOUS.clear()
+        spec = _CONTIGUOUS[shape] = V.contiguous(shape)
+    return spec
 
 
 def view_of(x: Node, spec: V.ViewSpec) -> Node:
@@ -159,7 +241,7 @@ def apply_view(x: Node, fn: Callable[[V.ViewSpec], V.ViewSpec | None]) -> Node:
     new = fn(spec)
     if new is None:
         x = contiguous(x)
-        new = fn(V.contiguous(x.shape))
+        new = fn(contiguous_spec(x.shape))
     return view_of(x, new)
 
 

@@ -151,7 +151,7 @@ class PlanExecutor:
         if p.slot not in self.plan.scalar_slots:
             adopt = self.backend.adopt
             kind = type(self.backend)
-            if (kind.adopt, kind.from_host) == _default_adopt():
+            if _default_adopt(kind):
                 # (the default adopt returns a C-contiguous ndarray as it is: skip its calls then;
                 # every buffer param of every run passes here)
                 return lambda value, dtype: value if value.__class__ is np.ndarray and value.flags.c_contiguous \
@@ -276,7 +276,11 @@ class MemoryPlan:
 STATS = {"static_blocks": 0, "static_bytes": 0}
 
 
-def _default_adopt() -> tuple:
-    """Backend's own adopt and from_host (imported here: backend.py imports this module)."""
-    from .backend import Backend
-    return Backend.adopt, Backend.from_host
+def _default_adopt(kind: type) -> bool:
+    """Whether backend class `kind` keeps Backend's own adopt and from_host (named, not imported:
+    backend.py imports this module)."""
+    return all(getattr(kind, f).__qualname__ == f"Backend.{f}" and getattr(kind, f).__module__ == _BACKEND_MODULE
+               for f in ("adopt", "from_host"))
+
+
+_BACKEND_MODULE = __name__.rsplit(".", 1)[0] + ".backend"
