@@ -1,7 +1,9 @@
 """Building IR nodes from an op name and arguments: `call("add", x, y, alpha=2)`.
 
-`call` binds the arguments against the op's schema overloads (first fit wins), turns Python numbers
-in tensor positions into scalar leaves, runs the op's meta rule and creates the node.  The Tensor
+`call` binds the arguments against the op's schema overloads (first fit wins; a repeated call
+shape reuses its binding: see `bind`), turns Python numbers in tensor positions into scalar leaves
+(runtime arguments; `constant` makes the library's own numbers structural constants instead),
+runs the op's meta rule and creates the node.  The Tensor
 API, the decompositions and the tests all build nodes through here, so every node in any graph
 has been shape- and dtype-checked by the same rules.
 
