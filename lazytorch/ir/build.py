@@ -98,6 +98,9 @@ def bind(op: OpDef, args: tuple, kwargs: dict) -> tuple[Schema, Args]:
             continue
         if shape is not None:
             _remember_binding(shape, schema, args, kwargs)
+        # (an error's traceback holds this frame, whose locals hold the errors: a reference cycle
+        # that kept the call's tensors alive until the cycle collector ran; break it)
+        errors.clear()
         return schema, bound
     if len(errors) == 1:
         raise errors[0]
