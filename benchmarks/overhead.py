@@ -9,6 +9,12 @@ one walk that orders and keys a program that is not a tree, plus its lookup), ex
 binding and launches) and the whole call.
 
     python -m benchmarks.overhead [--backend cpu] [--samples 15] [--calls 200] [--clock cpu]
+    python -m benchmarks.overhead --demo [--backend cpu] [--calls 60]
+
+`--demo` times the README demo (examples/gpt_block.py) instead, alternating in one process: the
+graph build, the lazy evaluation of a built graph (walk, key, lookup and the plan's run) and a
+whole lt.compile call (its plan's run), so the lazy plan's run can be compared with the compiled
+one's (they differed by the demo's runtime scalars before structural constants).
 
 `--clock cpu` counts this thread's CPU time instead of wall time: on a shared machine it leaves
 out the time other processes hold the cores (not their effect on caches and clocks).
@@ -89,6 +95,37 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
     }
 
 
+def demo_breakdown(backend: str, calls: int = 60) -> dict[str, tuple[float, float]]:
+    """(median, min) milliseconds of the README demo's build, lazy eval of the built graph and a
+    compiled call, alternating (wall clock: the kernels run on OpenMP threads)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from gpt_block import DEMO_SIZE, block, random_input, random_weights
+
+    lt.set_backend(backend)
+    s = DEMO_SIZE
+    w = {k: lt.from_numpy(v) for k, v in random_weights(s["width"]).items()}
+    x = lt.from_numpy(random_input(s["batch"], s["seq"], s["width"]))
+    compiled = lt.compile(lambda x: block(lt, x, w, s["n_head"]))
+    for _ in range(5):
+        block(lt, x, w, s["n_head"]).numpy()
+        compiled(x).numpy()
+    times: dict[str, list[float]] = {"build": [], "lazy eval": [], "lt.compile call": []}
+    clock = time.perf_counter
+    for _ in range(calls):
+        t0 = clock()
+        y = block(lt, x, w, s["n_head"])
+        t1 = clock()
+        y.numpy()
+        t2 = clock()
+        compiled(x).numpy()
+        t3 = clock()
+        for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
+            times[k].append(dt * 1e3)
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
 def _no_compile():
     raise AssertionError("W7 was compiled before: its lookups must hit")
 
@@ -99,8 +136,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--demo", action="store_true", help="time the README demo's stages instead of W7's")
     a = parser.parse_args(argv)
     _clock[0] = CLOCKS[a.clock]
+    if a.demo:
+        for backend in a.backend or ["cpu"]:
+            r = demo_breakdown(backend, a.calls if a.calls != 200 else 60)
+            print(f"{backend}: " + ", ".join(f"{k} {m:.2f} ms (min {lo:.2f})" for k, (m, lo) in r.items()))
+        return
     print(f"{'backend':<12}{'build':>10}{'(per op)':>10}{'key+lookup':>12}{'(walk)':>10}{'execute':>10}{'call':>10}"
           f"   (us per call, median, {a.clock} clock)")
     for backend in a.backend or ["cpu", "reference"]:

@@ -384,7 +384,9 @@ def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     slots: list[Node] = []
     for n in order:
         literal = None
-        if n.op == "scalar" and id(n) not in runtime:
+        if n.op == "scalar" and n.attrs:                      # a structural constant (Node.constant)
+            literal = Node.scalar(n.value, n.dtype)
+        elif n.op == "scalar" and id(n) not in runtime:
             literal = _literal(n, readers.get(id(n), ()))
         if n.op == "buffer" or (n.op == "scalar" and literal is None):
             kind = "scalar" if n.op == "scalar" else "buffer"
@@ -440,16 +442,32 @@ class CompiledFunction:
 
     # ---- the hot path ----
     def __call__(self, *args, **kwargs):
+        sigs, bound = [], []
+        if not kwargs:                                   # realized tensor arguments: the common case,
+            for v in args:                               # in a straight line (every hit runs this)
+                if v.__class__ is Tensor and v._base is None:
+                    n = v._node
+                    if n.op == "buffer":
+                        sigs.append((n.shape, n.dtype))
+                        bound.append(n)
+                        continue
+                break
+            else:
+                key = (backend_name(), len(args), None, tuple(sigs), self._guard())
+                entry = self._entries.get(key)
+                if entry.__class__ is Entry:
+                    return self._hit(key, entry, args, bound, args, kwargs)
+            sigs.clear()                                 # (the general route below starts over)
+            bound.clear()
         if kwargs or any([type(a) in _CONTAINERS or isinstance(a, tuple) for a in args]):
             leaves: list = []
             spec = _flatten(args, leaves)
             kwspec = _flatten(kwargs, leaves) if kwargs else None
-        else:                                            # flat positional arguments: the common case
+        else:                                            # flat positional arguments
             leaves, spec, kwspec = list(args), len(args), None
-        sigs, bound = [], []
         for v in leaves:
             if isinstance(v, Tensor) and v._base is None and v._node.op == "buffer":
-                n = v._node                              # a realized tensor: the common case
+                n = v._node                              # a realized tensor
                 sigs.append((n.shape, n.dtype))
                 bound.append(n)
                 continue
@@ -470,6 +488,10 @@ class CompiledFunction:
             entry = self._compile(key, leaves, bound, spec, kwspec, args, kwargs)
         if type(entry) is _Fallback:
             return self._run_fallback(args, kwargs, None)
+        return self._hit(key, entry, leaves, bound, args, kwargs)
+
+    def _hit(self, key, entry: "Entry", leaves, bound: list, args, kwargs):
+        """Run a compiled entry on this call's values (retrace when a captured tensor changed)."""
         try:
             out = entry.run(leaves, bound)
         except _Stale as e:

@@ -17,11 +17,11 @@ from .autograd import state as _grad
 from .autograd.state import MODE as _MODE
 from .ir import dtypes as D
 from .ir import views as V
-from .ir.build import contiguous, view_of
+from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
 from .host_data import SHARED, is_shared, share, snapshot
-from .realize import eval_tensors, host_value
+from .realize import eval_nodes, eval_tensors, host_value, pending_readers
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
@@ -214,7 +214,6 @@ class Tensor:
         if base is not None and node.realized and is_shared(base._node.buffer):
             node = self._node = view_node(base._node, self._spec)   # writes through the root's array
         if not node.realized:
-            from .realize import eval_nodes
             eval_nodes([node], live_pending())
         if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
             return self._share()
@@ -565,7 +564,7 @@ def alias(this: Tensor, build: Callable[[Node], Any]) -> Any:
         # it is that node or a view of it, and that view's spec is its spec into the root: what
         # the trace below would find, without building the op twice (the common case).
         return _wrap_views(result, root, root_node)
-    spec = this._spec if this._base is not None else V.contiguous(root.shape)
+    spec = this._spec if this._base is not None else contiguous_spec(tuple(root.shape))
     placeholder = Node("param", (), {"slot": -1, "kind": "buffer"}, tuple(root.shape), root.dtype)
     traced = build(view_of(placeholder, spec))
     return _wrap_views(result, root, placeholder, traced)
@@ -577,7 +576,7 @@ def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node, probes: Any
     `root_node` or a view of it becomes a view of `root`."""
     def wrap_one(node: Node, probe: Node) -> Tensor:
         if probe is root_node:
-            return Tensor(node, root, V.contiguous(root_node.shape))
+            return Tensor(node, root, contiguous_spec(root_node.shape))
         if probe.op == "view" and probe.inputs[0] is root_node:
             return Tensor(node, root, probe.attrs["view"])
         return Tensor(node)
@@ -588,7 +587,6 @@ def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node, probes: Any
 
 
 def _read_by(node: Node, live: list[Node]) -> bool:
-    from .realize import pending_readers
     return pending_readers(node, live)
 
 

@@ -206,10 +206,15 @@ def test_arguments_and_captures_of_host_data_are_uploaded_once(backend, monkeypa
     uploads = []
     adopt = dev.adopt
     monkeypatch.setattr(dev, "adopt", lambda b: uploads.append(type(b)) or adopt(b))
+    buffers = []
     for _ in range(3):
         close(f(x).numpy(), np.arange(6).reshape(2, 3) + 1.0, 1e-6)
+        buffers.append((x.node.buffer, w.node.buffer))
     host = [t for t in uploads if t is np.ndarray]
-    assert len(host) == (2 if dev.device_memory else 6)   # host backends adopt in place each call
+    # (host backends read the arrays in place: the default adopt is skipped for a C-contiguous
+    # ndarray, the reference backend's returns it as it is)
+    assert len(host) == 2 if dev.device_memory else len(host) in (0, 6)
+    assert all(b[0] is buffers[0][0] and b[1] is buffers[0][1] for b in buffers)
     assert isinstance(x.node.buffer, np.ndarray) != dev.device_memory
 
 

@@ -67,9 +67,8 @@ def test_scalar_params_take_the_compute_dtype():
     i = lt.ones(8) * 3
     plan = kernel_plan([y, h, d, i], "reference")
     scalars = [p.dtype.name for p in plan.params if p.slot in plan.scalar_slots]
-    # (the fills' values stay float64: `full` is no arithmetic)
-    assert scalars == ["float64"] + ["float32"] * 6 + ["float64", "float32", "float64", "float64",
-                                                       "float64", "int64"], scalars
+    # (the fills of `ones` are structural constants, not params: only the user's numbers are)
+    assert scalars == ["float32"] * 6 + ["float32", "float64", "int64"], scalars
     casts = [(n.inputs[0].dtype.name, n.dtype.name) for n in plan.nodes if n.op == "to" and n.inputs[0].op == "param"]
     assert casts == [("int64", "float32")]
     assert len(plan.launches) == 1           # (four independent outputs of one shape: one kernel)

@@ -1,7 +1,9 @@
 """Building IR nodes from an op name and arguments: `call("add", x, y, alpha=2)`.
 
-`call` binds the arguments against the op's schema overloads (first fit wins), turns Python numbers
-in tensor positions into scalar leaves, runs the op's meta rule and creates the node.  The Tensor
+`call` binds the arguments against the op's schema overloads (first fit wins; a repeated call
+shape reuses its binding: see `bind`), turns Python numbers in tensor positions into scalar leaves
+(runtime arguments; `constant` makes the library's own numbers structural constants instead),
+runs the op's meta rule and creates the node.  The Tensor
 API, the decompositions and the tests all build nodes through here, so every node in any graph
 has been shape- and dtype-checked by the same rules.
 
@@ -13,14 +15,16 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+import numpy as np
+
 from . import dtypes as D
 from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
-from .node import _INSIDE, _PACKAGE as PACKAGE, EPOCH, TRACE, Node, user_site
+from .node import _INSIDE, EPOCH, TRACE, Node, inside as classify, user_site
 from .registry import OpDef, get
-from .schema import Schema, SchemaError
+from .schema import Schema, SchemaError, _pack_int_list_varargs
 
 Args = dict[str, Any]
 BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
@@ -48,6 +52,20 @@ def scalar(value) -> Node:
     raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
 
 
+def constant(value) -> Node:
+    """A number the library itself puts in a program (a fill of zeros, tril's diagonal, a constant of
+    a composite), never a user's argument, as a structural constant: its value joins the program's
+    key and the kernels read it as a literal.  A float exact in float32 is a float32 constant (the
+    literal every backend has: lt.compile's rule), any other float64."""
+    if isinstance(value, bool):
+        return Node.constant(value, D.bool_)
+    if isinstance(value, int):
+        return Node.constant(value, D.int64)
+    value = float(value)
+    exact = value != value or float(np.float32(value)) == value          # (NaN and infinities too)
+    return Node.constant(value, D.float32 if exact else D.float64)
+
+
 def as_node(value) -> Node:
     if isinstance(value, Node):
         return value
@@ -59,16 +77,88 @@ def as_node(value) -> Node:
 
 def bind(op: OpDef, args: tuple, kwargs: dict) -> tuple[Schema, Args]:
     """The first schema overload the call fits, and the bound arguments."""
+    shape = _call_shape(op.name, args, kwargs)
+    known = _BINDINGS.get(shape) if shape is not None else None
+    if known is not None:                        # a call of a shape bound before: no checks
+        schema, pack, names, defaults = known
+        if pack >= 0:
+            args = args[:pack] + (tuple(args[pack:]),)
+        bound = dict(zip(names, args))
+        if kwargs:
+            bound.update(kwargs)
+        for name, default in defaults:
+            bound[name] = default
+        return schema, bound
     errors = []
     for schema in op.schemas:
         try:
-            return schema, schema.bind(args, kwargs)
+            bound = schema.bind(args, kwargs)
         except SchemaError as e:
             errors.append(e)
+            continue
+        if shape is not None:
+            _remember_binding(shape, schema, args, kwargs)
+        # (an error's traceback holds this frame, whose locals hold the errors: a reference cycle
+        # that kept the call's tensors alive until the cycle collector ran; break it)
+        errors.clear()
+        return schema, bound
     if len(errors) == 1:
         raise errors[0]
     lines = "\n".join(f"  {s.text}" for s in op.schemas)
     raise TypeError(f"{op.name}(): the arguments match no overload; valid forms are:\n{lines}")
+
+
+# How calls bind, by their shape: (op name, each argument's class -- a tuple's or list's with its
+# elements' classes --, the keyword names) -> (schema, where trailing ints were packed into a list
+# or -1, the positional names, the defaults filled in).  Which overload fits and how a call binds
+# depend on its shape only (schema.bind's checks look at classes, never at values), so a repeated
+# shape binds without them (~7 µs of every op on the general route).  Only shapes whose classes
+# are all such are remembered (_SHAPE_CLASSES); errors are never remembered.
+_BINDINGS: dict[tuple, tuple] = {}
+MAX_BINDINGS = 1 << 14
+_PLAIN = frozenset({int, float, bool, str, type(None), Node, D.DType})
+_SHAPE_CLASSES: dict[type, bool] = {}        # class -> whether binding checks it by class alone
+
+
+def _by_class(c: type) -> bool:
+    known = _SHAPE_CLASSES.get(c)
+    if known is None:
+        # plain values, IR nodes and tensor wrappers (a `node` property on the class); not numpy's
+        # types (an ndarray's shape decides whether it counts as a number)
+        known = _SHAPE_CLASSES[c] = c in _PLAIN or isinstance(getattr(c, "node", None), property)
+    return known
+
+
+def _call_shape(name: str, args: tuple, kwargs: dict) -> tuple | None:
+    shape = [name]
+    simple = _SHAPE_CLASSES.get
+    for v in (args, kwargs.values()) if kwargs else (args,):
+        for x in v:
+            c = x.__class__
+            if c is tuple or c is list:
+                inner = tuple([e.__class__ for e in x])
+                for e in inner:
+                    if not (simple(e) or _by_class(e)):
+                        return None
+                shape.append((c, inner))
+            elif simple(c) or _by_class(c):
+                shape.append(c)
+            else:
+                return None
+    if kwargs:
+        shape.append(tuple(kwargs))
+    return tuple(shape)
+
+
+def _remember_binding(shape: tuple, schema: Schema, args: tuple, kwargs: dict) -> None:
+    packed = _pack_int_list_varargs(schema.positional, args)
+    pack = len(packed) - 1 if packed is not args else -1
+    names = tuple(p.name for p in schema.positional[:len(packed)])
+    given = set(names) | set(kwargs)
+    defaults = tuple((p.name, p.default) for p in schema.params if p.name not in given)
+    if len(_BINDINGS) >= MAX_BINDINGS:
+        _BINDINGS.clear()
+    _BINDINGS[shape] = (schema, pack, names, defaults)
 
 
 def call(name: str, *args, **kwargs):
@@ -126,7 +216,20 @@ def named_inputs(node: Node) -> dict[str, Any]:
 def base_and_spec(x: Node) -> tuple[Node, V.ViewSpec]:
     if x.op == "view":
         return x.inputs[0], x.attrs["view"]
-    return x, V.contiguous(x.shape)
+    return x, contiguous_spec(x.shape)
+
+
+_CONTIGUOUS: dict[tuple, V.ViewSpec] = {}     # shape -> its contiguous ViewSpec (specs are immutable)
+
+
+def contiguous_spec(shape: tuple[int, ...]) -> V.ViewSpec:
+    """V.contiguous(shape), made once per shape (every view op asks for its input's)."""
+    spec = _CONTIGUOUS.get(shape)
+    if spec is None:
+        if len(_CONTIGUOUS) >= MAX_BINDINGS:
+            _CONTIGUOUS.clear()
+        spec = _CONTIGUOUS[shape] = V.contiguous(shape)
+    return spec
 
 
 def view_of(x: Node, spec: V.ViewSpec) -> Node:
@@ -143,7 +246,7 @@ def apply_view(x: Node, fn: Callable[[V.ViewSpec], V.ViewSpec | None]) -> Node:
     new = fn(spec)
     if new is None:
         x = contiguous(x)
-        new = fn(V.contiguous(x.shape))
+        new = fn(contiguous_spec(x.shape))
     return view_of(x, new)
 
 
@@ -420,41 +523,45 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     if make is None:
         make = wrap
     memo: dict[tuple, tuple] = {}
-    # (tree id of the tensor operand, type of the number) -> memo's record with the result's tree
-    # id in place of the op's: tree ids name one structure forever (ir/graph.py), so entries never
-    # go stale; the table is bounded as TREES is
-    chain: dict[tuple, tuple] = {}
     name = op.name
     new = Node.__new__
     scalar_keys = {dt: Node.scalar(0, dt).key for dt in NUMBER_DTYPES.values()}
     scalar_trees = {dt: tree_id(("leaf", key)) for dt, key in scalar_keys.items()}
+    # Per Python number class: its dtype, its scalar leaf's key and tree id, and its chain table:
+    # tree id of the tensor operand -> memo's record with the result's tree id in place of the
+    # op's (tree ids name one structure forever, ir/graph.py, so entries never go stale; each
+    # table is bounded as TREES is).  One dict lookup by class, then one by an int: no tuple key.
+    hot = {cls: (dt, scalar_keys[dt], scalar_trees[dt], {}) for cls, dt in NUMBER_DTYPES.items()}
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
         # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
         epoch = epoch_now[0]
-        db = NUMBER_DTYPES.get(b.__class__)
-        if db is not None and a.__class__ is wrap and not more:
+        h = hot.get(b.__class__)
+        if h is not None and a.__class__ is wrap and not more and a._base is None:
             # the hottest case, `tensor <op> number` inside a tree, in a straight line: the
-            # result's metadata and tree id by (a's tree id, the number's type), two small ints
-            na = a.node
+            # result's metadata and tree id by (a's tree id, the number's class).  (A non-view
+            # tensor whose node has a tree summary is pending, so its node is `a.node` without
+            # the property's checks for views and shared host data.)
+            na = a._node
             t = na.tree
             if t is not None and t[0] == epoch:
+                db, skey, stree, chain = h
                 _, ia, la, za = t
-                known = chain.get((ia, db))
+                known = chain.get(ia)
                 if known is None:
                     known = memo.get(((na.shape, na.dtype), db))
                     if known is not None and za < MAX_TREE_NODES - 1:
-                        item = (known[4], ia, scalar_trees[db])
+                        item = (known[4], ia, stree)
                         known = known[:4] + (TREES.get(item) or tree_id(item),)
                         if len(chain) >= MAX_CHAIN:
                             chain.clear()
-                        chain[(ia, db)] = known
+                        chain[ia] = known
                 if known is not None:
                     nb = new(Node)
                     nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
+                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, skey, None, None
                     attrs, shape, dtype, key, tid = known
                     node = new(Node)
                     node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
@@ -462,8 +569,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                     node.tree = (epoch, tid, la + (nb,), za + 2) if za < MAX_TREE_NODES - 1 else None
                     if trace[0]:
                         f = getframe(1)
-                        mine = inside.get(f.f_code)
-                        node._origin = (f.f_code, f.f_lineno) if mine is False else user_site(2)
+                        code = f.f_code
+                        node._origin = (code, f.f_lasti) if inside.get(id(code)) is False else user_site(2)
                     else:
                         node._origin = None
                     return make(node)
@@ -540,11 +647,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                 f = getframe(1)
                 while f is not None:
                     code = f.f_code
-                    mine = inside.get(code)
+                    mine = inside.get(id(code))
                     if mine is None:
-                        mine = inside[code] = code.co_filename.startswith(PACKAGE)
+                        mine = classify(code)
                     if not mine:
-                        node._origin = (code, f.f_lineno)
+                        node._origin = (code, f.f_lasti)
                         break
                     f = f.f_back
                 else:
@@ -573,7 +680,7 @@ def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
 
 
 _NONE = object()           # "no second operand"
-MAX_CHAIN = 1 << 16        # entries of each op's (tree id, number type) table
+MAX_CHAIN = 1 << 16        # entries of each op's chain table per number class
 _NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 
 

@@ -13,7 +13,7 @@ import math
 from . import dtypes as D
 from . import meta
 from .build import Args, call
-from .creation import fill, random_node
+from .creation import fill, fill_constant, random_node
 from .errors import op_error, wrap_dim
 from .families import OpFamily
 from .host import host_call, host_value
@@ -93,7 +93,7 @@ def _atanh(a):
 def _sinc(a):
     y = fl(a["self"])
     t = call("mul", y, math.pi)
-    return where(call("eq", y, 0), fill((), 1, y.dtype), call("div", call("sin", t), t))
+    return where(call("eq", y, 0), fill_constant((), 1, y.dtype), call("div", call("sin", t), t))
 
 
 @formula("logit")
@@ -145,7 +145,7 @@ def _finfo_max(dtype: D.DType) -> float:
 
 def signbit_node(x: Node) -> Node:
     if x.dtype.is_bool:
-        return fill(x.shape, False, D.bool_)
+        return fill_constant(x.shape, False, D.bool_)
     if not x.dtype.is_floating_point:
         return call("lt", x, 0)
     negative_zero = call("logical_and", call("eq", x, 0), call("lt", call("reciprocal", x), 0))
@@ -178,7 +178,7 @@ def _signed_inf(name: str, value: float):
     def fn(a):
         x = a["self"]
         if not x.dtype.is_floating_point:
-            return fill(x.shape, False, D.bool_)
+            return fill_constant(x.shape, False, D.bool_)
         return call("eq", x, value)
 
 
@@ -193,7 +193,7 @@ def _xlogy(a):
     x, y, dt = promoted_pair(a, floating=True)
     r = call("mul", x, call("log", y))
     zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill((), 0, dt), r)
+    return where(zero, fill_constant((), 0, dt), r)
 
 
 @formula("special_xlog1py")
@@ -201,7 +201,7 @@ def _xlog1py(a):
     x, y, dt = promoted_pair(a, floating=True)
     r = call("mul", x, call("log1p", y))
     zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill((), 0, dt), r)
+    return where(zero, fill_constant((), 0, dt), r)
 
 
 @formula("hypot")
@@ -355,7 +355,7 @@ def _isin(a):
     e, t = a["elements"], a["test_elements"]
     flat = call("reshape", t, (-1,))
     hit = call("any", call("eq", call("unsqueeze", e, -1), flat), -1) if flat.shape[0] else \
-        fill(e.shape, False, D.bool_)
+        fill_constant(e.shape, False, D.bool_)
     return call("logical_not", hit) if a["invert"] else hit
 
 
@@ -402,7 +402,8 @@ def _glu(a):
 def _logsigmoid(a):
     x = a["self"]
     require_float("logsigmoid", x)
-    return call("sub", call("minimum", x, fill((), 0, x.dtype)), call("log1p", call("exp", call("neg", call("abs", x)))))
+    softplus_neg_abs = call("log1p", call("exp", call("neg", call("abs", x))))
+    return call("sub", call("minimum", x, fill_constant((), 0, x.dtype)), softplus_neg_abs)
 
 
 @formula("softmin")
@@ -416,7 +417,7 @@ def _softshrink(a):
     require_float("softshrink", x)
     if l < 0:
         raise op_error(RuntimeError, "softshrink", f"lambda must be >= 0, got {l}", {"self": x})
-    zero = fill((), 0, x.dtype)
+    zero = fill_constant((), 0, x.dtype)
     return where(call("gt", x, l), call("sub", x, l), where(call("lt", x, -l), call("add", x, l), call("mul", x, zero)))
 
 
@@ -424,7 +425,7 @@ def _softshrink(a):
 def _hardshrink(a):
     x, l = a["self"], float(a["lambd"])
     inside = call("logical_and", call("ge", x, -l), call("le", x, l))
-    return where(inside, fill((), 0, x.dtype), x)
+    return where(inside, fill_constant((), 0, x.dtype), x)
 
 
 @formula("tanhshrink")
@@ -483,7 +484,7 @@ def _uniform_like(x: Node) -> Node:
 def _nansum(a):
     x = a["self"]
     if x.dtype.is_floating_point:
-        x = where(call("isnan", x), fill((), 0, x.dtype), x)
+        x = where(call("isnan", x), fill_constant((), 0, x.dtype), x)
     return call("sum", x, a["dim"], a["keepdim"], dtype=a["dtype"])
 
 
@@ -492,7 +493,7 @@ def _nanmean(a):
     x = a["self"]
     require_float("nanmean", x)
     keep = call("logical_not", call("isnan", x))
-    total = call("sum", where(keep, x, fill((), 0, x.dtype)), a["dim"], a["keepdim"], dtype=a["dtype"])
+    total = call("sum", where(keep, x, fill_constant((), 0, x.dtype)), a["dim"], a["keepdim"], dtype=a["dtype"])
     count = call("sum", keep, a["dim"], a["keepdim"])
     return call("div", total, in_dtype(count, total.dtype))
 
@@ -592,7 +593,7 @@ def _mvlgamma(a):
     x, p = fl(a["self"]), int(a["p"])
     if p < 1:
         raise op_error(RuntimeError, "mvlgamma", f"p has to be greater than or equal to 1, got {p}", {"self": x})
-    total = call("mul", fill((), 1, x.dtype), p * (p - 1) / 4 * math.log(math.pi))
+    total = call("mul", fill_constant((), 1, x.dtype), p * (p - 1) / 4 * math.log(math.pi))
     for j in range(p):
         total = call("add", total, host_pointwise("lgamma", call("sub", x, j / 2)))
     return total

@@ -17,8 +17,8 @@ from typing import Callable
 
 from . import dtypes as D
 from . import meta
-from .build import Args, builder, call, slice_node
-from .creation import fill, iota
+from .build import Args, builder, call, constant, slice_node
+from .creation import fill, fill_constant, iota
 from .errors import op_error, wrap_dim
 from .node import Node
 from .registry import OpDef
@@ -135,8 +135,9 @@ def triangle(op: OpDef, schema: Schema, a: Args) -> Node:
         raise op_error(RuntimeError, op.name, f"input must have at least 2 dims, got {x.ndim}", {"self": x})
     rows, cols = x.shape[-2:]
     offset = call("sub", iota((1, cols), 1), iota((rows, 1), 0))
-    keep = call("le" if op.name == "tril" else "ge", offset, a["diagonal"])
-    return call("where", keep, x, fill((), 0, x.dtype))
+    # (the diagonal and the zeros are structural constants: the mask folds to one comparison)
+    keep = call("le" if op.name == "tril" else "ge", offset, constant(a["diagonal"]))
+    return call("where", keep, x, fill_constant((), 0, x.dtype))
 
 
 # ---------------------------------------------------------------- padding

@@ -6,8 +6,10 @@ part (float arange, linspace) are computed on the host in float64, as torch comp
 rounded once to their dtype: no backend has to compute in a dtype the result does not have (Metal
 and CUDA through MLX have no float64).
 
-`full` is a pointwise node of a runtime scalar (so zeros and ones of any size cost no memory until
-a kernel writes them); random tensors are drawn on the host from one seeded generator
+`full` is a pointwise node of one number (so zeros and ones of any size cost no memory until a
+kernel writes them): a structural constant where the library chose the number (zeros, ones,
+tril's zeros: `fill_constant`), a runtime scalar where the user gave it (`full(size, v)`: `fill`,
+so one compiled program serves every v); random tensors are drawn on the host from one seeded generator
 (`lazytorch.manual_seed`), since no backend can reproduce torch's generator anyway.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import numpy as np
 
 from . import dtypes as D
-from .build import builder, call, scalar
+from .build import builder, call, constant, scalar
 from .errors import op_error
 from .node import Node
 from .registry import OpDef
@@ -47,6 +49,11 @@ def fill(shape: tuple[int, ...], value, dtype: D.DType) -> Node:
     return Node("full", (v,), {"size": shape, "dtype": dtype}, shape, dtype)
 
 
+def fill_constant(shape: tuple[int, ...], value, dtype: D.DType) -> Node:
+    """A fill with a number the library chose (not the user's): a structural constant."""
+    return Node("full", (constant(value),), {"size": shape, "dtype": dtype}, shape, dtype)
+
+
 def _fill_dtype(value, dtype) -> D.DType:
     if dtype is not None:
         return D.as_dtype(dtype)
@@ -65,10 +72,11 @@ _CONSTANT = {"zeros": 0.0, "ones": 1.0, "empty": 0.0}     # empty is zero-filled
 @builder("full")
 def full(op: OpDef, schema: Schema, a: dict) -> Node:
     size = check_size(op.name, a["size"])
-    value = _CONSTANT.get(op.name, a.get("fill_value"))
-    dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else \
-        D.default_float if op.name in _CONSTANT else _fill_dtype(value, None)
-    return fill(size, value, dtype)
+    if op.name in _CONSTANT:
+        dtype = D.as_dtype(a["dtype"]) if a.get("dtype") is not None else D.default_float
+        return fill_constant(size, _CONSTANT[op.name], dtype)
+    value = a.get("fill_value")
+    return fill(size, value, _fill_dtype(value, a.get("dtype")))
 
 
 def _float_dtype(op: str, dtype) -> D.DType:
@@ -118,8 +126,9 @@ def like(op: OpDef, schema: Schema, a: dict) -> Node:
     kind = op.name.removesuffix("_like")
     if kind in ("rand", "randn"):
         return random_node(kind, x.shape, _float_dtype(op.name, dtype))
-    value = a["fill_value"] if kind == "full" else _CONSTANT[kind]
-    return fill(x.shape, value, dtype)
+    if kind == "full":
+        return fill(x.shape, a["fill_value"], dtype)
+    return fill_constant(x.shape, _CONSTANT[kind], dtype)
 
 
 # ---------------------------------------------------------------- index ramps
@@ -148,7 +157,9 @@ def _host(values: np.ndarray, dtype: D.DType) -> Node:
 
 
 def _ramp(n: int, start, step, dtype: D.DType) -> Node:
-    """start + i * step for i in range(n): lazily in int64 for integers, else on the host."""
+    """start + i * step for i in range(n): lazily in int64 for integers, else on the host.  start
+    and step stay runtime scalars: position ids (`arange(pos, pos + t)`) change every step of a
+    decoding loop, and one compiled program serves them all."""
     if all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
         values = call("add", call("mul", iota((n,), 0), step), start)
         return values if values.dtype is dtype else call("to", values, dtype)

@@ -48,7 +48,8 @@ class Program(NamedTuple):
 
 
 def program(roots: Iterable[Node]) -> Program:
-    """The toposort order, structural key and leaves of the program below `roots`, in one pass.
+    """The toposort order, structural key and leaves (runtime inputs: structural constants are not
+    leaves here) of the program below `roots`, in one pass.
 
     Node keys hold each node's own structure while ignoring data, buffer identity and scalar
     values.  The program key joins them, in toposort order, with which position each input comes
@@ -69,7 +70,7 @@ def program(roots: Iterable[Node]) -> Program:
             index[root] = len(order)
             order.append(root)
             sig.append(root._key or root.key)
-            if root.op in LEAF_OPS:
+            if root.op in LEAF_OPS and not (root.attrs and root.op == "scalar"):   # (root.is_input)
                 leaves.append(root)
             continue
         stack = [(root, iter(root.inputs))]
@@ -81,8 +82,8 @@ def program(roots: Iterable[Node]) -> Program:
                         index[child] = len(order)
                         order.append(child)
                         sig.append(child._key or child.key)
-                        if child.op in LEAF_OPS:
-                            leaves.append(child)
+                        if child.op in LEAF_OPS and not (child.attrs and child.op == "scalar"):
+                            leaves.append(child)         # (child.is_input, inlined: a constant is no input)
                         continue
                     stack.append((child, iter(child.inputs)))
                     break
@@ -139,7 +140,7 @@ def leaf_tree(node: Node) -> int:
 
 
 def leaves(order: list[Node]) -> list[Node]:
-    return [n for n in order if n.is_leaf]
+    return [n for n in order if n.is_input]
 
 
 def consumers(order: list[Node]) -> dict[int, list[Node]]:

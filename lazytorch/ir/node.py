@@ -3,7 +3,11 @@
 A Node is one value of the program: an op applied to input nodes with attributes, whose shape and
 dtype its meta rule computed when it was built.  Leaves are `buffer` (data that exists), `scalar`
 (a Python number, passed to kernels at run time, so its value is not part of the structure) and,
-inside pass pipelines, `param` (the i-th leaf of a graph being compiled).
+inside pass pipelines, `param` (the i-th leaf of a graph being compiled).  A number the library
+itself puts in a program (a creation op's fill, tril's diagonal, a composite's 0 or 1) is a
+*structural constant* instead: a `scalar` node whose value is also its attribute `value`
+(`Node.constant`), so the program's key holds the value, it is no runtime argument, and the
+passes see it as the constants they make themselves (folded, a literal in the kernels).
 
 Every node carries `key`, its own structure (op, attributes, shape, dtype) as a tuple that ignores
 data, buffer identity and scalar values.  It is computed on first use and kept (nodes the passes
@@ -84,6 +88,15 @@ class Node:
         node.value = value
         return node
 
+    @classmethod
+    def constant(cls, value, dtype: DType) -> "Node":
+        """A structural constant: the value is part of the structure (the key), not a runtime input."""
+        node = cls.__new__(cls)
+        node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {"value": value}, (), dtype
+        node.buffer = node._origin = node.tree = node._key = None
+        node.value = value
+        return node
+
     def realize(self, buffer) -> None:
         """Replace this node's history by its computed buffer: the graph is cut here."""
         self.op, self.inputs, self.attrs, self.buffer = "buffer", (), {}, buffer
@@ -97,10 +110,7 @@ class Node:
         o = self._origin
         if o is None or o.__class__ is str:
             return o
-        s = _LINES.get(o)
-        if s is None:
-            s = _LINES[o] = f"{os.path.basename(o[0].co_filename)}:{o[1]}"
-        self._origin = s
+        s = self._origin = format_site(o)
         return s
 
     @origin.setter
@@ -147,6 +157,11 @@ class Node:
         return self.op in LEAF_OPS
 
     @property
+    def is_input(self) -> bool:
+        """A leaf bound at run time (a buffer, a runtime scalar, a param); not a structural constant."""
+        return self.op in LEAF_OPS and not (self.attrs and self.op == "scalar")
+
+    @property
     def realized(self) -> bool:
         return self.op == "buffer"
 
@@ -173,37 +188,57 @@ SITE = _Site()
 # epoch it was made in, since a realize below it changes the program it stands for.
 EPOCH = [0]
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LINES: dict[tuple, str] = {}               # (code object, line) -> "file.py:12", interned
+_LINES: dict[tuple, str] = {}               # (code object, instruction offset) -> "file.py:12", interned
+
+# id(code object) -> whether it is lazytorch's own.  Keyed by id, not by the code object: hashing
+# a code object hashes its constants and names on every lookup (~1,000 instructions, once per node
+# built).  _CODES keeps the classified code objects alive, so an id is never reused meanwhile.
+_INSIDE: dict[int, bool] = {}
+_CODES: list = []
+MAX_CODES = 1 << 16                         # (code made by exec/eval in a loop: start over past this)
 
 
-_INSIDE: dict = {}                          # code object -> whether it is lazytorch's own
+def inside(code) -> bool:
+    """Whether `code` is lazytorch's own (classified once per code object; see _INSIDE)."""
+    if len(_CODES) >= MAX_CODES:
+        _INSIDE.clear()
+        _CODES.clear()
+    mine = _INSIDE[id(code)] = code.co_filename.startswith(_PACKAGE)
+    _CODES.append(code)
+    return mine
 
 
 def user_site(depth: int = 2) -> tuple | None:
-    """(code object, line) of the first frame outside this package, from `depth` frames up (the
-    caller's caller by default): a node's origin, kept raw (Node.origin formats it when read)."""
+    """(code object, instruction offset) of the first frame outside this package, from `depth`
+    frames up (the caller's caller by default): a node's origin, kept raw (the line number is
+    looked up only when Node.origin formats it: most nodes are never shown)."""
     f = sys._getframe(depth)
-    inside = _INSIDE
+    known = _INSIDE
     while f is not None:
         code = f.f_code
-        mine = inside.get(code)
+        mine = known.get(id(code))
         if mine is None:
-            mine = inside[code] = code.co_filename.startswith(_PACKAGE)
+            mine = inside(code)
         if not mine:
-            return (code, f.f_lineno)
+            return (code, f.f_lasti)
         f = f.f_back
     return None
+
+
+def format_site(site: tuple) -> str:
+    """"file.py:12" of a raw site (code object, instruction offset), interned."""
+    s = _LINES.get(site)
+    if s is None:
+        code, lasti = site
+        line = next((line for start, end, line in code.co_lines() if start <= lasti < end), None)
+        s = _LINES[site] = f"{os.path.basename(code.co_filename)}:{line or code.co_firstlineno}"
+    return s
 
 
 def user_line() -> str | None:
     """The "file.py:12" of the first frame outside this package, above the caller."""
     site = user_site(3)
-    if site is None:
-        return None
-    s = _LINES.get(site)
-    if s is None:
-        s = _LINES[site] = f"{os.path.basename(site[0].co_filename)}:{site[1]}"
-    return s
+    return None if site is None else format_site(site)
 
 
 class tracing:

@@ -2,7 +2,8 @@
 
 The compiled program must not hold the user's buffers or scalar values (the graph cache keeps it
 for later calls with other data), so leaf i of the program becomes param(slot=i), which remembers
-only whether it was a buffer or a scalar.
+only whether it was a buffer or a scalar.  A structural constant (ir/node.py: Node.constant) is
+no leaf of the compiled program: it becomes the plain `scalar` constant the passes fold.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[N
     params: list[Node] = []
     for n in order:
         op = n.op
-        if op in LEAF_OPS:
+        if op == "scalar" and n.attrs:            # a structural constant: its value is in the key
+            new = Node.scalar(n.value, n.dtype)
+        elif op in LEAF_OPS:
             kind = "scalar" if op == "scalar" else "buffer"
             new = Node("param", (), {"slot": len(params), "kind": kind}, n.shape, n.dtype)
             params.append(new)
