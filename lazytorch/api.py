@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 from .indexing import getitem, setitem
 from .ir import dtypes as D
-from .ir import views as V
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
 from .ir.node import SITE, TRACE, Node, user_site

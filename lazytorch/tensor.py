@@ -9,7 +9,7 @@ their node when the base is mutated, and an in-place op on them writes through i
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
 from .ir.node import Node, type_str
 from .host_data import SHARED, is_shared, share, snapshot
-from .realize import eval_nodes, eval_tensors, host_value, pending_readers
+from .realize import eval_nodes, host_value, pending_readers
 
 
 # Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors

@@ -23,6 +23,7 @@ from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from .node import _INSIDE, EPOCH, TRACE, Node, inside as classify, user_site
+from .promotion import opmath
 from .registry import OpDef, get
 from .schema import Schema, SchemaError, _pack_int_list_varargs
 
@@ -159,6 +160,12 @@ def _remember_binding(shape: tuple, schema: Schema, args: tuple, kwargs: dict) -
     if len(_BINDINGS) >= MAX_BINDINGS:
         _BINDINGS.clear()
     _BINDINGS[shape] = (schema, pack, names, defaults)
+
+
+def in_opmath(x: Node) -> Node:
+    """x in the dtype its arithmetic runs in (promotion.opmath: half types widen to float32)."""
+    dt = opmath(x.dtype)
+    return x if dt is x.dtype else call("to", x, dt)
 
 
 def call(name: str, *args, **kwargs):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import dtypes as D
 from . import views as V
-from .build import Args, base_and_spec, builder, call, view_of
+from .build import Args, base_and_spec, builder, call, in_opmath, view_of
 from .creation import iota
 from .errors import given, op_error
 from .meta.conv import fold_blocks, ints
@@ -185,9 +185,6 @@ def _lowest(dtype: D.DType):
     return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
 
 
-def _opmath(x: Node) -> Node:
-    return call("to", x, D.float32) if x.dtype in (D.float16, D.bfloat16) else x
-
 
 def _pool_setup(name: str, a: Args):
     """What max_pool and avg_pool both check and derive first: spatial dims, the input (never
@@ -259,7 +256,7 @@ def _avg_divisor(spatial, out, kernel, stride, padding, count_include_pad) -> np
 def avg_pool(op: OpDef, schema: Schema, a: Args) -> Node:
     nd, x, args, (kernel, stride, padding, dilation), (xb, added) = _pool_setup(op.name, a)
     win, out = _padded_windows(op.name, xb, kernel, stride, padding, dilation, a["ceil_mode"], 0, args)
-    total = call("sum", _opmath(win), list(range(xb.ndim, xb.ndim + nd)))
+    total = call("sum", in_opmath(win), list(range(xb.ndim, xb.ndim + nd)))
     override = a.get("divisor_override")
     if override is not None:
         if override == 0:
@@ -357,7 +354,7 @@ def _masked_adaptive(xb: Node, out, is_max: bool, return_indices: bool, added: b
         if not return_indices:
             return _unbatched(values, added)
         return _unbatched(values, added), _unbatched(call("argmax", masked, -1), added)
-    total = call("sum", call("where", m, _opmath(plane), 0.0), -1)
+    total = call("sum", call("where", m, in_opmath(plane), 0.0), -1)
     count = mask.sum(-1)
     y = call("div", total, _constant(count, total.dtype))
     return _unbatched(call("to", y, xb.dtype), added)
@@ -529,7 +526,7 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
         return y
     if not x.dtype.is_floating_point:
         raise op_error(RuntimeError, op.name, f"\"{mode}\" is not implemented for dtype {x.dtype.name}", args)
-    y = _opmath(x)
+    y = in_opmath(x)
     np_dtype = np.float64 if y.dtype is D.float64 else np.float32
     for i, (n, o, s) in enumerate(zip(spatial, out, scales)):
         weights = _cubic_weights if mode == "bicubic" else _linear_weights

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import dtypes as D
-from .build import Args, as_node, builder, call
+from .build import Args, as_node, builder, call, in_opmath
 from .errors import given, op_error
 from .meta import broadcast_shapes, promoted
 from .node import Node
@@ -24,9 +24,6 @@ from .schema import Schema
 
 REDUCTIONS = ("none", "mean", "sum")
 
-
-def _opmath(x: Node) -> Node:
-    return call("to", x, D.float32) if x.dtype in (D.float16, D.bfloat16) else x
 
 
 def legacy_reduction(size_average, reduce, reduction: str) -> str:
@@ -102,10 +99,10 @@ def _nll(op: str, a: Args):
                        f"classes but got weight tensor of shape: {list(w.shape)}", args)
     valid = call("ne", t, a["ignore_index"])
     index = call("unsqueeze", call("where", valid, call("to", t, D.int64), 0), cdim)
-    pick = call("squeeze", call("gather", _opmath(x), cdim, index), cdim)
+    pick = call("squeeze", call("gather", in_opmath(x), cdim, index), cdim)
     item_w = call("to", valid, pick.dtype)
     if w is not None:
-        wx = call("reshape", _opmath(w), (classes,) + (1,) * (x.ndim - cdim - 1))
+        wx = call("reshape", in_opmath(w), (classes,) + (1,) * (x.ndim - cdim - 1))
         wx = call("expand", wx, tuple(x.shape))
         item_w = call("where", valid, call("squeeze", call("gather", wx, cdim, index), cdim), 0.0)
     loss = call("neg", call("mul", pick, item_w))
@@ -118,12 +115,12 @@ def _bce(op: str, a: Args):
     _floating(op, args)
     _same_size(op, x, t, args, "Using a target size ({t}) that is different to the input size ({x}) is deprecated. "
                "Please ensure they have the same size.")
-    xf, tf = _opmath(x), _opmath(t)
+    xf, tf = in_opmath(x), in_opmath(t)
     log_x = call("clamp_min", call("log", xf), -100.0)
     log_1mx = call("clamp_min", call("log1p", call("neg", xf)), -100.0)
     loss = call("neg", call("add", call("mul", tf, log_x), call("mul", call("sub", 1.0, tf), log_1mx)))
     if w is not None:
-        loss = call("mul", loss, _opmath(w))
+        loss = call("mul", loss, in_opmath(w))
     return loss, None, x.dtype
 
 
@@ -132,13 +129,13 @@ def _bce_logits(op: str, a: Args):
     args = given(input=x, target=t, weight=w, pos_weight=pw)
     _floating(op, args)
     _same_size(op, x, t, args, "Target size ({t}) must be the same as input size ({x})")
-    xf, tf = _opmath(x), _opmath(t)
+    xf, tf = in_opmath(x), in_opmath(t)
     softplus_neg = _softplus(call("neg", xf))             # log(1 + exp(-x))
-    weight = call("add", call("mul", call("sub", _opmath(pw), 1.0), tf), 1.0) if pw is not None else None
+    weight = call("add", call("mul", call("sub", in_opmath(pw), 1.0), tf), 1.0) if pw is not None else None
     loss = call("add", call("mul", call("sub", 1.0, tf), xf),
                 softplus_neg if weight is None else call("mul", weight, softplus_neg))
     if w is not None:
-        loss = call("mul", loss, _opmath(w))
+        loss = call("mul", loss, in_opmath(w))
     return loss, None, x.dtype
 
 
@@ -146,7 +143,7 @@ def _difference(op: str, a: Args) -> tuple[Node, Node, dict]:
     x, t = a["self"], a["target"]
     args = {"input": x, "target": t}
     _floating(op, args)
-    xf, tf = _broadcast(op, _opmath(x), _opmath(t))
+    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
     return call("abs", call("sub", xf, tf)), promoted([x, t]), args
 
 
@@ -155,13 +152,13 @@ def _weighted(op: str, loss: Node, x: Node, w, args: dict) -> tuple[Node, Node |
         return loss, None
     if tuple(w.shape) != tuple(x.shape):
         raise op_error(ValueError, op, "Weights and input must have the same size.", {**args, "weight": w})
-    return call("mul", loss, _opmath(w)), None
+    return call("mul", loss, in_opmath(w)), None
 
 
 def _l1(op: str, a: Args):
     d, dtype, args = _difference(op, a)
     loss, _ = _weighted(op, d, a["self"], a["weight"], args)
-    return loss, (None if a["weight"] is None else call("sum", _opmath(a["weight"]))), dtype
+    return loss, (None if a["weight"] is None else call("sum", in_opmath(a["weight"]))), dtype
 
 
 def _smooth_l1(op: str, a: Args):
@@ -190,7 +187,7 @@ def _kl_div(op: str, a: Args):
     x, t = a["self"], a["target"]
     args = {"input": x, "target": t}
     _floating(op, args)
-    xf, tf = _broadcast(op, _opmath(x), _opmath(t))
+    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
     if a["log_target"]:
         loss = call("mul", call("exp", tf), call("sub", tf, xf))
     else:                                        # xlogy(t, t) - t * x: a zero target contributes 0
@@ -205,7 +202,7 @@ def _poisson_nll(op: str, a: Args):
     x, t = a["self"], a["target"]
     args = {"input": x, "target": t}
     _floating(op, args)
-    xf, tf = _broadcast(op, _opmath(x), _opmath(t))
+    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
     if a["log_input"]:
         loss = call("sub", call("exp", xf), call("mul", tf, xf))
     else:
@@ -229,8 +226,8 @@ def _gaussian_nll(op: str, a: Args):
         elif not (tuple(x.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
             raise op_error(ValueError, op, "var is of incorrect size", args,
                            "var must have the input's shape, or it with the last dim 1 or removed")
-    xf, tf = _broadcast(op, _opmath(x), _opmath(t))
-    v = call("clamp_min", _opmath(var), float(a["eps"]))
+    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
+    v = call("clamp_min", in_opmath(var), float(a["eps"]))
     d = call("sub", xf, tf)
     loss = call("mul", call("add", call("log", v), call("div", call("mul", d, d), v)), 0.5)
     if a["full"]:
@@ -245,7 +242,7 @@ def _margin_ranking(op: str, a: Args):
         raise op_error(RuntimeError, op, f"margin_ranking_loss : All input tensors should have same dimension but got "
                        f"sizes: input1: {list(x1.shape)}, input2: {list(x2.shape)}, target: {list(y.shape)}", args)
     _floating(op, {"input1": x1, "input2": x2})
-    x1f, x2f, yf = _broadcast(op, _opmath(x1), _opmath(x2), _opmath(y))
+    x1f, x2f, yf = _broadcast(op, in_opmath(x1), in_opmath(x2), in_opmath(y))
     loss = call("clamp_min", call("add", call("mul", call("neg", yf), call("sub", x1f, x2f)), float(a["margin"])), 0.0)
     return loss, None, x1.dtype
 
@@ -259,7 +256,7 @@ def _cosine_embedding(op: str, a: Args):
         raise op_error(RuntimeError, op, f"expected 1D or 2D inputs of one shape and a target with one dim less, got "
                        f"input1 {list(x1.shape)}, input2 {list(x2.shape)}, target {list(y.shape)}", args)
     d = x1.ndim - 1
-    a1, a2 = _opmath(x1), _opmath(x2)
+    a1, a2 = in_opmath(x1), in_opmath(x2)
     eps = 1e-12                                  # torch's EPSILON in cosine_embedding_loss
     prod = call("sum", call("mul", a1, a2), d)
     m1 = call("add", call("sum", call("mul", a1, a1), d), eps)
@@ -292,7 +289,7 @@ def _triplet(op: str, a: Args):
         raise op_error(ValueError, op, f"triplet_margin_loss: expected margin to be greater than 0, got "
                        f"{a['margin']} instead", args)
     p, eps = float(a["p"]), float(a["eps"])
-    af, pf, nf = (_opmath(v) for v in (an, po, ne))
+    af, pf, nf = (in_opmath(v) for v in (an, po, ne))
     d_ap = _pairwise(af, pf, p, eps, False)
     d_an = _pairwise(af, nf, p, eps, False)
     if a["swap"]:
@@ -309,14 +306,14 @@ def _softplus(x: Node) -> Node:
 def _soft_margin(op: str, a: Args):
     x, y = a["self"], a["target"]
     _floating(op, {"input": x})
-    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    xf, yf = _broadcast(op, in_opmath(x), in_opmath(y))
     return call("log1p", call("exp", call("neg", call("mul", xf, yf)))), None, x.dtype
 
 
 def _hinge_embedding(op: str, a: Args):
     x, y = a["self"], a["target"]
     _floating(op, {"input": x})
-    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    xf, yf = _broadcast(op, in_opmath(x), in_opmath(y))
     margin = call("clamp_min", call("sub", float(a["margin"]), xf), 0.0)
     loss = call("add", call("where", call("ne", yf, 1.0), margin, 0.0), call("where", call("ne", yf, -1.0), xf, 0.0))
     return loss, None, x.dtype
@@ -328,11 +325,11 @@ def _multilabel_soft_margin(op: str, a: Args):
     _floating(op, {"input": x})
     if x.ndim == 0:
         raise op_error(ValueError, op, "input must have a class dim", args)
-    xf, yf = _broadcast(op, _opmath(x), _opmath(y))
+    xf, yf = _broadcast(op, in_opmath(x), in_opmath(y))
     # -(y * logsigmoid(x) + (1 - y) * logsigmoid(-x)), logsigmoid(v) = -softplus(-v)
     loss = call("add", call("mul", yf, _softplus(call("neg", xf))), call("mul", call("sub", 1.0, yf), _softplus(xf)))
     if w is not None:
-        loss = call("mul", loss, _opmath(w))
+        loss = call("mul", loss, in_opmath(w))
     return call("div", call("sum", loss, -1), float(x.shape[-1])), None, x.dtype
 
 
@@ -349,7 +346,7 @@ def _multi_margin(op: str, a: Args):
     c = x.shape[-1] if x.ndim else 1
     if w is not None and (w.ndim != 1 or w.numel != c):
         raise op_error(RuntimeError, op, f"inconsistent weight size, expected {c} but got {list(w.shape)}", args)
-    x2 = call("reshape", _opmath(x), (-1, c))
+    x2 = call("reshape", in_opmath(x), (-1, c))
     index = call("reshape", call("to", y, D.int64), (-1, 1))
     picked = call("gather", x2, 1, index)                                   # bounds-checked x[i, y_i]
     z = call("clamp_min", call("add", call("sub", float(a["margin"]), picked), x2), 0.0)
@@ -357,7 +354,7 @@ def _multi_margin(op: str, a: Args):
     from .creation import iota
     h = call("where", call("eq", iota(tuple(x2.shape), 1), index), 0.0, h)  # j == y_i does not count
     if w is not None:
-        h = call("mul", h, call("gather", call("expand", call("reshape", _opmath(w), (1, c)), tuple(x2.shape)), 1,
+        h = call("mul", h, call("gather", call("expand", call("reshape", in_opmath(w), (1, c)), tuple(x2.shape)), 1,
                                 index))
     loss = call("div", call("sum", h, 1), float(c))
     return (loss if x.ndim == 2 else call("reshape", loss, ())), None, x.dtype
@@ -404,7 +401,7 @@ def distance(op: OpDef, schema: Schema, a: Args) -> Node:
     x1, x2 = a["x1"], a["x2"]
     args = {"x1": x1, "x2": x2}
     _floating(op.name, args)
-    a1, a2 = _broadcast(op.name, _opmath(x1), _opmath(x2))
+    a1, a2 = _broadcast(op.name, in_opmath(x1), in_opmath(x2))
     dtype = x1.dtype if x1.dtype is x2.dtype else a1.dtype
     if op.name == "pairwise_distance":
         return call("to", _pairwise(a1, a2, a["p"], a["eps"], a["keepdim"]), dtype)
@@ -428,7 +425,7 @@ def _pdist(op: str, a: Args) -> Node:
     i, j = np.triu_indices(n, 1)
     if i.size == 0:
         return call("zeros", (0,), dtype=x.dtype)
-    pick = lambda idx: call("index_select", _opmath(x), 0, Node.from_buffer(idx.astype(np.int64), (idx.size,), D.int64))  # noqa: E731
+    pick = lambda idx: call("index_select", in_opmath(x), 0, Node.from_buffer(idx.astype(np.int64), (idx.size,), D.int64))  # noqa: E731
     return call("to", call("norm", call("sub", pick(i), pick(j)), p, [1]), x.dtype)
 
 

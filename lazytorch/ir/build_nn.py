@@ -11,7 +11,7 @@ import math
 
 from . import dtypes as D
 from . import meta
-from .build import Args, builder, call, generic
+from .build import Args, builder, call, constant, generic
 from .creation import generator, iota
 from .errors import op_error
 from .meta.conv import ints
@@ -92,19 +92,20 @@ def attention_weights(q: Node, k: Node, mask: Node | None, is_causal, scale) -> 
     path above and the decomposition of the whole node): a bool mask, or the causal one (query i
     sees keys 0..i, top-left aligned), drops keys; a float mask is added; a query whose scores are
     all -inf (every key dropped) gets zero weights, not NaN, as torch's safe softmax gives."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = constant(1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
     scores = call("mul", call("matmul", q, call("transpose", k, -2, -1)), scale)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
         mask = call("ge", iota((L, S), 0), iota((L, S), 1))
     if mask is not None and mask.dtype.is_bool:
-        scores = call("where", mask, scores, -math.inf)
+        scores = call("where", mask, scores, constant(-math.inf))
     elif mask is not None:
         scores = call("add", scores, mask)
     weights = call("softmax", scores, -1)
     if S == 0:                                       # (no keys: nothing to take a max of)
         return weights
-    return call("where", call("eq", call("amax", scores, -1, True), -math.inf), 0.0, weights)
+    dead = call("eq", call("amax", scores, -1, True), constant(-math.inf))
+    return call("where", dead, constant(0.0), weights)
 
 
 @builder("channel_shuffle")

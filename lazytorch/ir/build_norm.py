@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import math
 
-from . import dtypes as D
-from .build import Args, as_node, builder, call
+from .build import Args, as_node, builder, call, in_opmath
 from .errors import given, op_error
 from .node import Node
 from .registry import OpDef
 from .schema import Schema
 
-
-def _opmath(x: Node) -> Node:
-    return call("to", x, D.float32) if x.dtype in (D.float16, D.bfloat16) else x
 
 
 def _floating(op: str, x: Node, args: dict) -> None:
@@ -51,16 +47,16 @@ def _stats(x: Node, dims: list[int]) -> tuple[Node, Node, int]:
 def _normalise(x: Node, mean: Node, var: Node, eps: float, weight, bias, ndim: int) -> Node:
     y = call("mul", call("sub", x, mean), call("rsqrt", call("add", var, eps)))
     if weight is not None:
-        y = call("mul", y, _per_channel(_opmath(weight), ndim))
+        y = call("mul", y, _per_channel(in_opmath(weight), ndim))
     if bias is not None:
-        y = call("add", y, _per_channel(_opmath(bias), ndim))
+        y = call("add", y, _per_channel(in_opmath(bias), ndim))
     return y
 
 
 def _update(op: str, running, batch: Node, momentum: float) -> None:
     """running <- (1 - momentum) * running + momentum * batch, in place on the caller's tensor."""
     node = as_node(running)
-    new = call("add", call("mul", _opmath(node), 1.0 - momentum), call("mul", batch, momentum))
+    new = call("add", call("mul", in_opmath(node), 1.0 - momentum), call("mul", batch, momentum))
     new = call("to", new, node.dtype)
     rebind = getattr(running, "_rebind", None)
     if rebind is not None:                     # a Tensor: torch updates the buffer in place
@@ -83,12 +79,12 @@ def batch_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     if x.ndim < 2:
         raise op_error(RuntimeError, op.name, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",
                        args, "input has shape [N, C, *]")
-    xf = _opmath(x)
+    xf = in_opmath(x)
     if not training:
         if rm_n is None or rv_n is None:
             raise op_error(RuntimeError, op.name, f"{'running_mean' if rm_n is None else 'running_var'} must be "
                            "defined in evaluation mode", args, "pass running statistics or training=True")
-        mean, var = (_per_channel(_opmath(v), x.ndim) for v in (rm_n, rv_n))
+        mean, var = (_per_channel(in_opmath(v), x.ndim) for v in (rm_n, rv_n))
         return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
     dims = [0] + list(range(2, x.ndim))
     if math.prod(x.shape[d] for d in dims) <= 1:
@@ -117,12 +113,12 @@ def instance_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     for name, v in (("running_mean", rm_n), ("running_var", rv_n), ("weight", w), ("bias", b)):
         _check_vector(op.name, name, v, c, args)
     eps, momentum = float(a["eps"]), float(a["momentum"])
-    xf = _opmath(x)
+    xf = in_opmath(x)
     if not a["use_input_stats"]:
         if rm_n is None or rv_n is None:
             raise op_error(RuntimeError, op.name, "Expected running_mean and running_var to be defined when "
                            "use_input_stats is false", args)
-        mean, var = (_per_channel(_opmath(v), x.ndim) for v in (rm_n, rv_n))
+        mean, var = (_per_channel(in_opmath(v), x.ndim) for v in (rm_n, rv_n))
         return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
     dims = list(range(2, x.ndim))
     if math.prod(x.shape[d] for d in dims) <= 1:
@@ -159,15 +155,15 @@ def group_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     spatial = tuple(x.shape[2:])
     eps = float(a["eps"])
     if g in (1, c):                  # statistics over whole channels or all of them: no regrouping,
-        xf = _opmath(x)              # so the result is the row kernel's own output
+        xf = in_opmath(x)              # so the result is the row kernel's own output
         mean, var, _ = _stats(xf, list(range(1 if g == 1 else 2, x.ndim)))
         return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
-    grouped = call("reshape", _opmath(x), (n, g, c // g) + spatial)       # a view of a contiguous input
+    grouped = call("reshape", in_opmath(x), (n, g, c // g) + spatial)       # a view of a contiguous input
     mean, var, _ = _stats(grouped, list(range(2, grouped.ndim)))
     y = call("mul", call("sub", grouped, mean), call("rsqrt", call("add", var, eps)))
     for v, fn in ((w, "mul"), (b, "add")):
         if v is not None:
-            y = call(fn, y, call("reshape", _opmath(v), (g, c // g) + (1,) * len(spatial)))
+            y = call(fn, y, call("reshape", in_opmath(v), (g, c // g) + (1,) * len(spatial)))
     return call("to", call("reshape", y, tuple(x.shape)), x.dtype)
 
 
@@ -184,7 +180,7 @@ def local_response_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     _floating(op.name, x, args)
     if x.numel == 0:
         return x
-    xf = _opmath(x)
+    xf = in_opmath(x)
     sq = call("transpose", call("mul", xf, xf), 1, -1)                      # channels last
     sq = call("pad", sq, [size // 2, (size - 1) // 2])
     from .build_conv import windows

@@ -235,12 +235,6 @@ def format_site(site: tuple) -> str:
     return s
 
 
-def user_line() -> str | None:
-    """The "file.py:12" of the first frame outside this package, above the caller."""
-    site = user_site(3)
-    return None if site is None else format_site(site)
-
-
 class tracing:
     """`with tracing(False):` builds nodes without recording where (compiles run under it)."""
 

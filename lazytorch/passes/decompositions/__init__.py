@@ -12,6 +12,7 @@ from typing import Callable
 
 from ...ir import dtypes as D
 from ...ir.build import call as B
+from ...ir.build import in_opmath as opmath  # noqa: F401  (the decompositions' name for it)
 from ...ir.node import Node
 
 DECOMPOSITIONS: dict[str, Callable[..., Node]] = {}
@@ -32,13 +33,6 @@ def decomposes(*names: str, applies: Callable[[Node], bool] | None = None):
                 APPLIES[n] = applies
         return fn
     return register
-
-
-def opmath(x: Node) -> Node:
-    """x in the dtype arithmetic should run in (half types widen to float32)."""
-    if x.dtype in (D.float16, D.bfloat16):
-        return B("to", x, D.float32)
-    return x
 
 
 def back(x: Node, dtype: D.DType) -> Node:
