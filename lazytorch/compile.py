@@ -384,7 +384,7 @@ def _normalize(order: list[Node], roots: list[Node], runtime: set[int]):
     slots: list[Node] = []
     for n in order:
         literal = None
-        if n.op == "scalar" and n.attrs:                      # a structural constant (Node.constant)
+        if n.is_constant:
             literal = Node.scalar(n.value, n.dtype)
         elif n.op == "scalar" and id(n) not in runtime:
             literal = _literal(n, readers.get(id(n), ()))

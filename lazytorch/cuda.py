@@ -1,7 +1,7 @@
 """lazytorch.cuda: whether the cuda device (the cuda backend) can be used (lazytorch/device.py)."""
 from __future__ import annotations
 
-from .device import cuda_available
+from .device import DEVICE_BACKEND, cuda_available
 from .realize import backend_name, eval_nodes
 from .tensor import live_pending
 
@@ -21,6 +21,6 @@ def synchronize(device: object = None) -> None:
     the thread then waits for the last run started (runtime/mlx.py `synchronize`).  Elsewhere the
     evaluation is all there is to wait for."""
     eval_nodes(live_pending())
-    if backend_name() in ("cuda", "metal"):
+    if backend_name() in DEVICE_BACKEND.values():       # (the MLX backends: metal, cuda)
         from .runtime.mlx import synchronize as device_synchronize   # (MLX only where it runs)
         device_synchronize()

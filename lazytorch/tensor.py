@@ -225,7 +225,7 @@ class Tensor:
         node = self._node
         if self._base is None and not is_shared(node.buffer):
             live = live_pending()
-            if live and _read_by(node, live) and node not in _grad.RECORDS:
+            if live and pending_readers(node, live) and node not in _grad.RECORDS:
                 self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
                 node.buffer = np.array(node.buffer, copy=True)
                 self._version += 1               # views of this tensor re-derive: they share its data
@@ -584,10 +584,6 @@ def _wrap_views(result: Node | tuple, root: Tensor, root_node: Node, probes: Any
     if isinstance(result, Node):
         return wrap_one(result, result if probes is None else probes)
     return type(result)(wrap_one(r, p) for r, p in zip(result, result if probes is None else probes))
-
-
-def _read_by(node: Node, live: list[Node]) -> bool:
-    return pending_readers(node, live)
 
 
 def view_node(base: Node, spec: V.ViewSpec) -> Node:

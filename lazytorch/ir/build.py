@@ -25,7 +25,7 @@ from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from .node import _INSIDE, EPOCH, TRACE, Node, inside as classify, user_site
 from .promotion import opmath
 from .registry import OpDef, get
-from .schema import Schema, SchemaError, _pack_int_list_varargs
+from .schema import Schema, SchemaError, pack_int_list_varargs
 
 Args = dict[str, Any]
 BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
@@ -152,7 +152,7 @@ def _call_shape(name: str, args: tuple, kwargs: dict) -> tuple | None:
 
 
 def _remember_binding(shape: tuple, schema: Schema, args: tuple, kwargs: dict) -> None:
-    packed = _pack_int_list_varargs(schema.positional, args)
+    packed = pack_int_list_varargs(schema.positional, args)
     pack = len(packed) - 1 if packed is not args else -1
     names = tuple(p.name for p in schema.positional[:len(packed)])
     given = set(names) | set(kwargs)

@@ -70,7 +70,7 @@ def program(roots: Iterable[Node]) -> Program:
             index[root] = len(order)
             order.append(root)
             sig.append(root._key or root.key)
-            if root.op in LEAF_OPS and not (root.attrs and root.op == "scalar"):   # (root.is_input)
+            if root.op in LEAF_OPS and not (root.attrs and root.op == "scalar"):   # (root.is_input, inlined)
                 leaves.append(root)
             continue
         stack = [(root, iter(root.inputs))]

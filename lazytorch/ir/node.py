@@ -157,9 +157,14 @@ class Node:
         return self.op in LEAF_OPS
 
     @property
+    def is_constant(self) -> bool:
+        """A structural constant (Node.constant): a scalar whose value is its attribute."""
+        return self.op == "scalar" and bool(self.attrs)
+
+    @property
     def is_input(self) -> bool:
         """A leaf bound at run time (a buffer, a runtime scalar, a param); not a structural constant."""
-        return self.op in LEAF_OPS and not (self.attrs and self.op == "scalar")
+        return self.op in LEAF_OPS and not self.is_constant
 
     @property
     def realized(self) -> bool:

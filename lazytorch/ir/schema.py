@@ -56,7 +56,7 @@ class Schema:
         """Match a call to the parameters; values are checked by kind but not converted."""
         positional = self.positional
         if len(args) > len(positional) or positional and positional[-1].base == "Tensor[]":
-            args = _pack_int_list_varargs(positional, args)
+            args = pack_int_list_varargs(positional, args)
         if len(args) > len(positional):
             raise SchemaError(self, f"takes {len(positional)} positional arguments but {len(args)} were given")
         bound: dict[str, Any] = dict(zip((p.name for p in positional), args))
@@ -83,7 +83,7 @@ class SchemaError(TypeError):
         self.schema = schema
 
 
-def _pack_int_list_varargs(positional: list[Param], args: tuple) -> tuple:
+def pack_int_list_varargs(positional: list[Param], args: tuple) -> tuple:
     """torch lets `x.view(2, 3)` stand for `x.view((2, 3))` and `zeros(2, 3)` for `zeros((2, 3))`."""
     # `einsum("ij,jk", a, b)` stands for `einsum("ij,jk", (a, b))` when Tensor[] is the last positional
     last = len(positional) - 1

@@ -82,6 +82,12 @@ class Legalizer:
         self.origin = None                      # the origin of the node being legalized: the
                                                 # nodes built for it inherit it (rewrite.py)
 
+    def made(self, node: Node) -> Node:
+        """A node built for the one being legalized, with that node's origin (rewrite.py: a settled
+        rule's new nodes are final, so the rewrite does not walk them to set it)."""
+        node._origin = self.origin
+        return node
+
     def cast(self, x: Node, dtype: D.DType) -> Node:
         if x.dtype is dtype:
             return x
@@ -89,13 +95,12 @@ class Legalizer:
         got = self.casts.get(key)
         if got is None:
             if (x.dtype, dtype) in RETYPED and _is_number(x):
-                got = Node("param", (), dict(x.attrs), (), dtype)
+                got = self.made(Node("param", (), dict(x.attrs), (), dtype))
                 self.typed[x] = got
             else:
-                got = Node("to", (x,), {"dtype": dtype}, x.shape, dtype)
+                got = self.made(Node("to", (x,), {"dtype": dtype}, x.shape, dtype))
                 if x.op == "param" and x.dtype is D.float64:
                     self.raw.add(x)
-            got._origin = self.origin
             self.casts[key] = got
         return got
 
@@ -109,11 +114,7 @@ class Legalizer:
             cond, a, b = inputs
             new = (cond, self.cast(a, n.dtype), self.cast(b, n.dtype))
             self.note_raw(new)
-            if new == inputs:
-                return None
-            out = Node("where", new, n.attrs, n.shape, n.dtype)
-            out._origin = self.origin
-            return out
+            return None if new == inputs else self.made(Node("where", new, n.attrs, n.shape, n.dtype))
         if op in ACCUMULATING:
             return self.accumulate(n, inputs[0])
         opdef = _computing(op)
@@ -129,8 +130,7 @@ class Legalizer:
             else:
                 self.note_raw(inputs)
                 return None
-        inner = Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out)
-        inner._origin = self.origin
+        inner = self.made(Node(op, tuple([self.cast(i, compute) for i in inputs]), n.attrs, n.shape, out))
         self.note_raw(inner.inputs)
         return self.cast(inner, n.dtype)
 
@@ -144,9 +144,7 @@ class Legalizer:
             attrs["dtype"] = acc
         x = self.cast(x, acc)
         self.note_raw((x,))
-        inner = Node(n.op, (x,), attrs, n.shape, acc)
-        inner._origin = self.origin
-        return self.cast(inner, n.dtype)
+        return self.cast(self.made(Node(n.op, (x,), attrs, n.shape, acc)), n.dtype)
 
     def note_raw(self, inputs: tuple[Node, ...]) -> None:
         """Record the float64 params a node reads as they are (casts of them: see `cast`)."""

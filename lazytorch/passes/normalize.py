@@ -21,7 +21,7 @@ def _normalize(order: list[Node], roots: list[Node]) -> tuple[list[Node], list[N
     params: list[Node] = []
     for n in order:
         op = n.op
-        if op == "scalar" and n.attrs:            # a structural constant: its value is in the key
+        if op == "scalar" and n.attrs:            # (n.is_constant, inlined): its value is in the key
             new = Node.scalar(n.value, n.dtype)
         elif op in LEAF_OPS:
             kind = "scalar" if op == "scalar" else "buffer"

@@ -92,6 +92,16 @@ class Backend:
         """A leaf buffer (from the host or another backend) as a buffer of this backend."""
         return self.from_host(np.asarray(buf))
 
+    def param_converter(self):
+        """adopt as the executor calls it, (value, dtype) -> buffer, for every buffer param of every
+        run: where adopt and from_host are Backend's own, a C-contiguous ndarray is taken as it is
+        without their calls (they would return it unchanged)."""
+        adopt, cls = self.adopt, type(self)
+        if cls.adopt is Backend.adopt and cls.from_host is Backend.from_host:
+            return lambda value, dtype: value if value.__class__ is np.ndarray and value.flags.c_contiguous \
+                else adopt(value)
+        return lambda value, dtype: adopt(value)
+
     def any_flag_set(self, flags: Sequence[Any]) -> bool:
         """Whether any of a run's deferred error flags (executor.DeferredCheck) is set."""
         return any(bool(np.asarray(f)) for f in flags)

@@ -150,14 +150,7 @@ class PlanExecutor:
     def _converter(self, p) -> Callable[[Any, Any], Buffer]:
         """How the run-time value of param `p` becomes a buffer of this backend."""
         if p.slot not in self.plan.scalar_slots:
-            adopt = self.backend.adopt
-            kind = type(self.backend)
-            if _default_adopt(kind):
-                # (the default adopt returns a C-contiguous ndarray as it is: skip its calls then;
-                # every buffer param of every run passes here)
-                return lambda value, dtype: value if value.__class__ is np.ndarray and value.flags.c_contiguous \
-                    else adopt(value)
-            return lambda value, dtype: adopt(value)
+            return self.backend.param_converter()
         fast = getattr(self.backend, "fast_scalar", None)
         if fast is not None and p.id not in self._output_ids:
             convert = fast(p.dtype)         # (a buffer only launches read: never handed to the user)
@@ -275,13 +268,3 @@ class MemoryPlan:
 
 # buffers the executor's static memory plans allocated (lt.cache_info().buffers)
 STATS = {"static_blocks": 0, "static_bytes": 0}
-
-
-def _default_adopt(kind: type) -> bool:
-    """Whether backend class `kind` keeps Backend's own adopt and from_host (named, not imported:
-    backend.py imports this module)."""
-    return all(getattr(kind, f).__qualname__ == f"Backend.{f}" and getattr(kind, f).__module__ == _BACKEND_MODULE
-               for f in ("adopt", "from_host"))
-
-
-_BACKEND_MODULE = __name__.rsplit(".", 1)[0] + ".backend"

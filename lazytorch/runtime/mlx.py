@@ -282,12 +282,12 @@ class MxCompiledPlan:
 
     MAX_TRACES = 8
 
-    def __init__(self, executor: PlanExecutor):
+    def __init__(self, executor: PlanExecutor, replay: bool = True):
         self.executor, self.plan = executor, executor.plan
         scalar = [p.slot in self.plan.scalar_slots for p in self.plan.params]
         self.scalars = [k for k, s in enumerate(scalar) if s]
         self.arrays = [k for k, s in enumerate(scalar) if not s]
-        self._traces: dict[tuple, Callable] | None = {}     # scalar values -> the compiled run
+        self._traces: dict[tuple, Callable] | None = {} if replay else None   # scalar values -> the compiled run
         self.traced = 0                                     # traces made (a statistic for tests)
         self._first = True
 
@@ -344,12 +344,10 @@ def _replayed(executor: PlanExecutor) -> MxCompiledPlan:
     through mx.compile where a run is a function of its arrays and scalars (no host launches, no
     zero-size buffers, no launch tracing)."""
     plan = executor.plan
-    replay = MxCompiledPlan(executor)
     # (MLX's compile crashed the process on zero-size arrays on cuda: such plans run plainly)
     empty = any(0 in b.shape for launch in plan.launches for _, b in (*launch.reads, *launch.writes))
-    if not plan.launches or executor.host_launches or executor.traced or empty:
-        replay._traces = None
-    return replay
+    plain = not plan.launches or executor.host_launches or executor.traced or empty
+    return MxCompiledPlan(executor, replay=not plain)
 
 
 # Scalar dtypes a kernel compiled ahead takes by value, and how a Python number becomes the value MLX

@@ -1,7 +1,6 @@
 """Reference implementations of reductions."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...ir import dtypes as D

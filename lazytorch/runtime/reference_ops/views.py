@@ -1,7 +1,6 @@
 """Reference implementations of views, copies and view updates."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...ir import views as V
