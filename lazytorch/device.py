@@ -13,7 +13,7 @@ Device types and their backends:
     "cpu"  -> the `cpu` backend (C), or `reference`/`metal-emu` when one of those host backends is
               selected (they run on the CPU too), or `reference` where no C compiler exists;
     "mps"  -> the `metal` backend (Apple silicon);
-    "cuda" -> the `cuda` backend (MLX's CUDA build).
+    "cuda" -> the `cuda` backend (the CUDA driver, or MLX's CUDA build).
 """
 from __future__ import annotations
 
@@ -80,7 +80,11 @@ class device:  # noqa: N801  (torch's name)
 # ---------------------------------------------------------------- availability
 
 def cuda_available() -> bool:
-    """MLX built with CUDA and a CUDA device present (what the cuda backend needs)."""
+    """An NVIDIA GPU the cuda backend can run on: through the CUDA driver (runtime/cuda_driver.py),
+    or through MLX built with CUDA."""
+    from .runtime import cuda_driver
+    if cuda_driver.available():
+        return True
     try:
         import mlx.core as mx
         return bool(hasattr(mx, "cuda") and mx.cuda.is_available())

@@ -21,7 +21,7 @@ FACTORIES: dict[str, "str | Callable"] = {
     "cpu": ".cpu:CpuBackend",
     "metal": ".mlx:MetalBackend",
     "metal-emu": ".metal_emu:MetalEmuBackend",
-    "cuda": ".mlx:CudaBackend",
+    "cuda": ".cuda_driver:CudaBackend",
 }
 BACKENDS = tuple(FACTORIES)
 

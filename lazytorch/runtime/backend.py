@@ -106,6 +106,10 @@ class Backend:
         """Whether any of a run's deferred error flags (executor.DeferredCheck) is set."""
         return any(bool(np.asarray(f)) for f in flags)
 
+    def synchronize(self) -> None:
+        """Waits until the work started on the backend's device has finished (lt.cuda.synchronize);
+        host backends finish every run before it returns."""
+
     # ---- compilation ----
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         """A function running `launch` (a passes.plan.Launch), or None for the host fallback."""

@@ -69,8 +69,9 @@ METAL = KernelFactory(
     "on the CPU)", lambda mx: mx.fast.metal_kernel, lambda call: {}, matmul_on_device=True)
 CUDA = KernelFactory(
     "cuda", lambda mx: hasattr(mx, "cuda") and bool(mx.cuda.is_available()),
-    "the cuda backend needs MLX's CUDA build (pip package mlx[cuda]) and an NVIDIA GPU; on other hosts "
-    "use 'cpu' (or lt.show_kernels(..., backend='cuda') to see the kernels)",
+    "the cuda backend needs an NVIDIA GPU with its driver, and NVRTC and cuBLAS (the nvidia pip packages "
+    "of CUDA 13, e.g. through mlx[cuda13]) or MLX's CUDA build; on other hosts use 'cpu' (or "
+    "lt.show_kernels(..., backend='cuda') to see the kernels)",
     lambda mx: mx.fast.cuda_kernel, lambda call: {"shared_memory": call.shared_memory}, matmul_on_device=True,
     ahead=lambda: os.environ.get("LAZYTORCH_CUDA_JIT", "ahead") == "ahead" and nvrtc.available())
 
@@ -189,6 +190,9 @@ class MlxBackend(Backend):
 
     def to_host(self, buf: Buffer) -> np.ndarray:
         return np.asarray(buf)
+
+    def synchronize(self) -> None:
+        synchronize()
 
     def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
         return EmptyBuffer(shape, dtype)

@@ -1,0 +1,750 @@
+"""The cuda backend on the CUDA driver: kernels launched with cuLaunchKernel, GEMMs through cuBLAS,
+buffers in the driver's stream-ordered memory pool -- no MLX between a plan and the GPU.
+
+Through MLX (runtime/mlx.py) every launch is an MLX operation: encoded into MLX's graph, evaluated,
+and waited for on a blocking event, 45-90 us per call above the kernels on an H100 where torch
+eager spends 13-25 us.  Here a run is what torch does: each launch is one driver call on one
+stream, in order, asynchronous; the host waits only when it reads a buffer (`to_host`) or calls
+`lt.cuda.synchronize()`.
+
+- Kernels are the standalone sources of the cuda target (codegen/targets/cuda.py `standalone`:
+  inputs, outputs, then Python scalars by value), compiled ahead by NVRTC, a plan's at once, and
+  cached on disk (runtime/nvrtc.py).  MLX's `grid` is in threads; the blocks are grid/threadgroup
+  rounded up, as MLX computes them.  Outputs of kernels with `init_value` (atomic combines, the
+  error flag) are zeroed on the stream first.
+- Library launches (matmul, batched attention products) are one cuBLAS strided-batched GEMM in
+  float32 accumulation (no TF32, as torch's default) over views of the buffers when the views are
+  a matrix with one unit stride and one batch stride; other views are copied to a contiguous temp
+  first by a strided-copy kernel.
+- `view`, `cat` and `embedding` reference launches run on the device through a strided-copy and a
+  row-gather kernel (`HELPERS`): a host fallback would copy a model's embedding table across the
+  bus on every call.  An embedding index out of range sets a flag read after the run (torch's
+  IndexError then comes from the host op).  Other launches run on the host (executor's fallback).
+
+`available()` is False where libcuda, NVRTC or cuBLAS cannot be loaded; the `cuda` backend then
+runs through MLX (`LAZYTORCH_CUDA_RUNTIME=mlx` chooses that path anywhere).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import math
+import os
+import threading
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
+from ..codegen.targets import cuda as cuda_target
+from ..ir import dtypes as D
+from ..ir.dtypes import DType
+from . import nvrtc
+from .backend import Backend, Buffer, LaunchFn, to_float32
+from .caches import LRU
+from .executor import DeferredCheck, PlanExecutor, kernel_error
+from .reference import run_node
+
+c_void_p, c_int, c_uint, c_size_t, c_uint64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_uint64
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver or cuBLAS call failed."""
+
+
+# ---------------------------------------------------------------- the libraries
+
+# The driver entry points used, with their argument types (pointers must not pass as C ints).
+_DRIVER = {
+    "cuInit": [c_uint], "cuDeviceGet": [c_void_p, c_int],
+    "cuDevicePrimaryCtxRetain": [c_void_p, c_int], "cuCtxSetCurrent": [c_void_p],
+    "cuStreamCreate": [c_void_p, c_uint], "cuStreamSynchronize": [c_void_p],
+    "cuDeviceGetDefaultMemPool": [c_void_p, c_int], "cuMemPoolSetAttribute": [c_void_p, c_int, c_void_p],
+    "cuMemAllocAsync": [c_void_p, c_size_t, c_void_p], "cuMemFreeAsync": [c_uint64, c_void_p],
+    "cuMemcpyHtoDAsync_v2": [c_uint64, c_void_p, c_size_t, c_void_p],
+    "cuMemcpyDtoHAsync_v2": [c_void_p, c_uint64, c_size_t, c_void_p],
+    "cuMemsetD8Async": [c_uint64, ctypes.c_ubyte, c_size_t, c_void_p],
+    "cuModuleLoadData": [c_void_p, ctypes.c_char_p], "cuModuleGetFunction": [c_void_p, c_void_p, ctypes.c_char_p],
+    "cuFuncSetAttribute": [c_void_p, c_int, c_int],
+    "cuGetErrorString": [c_int, c_void_p],
+}
+_CUBLAS = {
+    "cublasCreate_v2": [c_void_p], "cublasSetStream_v2": [c_void_p, c_void_p],
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _cublas() -> ctypes.CDLL | None:
+    from .nvrtc_worker import load
+    found = [p for r in nvrtc._cuda_roots() for d in ("lib", "lib64")
+             for p in sorted(glob.glob(str(r / d / "libcublas.so*")))]
+    found += [p for r in nvrtc._cuda_roots() for p in sorted(glob.glob(str(r.parent / "cublas" / "lib" / "libcublas.so*")))]
+    lib = load(["libcublas.so.13", "libcublas.so.12", "libcublas.so", *found])
+    if lib is not None:
+        for name, argtypes in _CUBLAS.items():
+            getattr(lib, name).argtypes = argtypes
+    return lib
+
+
+def available() -> bool:
+    """libcuda, NVRTC and cuBLAS load and a GPU answers."""
+    return nvrtc.available() and _cublas() is not None
+
+
+class Device:
+    """The driver state of GPU 0: its primary context (made current on every thread that calls
+    `current`), one non-blocking stream, its memory pool (kept, not released to the OS between
+    runs) and a cuBLAS handle on the stream."""
+
+    def __init__(self) -> None:
+        cu = nvrtc._libraries()[1]
+        for name, argtypes in _DRIVER.items():
+            getattr(cu, name).argtypes = argtypes
+        self.cu = cu
+        # the hot calls (launches, GEMMs) go through second handles without argtypes: their
+        # arguments are made as ctypes values once per launch, so no call converts them again
+        self.raw = ctypes.CDLL(cu._name)
+        self.check(cu.cuInit(0), "cuInit")
+        dev, ctx = c_int(), c_void_p()
+        self.check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+        self.check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        self.ctx = ctx
+        self._threads: set[int] = set()
+        self._cached: dict[int, list[int]] = {}      # freed blocks by size (alloc)
+        self.cached_bytes = 0
+        self.current()
+        stream = c_void_p()
+        self.check(cu.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")   # CU_STREAM_NON_BLOCKING
+        self.stream = stream
+        pool, keep = c_void_p(), c_uint64(2**64 - 1)
+        self.check(cu.cuDeviceGetDefaultMemPool(ctypes.byref(pool), dev), "cuDeviceGetDefaultMemPool")
+        # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: freed blocks stay in the pool for the next run
+        self.check(cu.cuMemPoolSetAttribute(pool, 4, ctypes.byref(keep)), "cuMemPoolSetAttribute")
+        blas, handle = _cublas(), c_void_p()
+        self.check(blas.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate", blas=True)
+        self.check(blas.cublasSetStream_v2(handle, stream), "cublasSetStream", blas=True)
+        self.blas, self.blas_handle, self.blas_raw = blas, handle, ctypes.CDLL(blas._name)
+
+    def check(self, result: int, what: str, blas: bool = False) -> None:
+        if result:
+            text = f"cuBLAS status {result}"
+            if not blas:
+                msg = ctypes.c_char_p()
+                self.cu.cuGetErrorString(result, ctypes.byref(msg))
+                text = (msg.value or b"").decode() or f"CUDA error {result}"
+            raise CudaError(f"{what} failed: {text}")
+
+    def current(self) -> None:
+        """Makes the context current on this thread (driver calls are per thread)."""
+        tid = threading.get_ident()
+        if tid not in self._threads:
+            self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            self._threads.add(tid)
+
+    def alloc(self, nbytes: int) -> int:
+        """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
+        else from the driver's pool, stream-ordered.  One stream runs everything in order, so a
+        block freed while launches that use it are still queued is safe to hand out again: what
+        the next owner queues runs after them (torch's caching allocator reasons the same way)."""
+        if nbytes == 0:
+            return 0
+        blocks = self._cached.get(nbytes)
+        if blocks:
+            self.cached_bytes -= nbytes
+            return blocks.pop()
+        ptr = c_uint64()
+        self.check(self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream), f"cuMemAllocAsync({nbytes})")
+        return ptr.value
+
+    def free(self, ptr: int, nbytes: int) -> None:
+        """Keeps the block for the next buffer of its size, up to MAX_CACHED_BYTES in all."""
+        if not ptr:
+            return
+        if self.cached_bytes + nbytes <= MAX_CACHED_BYTES:
+            self._cached.setdefault(nbytes, []).append(ptr)
+            self.cached_bytes += nbytes
+        else:
+            self.cu.cuMemFreeAsync(ptr, self.stream)
+
+    def upload(self, ptr: int, host: np.ndarray) -> None:
+        if host.nbytes:
+            self.check(self.cu.cuMemcpyHtoDAsync_v2(ptr, host.ctypes.data, host.nbytes, self.stream), "cuMemcpyHtoD")
+
+    def download(self, ptr: int, host: np.ndarray) -> np.ndarray:
+        if host.nbytes:
+            self.check(self.cu.cuMemcpyDtoHAsync_v2(host.ctypes.data, ptr, host.nbytes, self.stream), "cuMemcpyDtoH")
+        self.synchronize()
+        return host
+
+    def zero(self, ptr: int, nbytes: int) -> None:
+        if nbytes:
+            self.check(self.cu.cuMemsetD8Async(ptr, 0, nbytes, self.stream), "cuMemsetD8")
+
+    def synchronize(self) -> None:
+        self.check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def function(self, cubin: bytes, name: str, shared_memory: int = 0) -> c_void_p:
+        module, fn = c_void_p(), c_void_p()
+        self.check(self.cu.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+        self.check(self.cu.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name})")
+        if shared_memory > 48 * 1024:       # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self.check(self.cu.cuFuncSetAttribute(fn, 8, shared_memory), "cuFuncSetAttribute")
+        return fn
+
+    def launcher(self, fn: c_void_p, grid: Sequence[int], block: Sequence[int], shared: int, params) -> Callable[[], None]:
+        """A launch of `fn` with its arguments converted once: each call is the driver call alone
+        (through the unprototyped entry point, whose arguments are ready ctypes values)."""
+        args = (fn, *map(c_uint, grid), *map(c_uint, block), c_uint(shared), self.stream, params, None)
+        raw, check = self.raw.cuLaunchKernel, self.check
+
+        def go() -> None:
+            result = raw(*args)
+            if result:
+                check(result, "cuLaunchKernel")
+        return go
+
+    def launch(self, fn: c_void_p, grid: Sequence[int], block: Sequence[int], shared: int, params) -> None:
+        self.launcher(fn, grid, block, shared, params)()
+
+
+# Freed blocks kept for reuse, in bytes, before frees go back to the driver's pool.
+MAX_CACHED_BYTES = 1 << 32
+
+
+@functools.lru_cache(maxsize=1)
+def device() -> Device:
+    return Device()
+
+
+def synchronize() -> None:
+    """Waits until every launch started on the stream has finished (lt.cuda.synchronize)."""
+    if device.cache_info().currsize:
+        device().synchronize()
+
+
+# ---------------------------------------------------------------- buffers
+
+class DeviceBuffer:
+    """A contiguous buffer in GPU memory (storage form: bfloat16 as 16-bit words), freed back to
+    the stream's pool when dropped (after the launches queued before it)."""
+    __slots__ = ("ptr", "shape", "dtype", "nbytes", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype: DType):
+        self.shape, self.dtype = tuple(shape), dtype
+        self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize
+        self.ptr = device().alloc(self.nbytes)
+
+    def __del__(self) -> None:
+        try:
+            device().free(self.ptr, self.nbytes)
+        except Exception:            # (interpreter shutdown: the driver may be gone)
+            pass
+
+    def __array__(self, dtype=None, copy=None):
+        host = device().download(self.ptr, np.empty(self.shape, self.dtype.np))
+        return host if dtype is None else host.astype(dtype)
+
+    def copy_from_host(self, value: np.ndarray) -> None:
+        device().upload(self.ptr, np.ascontiguousarray(value, self.dtype.np).reshape(self.shape))
+
+
+class HostScalar:
+    """A Python number a plan reads as a scalar param, kept on the host: the kernels take it by
+    value.  Read anywhere else (a host launch), it is a 0-d array."""
+    __slots__ = ("value", "dtype")
+    shape = ()
+
+    def __init__(self, value: Any, dtype: DType):
+        self.value, self.dtype = value, dtype
+
+    def __array__(self, dtype=None, copy=None):
+        host = D.from_compute(np.asarray(self.value), self.dtype).reshape(())
+        return host if dtype is None else host.astype(dtype)
+
+
+# Scalar dtypes kernels take by value: dtype -> the ctypes type of the parameter and how a Python
+# number becomes its value (float32 rounded as C's cast rounds, as Backend.scalar does).
+BY_VALUE: dict[DType, tuple[type, Callable[[Any], Any]]] = {
+    D.float32: (ctypes.c_float, to_float32), D.bool_: (ctypes.c_bool, bool),
+    D.int32: (ctypes.c_int32, int), D.int64: (ctypes.c_int64, int),
+}
+
+
+# ---------------------------------------------------------------- helper kernels
+
+MAX_DIMS = 8
+
+
+class Walk(ctypes.Structure):
+    """A strided copy: n elements of `shape` from src (strides, offset) to dst (strides, offset), in elements."""
+    _fields_ = [("n", ctypes.c_longlong), ("ndim", c_int),
+                ("shape", ctypes.c_longlong * MAX_DIMS), ("src", ctypes.c_longlong * MAX_DIMS),
+                ("dst", ctypes.c_longlong * MAX_DIMS), ("src_off", ctypes.c_longlong), ("dst_off", ctypes.c_longlong)]
+
+
+_WORDS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+HELPERS = cuda_target.STANDALONE_HEADER + f"""
+struct Walk {{ long long n; int ndim; long long shape[{MAX_DIMS}], src[{MAX_DIMS}], dst[{MAX_DIMS}]; long long src_off, dst_off; }};
+
+template <typename T> __device__ void copy_strided(const T* s, T* d, const Walk& w) {{
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < w.n; e += (long long)gridDim.x * blockDim.x) {{
+    long long r = e, si = w.src_off, di = w.dst_off;
+    for (int k = w.ndim - 1; k >= 0; --k) {{
+      long long q = r % w.shape[k];
+      r /= w.shape[k];
+      si += q * w.src[k];
+      di += q * w.dst[k];
+    }}
+    d[di] = s[si];
+  }}
+}}
+
+// out[i, j] = table[index[i], j]; an index outside 0..rows-1 sets the flag and writes 0
+template <typename T, typename I> __device__ void take_rows(
+    const T* table, const I* index, T* out, int* flag, long long n, long long row, long long rows) {{
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {{
+    long long i = e / row, j = e - i * row, k = (long long)index[i];
+    if (k < 0 || k >= rows) {{ flag[0] = 1; out[e] = T(0); }} else {{ out[e] = table[k * row + j]; }}
+  }}
+}}
+""" + "".join(
+    f'extern "C" __global__ void lt_copy{n}(const {t}* s, {t}* d, const Walk w) {{ copy_strided(s, d, w); }}\n'
+    + "".join(f'extern "C" __global__ void lt_take{n}_{i}(const {t}* table, const {i}_t* index, {t}* out, int* flag, '
+              f'long long n, long long row, long long rows) {{ take_rows(table, index, out, flag, n, row, rows); }}\n'
+              for i in ("int32", "int64"))
+    for n, t in _WORDS.items())
+
+
+@functools.lru_cache(maxsize=1)
+def _helpers() -> dict[str, c_void_p]:
+    (cubin,) = nvrtc.compile_all([(HELPERS, "lt_helpers")])
+    dev = device()
+    names = [f"lt_copy{n}" for n in _WORDS] + [f"lt_take{n}_{i}" for n in _WORDS for i in ("int32", "int64")]
+    return {name: dev.function(cubin, name) for name in names}
+
+
+def _blocks(n: int, threads: int = 256) -> int:
+    return max(1, min((n + threads - 1) // threads, 65535))
+
+
+def _walk(shape: Sequence[int], src: tuple[Sequence[int], int], dst: tuple[Sequence[int], int]) -> Walk:
+    if len(shape) > MAX_DIMS:
+        raise NotImplementedError(f"strided copy of {len(shape)} dims (at most {MAX_DIMS})")
+    w = Walk(n=math.prod(shape), ndim=len(shape), src_off=src[1], dst_off=dst[1])
+    w.shape[:len(shape)], w.src[:len(shape)], w.dst[:len(shape)] = list(shape), list(src[0]), list(dst[0])
+    return w
+
+
+def _launch_walk(helper: str, src_ptr: int, dst_ptr: int, w: Walk) -> None:
+    if w.n == 0:
+        return
+    s, d = c_uint64(src_ptr), c_uint64(dst_ptr)
+    params = (c_void_p * 3)(ctypes.addressof(s), ctypes.addressof(d), ctypes.addressof(w))
+    device().launch(_helpers()[helper], (_blocks(w.n), 1, 1), (256, 1, 1), 0, params)
+
+
+def copy_strided(src_ptr: int, dst_ptr: int, itemsize: int, shape: Sequence[int],
+                 src: tuple[Sequence[int], int], dst: tuple[Sequence[int], int]) -> None:
+    """dst[view] = src[view]: element strides and offsets of both sides over `shape`."""
+    _launch_walk(f"lt_copy{itemsize}", src_ptr, dst_ptr, _walk(shape, src, dst))
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------- strided values of a launch
+
+class Strided:
+    """A value a library or device-reference launch reads: a buffer seen through element strides
+    and an offset (a read buffer as it is, or a view node over one)."""
+    __slots__ = ("ptr", "shape", "strides", "offset", "dtype")
+
+    def __init__(self, ptr: int, shape, strides, offset: int, dtype: DType):
+        self.ptr, self.shape, self.strides, self.offset, self.dtype = ptr, tuple(shape), tuple(strides), offset, dtype
+
+    @classmethod
+    def of(cls, buf: DeviceBuffer) -> "Strided":
+        return cls(buf.ptr, buf.shape, contiguous_strides(buf.shape), 0, buf.dtype)
+
+    def view(self, spec) -> "Strided":
+        """The view `spec` of this value (a contiguous buffer: _views_of_reads)."""
+        return Strided(self.ptr, spec.shape, spec.strides, spec.offset, self.dtype)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype.np).itemsize
+
+    def copy_to(self, out: DeviceBuffer) -> None:
+        copy_strided(self.ptr, out.ptr, self.itemsize, self.shape, (self.strides, self.offset),
+                     (contiguous_strides(self.shape), 0))
+
+    def expanded(self, batch: tuple[int, ...]) -> "Strided":
+        """This matrix (or batch of them) broadcast to the batch dims `batch` (stride 0 where broadcast)."""
+        lead = len(batch) - (len(self.shape) - 2)
+        strides = [0] * lead + [0 if d == 1 else s for d, s in zip(self.shape[:-2], self.strides[:-2])]
+        return Strided(self.ptr, (*batch, *self.shape[-2:]), (*strides, *self.strides[-2:]), self.offset, self.dtype)
+
+    def contiguous(self, keep: list) -> "Strided":
+        """This value in a fresh contiguous buffer (kept alive in `keep` until the launch ends)."""
+        if self.strides == contiguous_strides(self.shape):
+            return self
+        buf = DeviceBuffer(self.shape, self.dtype)
+        keep.append(buf)
+        self.copy_to(buf)
+        return Strided.of(buf)
+
+
+def _views_of_reads(launch, views) -> bool:
+    """Every view node reads a buffer of the launch (views over views are left to the host)."""
+    read = {id(n) for n, _ in launch.reads}
+    return all(id(v.inputs[0]) in read for v in views)
+
+
+def _env(launch, views, reads: Sequence[DeviceBuffer]) -> dict[int, Strided]:
+    env = {id(node): Strided.of(r) for (node, _), r in zip(launch.reads, reads)}
+    for node in views:
+        env[id(node)] = env[id(node.inputs[0])].view(node.attrs["view"])
+    return env
+
+
+# ---------------------------------------------------------------- GEMM
+
+# cudaDataType of each GEMM dtype; accumulation in float32 (CUBLAS_COMPUTE_32F: no TF32)
+_GEMM_TYPES = {D.float32: 0, D.float16: 2, D.bfloat16: 14}
+_COMPUTE_32F, _GEMM_DEFAULT = 68, -1
+_ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)
+
+
+def _matrix(v: Strided, batch: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """(op, ld, batch stride) of a row-major operand for cuBLAS's column-major GEMM: op N when its
+    rows are contiguous (it is its own transpose in column-major), op T when its columns are;
+    None when its strides fit neither or its batch dims do not fold into one stride."""
+    r, c = v.shape[-2:]
+    sr, sc = v.strides[-2:]
+    if c == 1:
+        sc = 1
+    if r == 1:
+        sr = max(c, 1) if sc == 1 else sr
+    if sc == 1 and sr >= max(c, 1):
+        op, ld = 0, sr
+    elif sr == 1 and sc >= max(r, 1):
+        op, ld = 1, sc
+    else:
+        return None
+    # the operand's batch dims, broadcast to the output's (stride 0 where it has size 1)
+    lead = len(batch) - (len(v.shape) - 2)
+    strides = [0] * lead + [s if d != 1 else 0 for d, s in zip(v.shape[:-2], v.strides[:-2])]
+    live = [(d, s) for d, s in zip(batch, strides) if d != 1]
+    if not live:
+        return op, ld, 0
+    if all(s == 0 for _, s in live):
+        return op, ld, 0
+    for (d0, s0), (d1, s1) in zip(live, live[1:]):
+        if s0 != s1 * d1:
+            return None
+    return op, ld, live[-1][1]
+
+
+def _operand(launch, views, node) -> tuple[int, Strided]:
+    """(index of the read buffer, the operand's layout over it with pointer 0) of a GEMM operand."""
+    index = {id(n): i for i, (n, _) in enumerate(launch.reads)}
+    if any(v is node for v in views):
+        spec = node.attrs["view"]
+        return index[id(node.inputs[0])], Strided(0, spec.shape, spec.strides, spec.offset, node.dtype)
+    return index[id(node)], Strided(0, node.shape, contiguous_strides(node.shape), 0, node.dtype)
+
+
+class _Copy(NamedTuple):
+    """A GEMM operand cuBLAS cannot read as it is: copied into a contiguous temp of `shape` first."""
+    shape: tuple[int, ...]
+    dtype: DType
+    walk: Walk
+    helper: str
+
+
+def _gemm_operand(launch, views, node, batch) -> tuple[int, int, tuple[int, int, int], _Copy | None]:
+    """(read index, byte offset, (op, ld, batch stride), copy or None) of a GEMM operand, decided once."""
+    index, layout = _operand(launch, views, node)
+    matrix = _matrix(layout, batch)
+    if matrix is not None:
+        return index, layout.offset * layout.itemsize, matrix, None
+    full = layout.expanded(batch)            # (a copy in the output's batch shape always fits)
+    dense = Strided(0, full.shape, contiguous_strides(full.shape), 0, full.dtype)
+    walk = _walk(full.shape, (full.strides, full.offset), (dense.strides, 0))
+    return index, 0, _matrix(dense, batch), _Copy(full.shape, full.dtype, walk, f"lt_copy{full.itemsize}")
+
+
+def gemm_launch(launch) -> LaunchFn | None:
+    """A matmul launch (views, then one matmul) as one cuBLAS strided-batched GEMM; operands whose
+    views cuBLAS cannot read are copied contiguous first.  Every layout is decided here, once: a
+    run only adds the buffers' addresses.  None: not that shape (host fallback)."""
+    views = [n for n in launch.nodes if n.op == "view"]
+    computed = [n for n in launch.nodes if n.op != "view"]
+    if [n.op for n in computed] != ["matmul"]:
+        return None
+    (mm,) = computed
+    if (any(n.dtype not in _GEMM_TYPES or len(n.shape) < 2 for n in (mm, *mm.inputs))
+            or not _views_of_reads(launch, views) or any(len(n.shape) > MAX_DIMS for n in mm.inputs)):
+        return None
+    x, w = mm.inputs
+    out_shape = tuple(mm.shape)
+    batch, (M, N), K = out_shape[:-2], out_shape[-2:], x.shape[-1]
+    count = math.prod(batch)
+    kind = _GEMM_TYPES[mm.dtype]
+    dev = device()
+    ia, offa, (opa, lda, sa), copya = _gemm_operand(launch, views, x, batch)
+    ib, offb, (opb, ldb, sb), copyb = _gemm_operand(launch, views, w, batch)
+    # the GEMM's arguments as ctypes values, made once; a run sets the three addresses
+    a_ptr, b_ptr, c_ptr = c_uint64(), c_uint64(), c_uint64()
+    i32, i64 = ctypes.c_int, ctypes.c_longlong
+    args = (dev.blas_handle, i32(opb), i32(opa), i32(N), i32(M), i32(K), ctypes.byref(_ONE),
+            b_ptr, i32(kind), i32(ldb), i64(sb), a_ptr, i32(kind), i32(lda), i64(sa),
+            ctypes.byref(_ZERO), c_ptr, i32(kind), i32(N), i64(M * N), i32(count), i32(_COMPUTE_32F), i32(_GEMM_DEFAULT))
+    gemm = dev.blas_raw.cublasGemmStridedBatchedEx
+
+    def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> None:
+        out = writes[0]
+        if out.nbytes == 0:
+            return
+        if K == 0:
+            dev.zero(out.ptr, out.nbytes)
+            return
+        pa, pb = reads[ia].ptr + offa, reads[ib].ptr + offb
+        temps = []                 # (freed, stream-ordered, after the GEMM is queued)
+        if copya:
+            temps.append(_copied(pa, copya))
+            pa = temps[-1].ptr
+        if copyb:
+            temps.append(_copied(pb, copyb))
+            pb = temps[-1].ptr
+        # row-major C = A @ B is column-major C^T = B^T @ A^T
+        a_ptr.value, b_ptr.value, c_ptr.value = pa, pb, out.ptr
+        result = gemm(*args)
+        if result:
+            dev.check(result, "cublasGemmStridedBatchedEx", blas=True)
+    return fn
+
+
+def _copied(ptr: int, copy: _Copy) -> DeviceBuffer:
+    buf = DeviceBuffer(copy.shape, copy.dtype)
+    _launch_walk(copy.helper, ptr, buf.ptr, copy.walk)
+    return buf
+
+
+# ---------------------------------------------------------------- device reference launches
+
+def _take(node, env, out: DeviceBuffer, flag: DeviceBuffer, keep: list) -> None:
+    """embedding: rows of the table at the indices (contiguous copies first where views)."""
+    index, table = (env[id(i)].contiguous(keep) for i in node.inputs)
+    row = math.prod(table.shape[1:])
+    n = out.nbytes // table.itemsize
+    if n == 0:
+        return
+    args = [c_uint64(table.ptr + table.offset * table.itemsize), c_uint64(index.ptr + index.offset * index.itemsize),
+            c_uint64(out.ptr), c_uint64(flag.ptr), ctypes.c_longlong(n), ctypes.c_longlong(row),
+            ctypes.c_longlong(table.shape[0])]
+    params = (c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    name = f"lt_take{table.itemsize}_{index.dtype.name}"
+    device().launch(_helpers()[name], (_blocks(n), 1, 1), (256, 1, 1), 0, params)
+
+
+def _cat_into(node, env, out: DeviceBuffer) -> None:
+    dim, at = node.attrs["dim"], 0
+    strides = contiguous_strides(out.shape)
+    for i in node.inputs:
+        v = env[id(i)]
+        if math.prod(v.shape):
+            copy_strided(v.ptr, out.ptr, v.itemsize, v.shape, (v.strides, v.offset), (strides, at * strides[dim]))
+        at += v.shape[dim] if v.shape else 1
+
+
+_INDEX_DTYPES = (D.int32, D.int64)
+
+
+def device_reference_launch(launch) -> LaunchFn | None:
+    """A reference launch of views, one cat or one embedding written to the launch's only buffer,
+    run on the device; None otherwise (the host runs it)."""
+    views = [n for n in launch.nodes if n.op == "view"]
+    computed = [n for n in launch.nodes if n.op != "view"]
+    if len(launch.writes) != 1 or len(computed) > 1 or (computed and computed[0].op not in ("cat", "embedding")):
+        return None
+    node = computed[0] if computed else launch.writes[0][0]
+    if launch.writes[0][0] is not node or len(node.shape) > MAX_DIMS:
+        return None
+    if node.op == "embedding" and (node.inputs[0].dtype not in _INDEX_DTYPES or len(node.inputs[1].shape) != 2):
+        return None
+    if not _views_of_reads(launch, views):
+        return None
+    flag = DeviceBuffer((1,), D.int32) if node.op == "embedding" else None
+
+    def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> DeferredCheck | None:
+        env = _env(launch, views, reads)
+        out = writes[0]
+        if node.op == "view":
+            env[id(node)].copy_to(out)
+        elif node.op == "cat":
+            _cat_into(node, env, out)
+        else:
+            keep: list = []
+            device().zero(flag.ptr, 4)
+            _take(node, env, out, flag, keep)
+            # (the error reads the inputs again on the host: `reads` keeps their buffers alive)
+            return DeferredCheck(flag, lambda: _host_error(node, [np.asarray(_materialized(_env(launch, views, reads)[id(i)]))
+                                                                  for i in node.inputs]))
+        return None
+    return fn
+
+
+def _materialized(v: Strided) -> DeviceBuffer:
+    buf = DeviceBuffer(v.shape, v.dtype)
+    v.copy_to(buf)
+    return buf
+
+
+def _host_error(node, inputs) -> BaseException:
+    run_node(node, inputs)
+    return AssertionError(f"{node.op}: the device found an index out of range, the host none")
+
+
+# ---------------------------------------------------------------- the backend
+
+class DriverBackend(Backend):
+    """The cuda backend on the CUDA driver (see the module docstring)."""
+
+    name = "cuda"
+    device_memory = True
+    library_bias = False         # a linear layer's bias joins the following kernel (no GEMM epilogue)
+    library_ops = frozenset()    # attention decomposes: GEMM, one row kernel, GEMM
+
+    def __init__(self) -> None:
+        self.dev = device()
+        self._kernels = LRU("cuda kernels", 1024)
+
+    # ---- data
+    def from_host(self, arr: np.ndarray) -> Buffer:
+        arr = np.asarray(arr)
+        dtype = D.bfloat16 if arr.dtype == np.uint16 else D.from_numpy(arr.dtype)
+        self.dev.current()
+        buf = DeviceBuffer(arr.shape, dtype)
+        buf.copy_from_host(arr)
+        return buf
+
+    def adopt(self, buf: Buffer) -> Buffer:
+        return buf if isinstance(buf, (DeviceBuffer, HostScalar)) else self.from_host(np.asarray(buf))
+
+    def param_converter(self):
+        return lambda value, dtype: self.adopt(value)
+
+    def to_host(self, buf: Buffer) -> np.ndarray:
+        return np.asarray(buf)
+
+    def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
+        self.dev.current()
+        return DeviceBuffer(shape, dtype)
+
+    def scalar(self, value: Any, dtype: DType) -> Buffer:
+        return self.from_host(D.from_compute(np.asarray(value), scalar_dtype(dtype)).reshape(()))
+
+    def fast_scalar(self, dtype: DType) -> Callable[[Any, DType], Buffer] | None:
+        """Python numbers launches read stay on the host: kernels take them by value."""
+        dtype = scalar_dtype(dtype)
+        return (lambda value, _dtype: HostScalar(value, dtype)) if dtype in BY_VALUE else None
+
+    def any_flag_set(self, flags: Sequence[Any]) -> bool:
+        return any(bool(np.asarray(f).any()) for f in flags)
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    # ---- compilation
+    def prepare(self, plan) -> PlanExecutor:
+        """Every kernel of the plan not compiled yet is compiled first, all at once (NVRTC, disk
+        cache), each taking the plan's Python scalars by value."""
+        outputs = {o.id for o in plan.outputs}
+        host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
+                and scalar_dtype(p.dtype) in BY_VALUE}
+        calls = {}
+        for launch in plan.launches:
+            call = launch_call(launch, "cuda") if launch.kind == "kernel" else None
+            if call is not None:
+                calls[id(launch)] = call, tuple(i for i, (_, b) in enumerate(launch.reads) if b.id in host)
+        todo = {(c.name, pos): (c, pos) for c, pos in calls.values() if min(c.grid) > 0 and (c.name, pos) not in self._kernels}
+        made = dict(zip(todo, self._compile(list(todo.values()))))
+
+        def compile_launch(launch, plan) -> LaunchFn | None:
+            if id(launch) not in calls:
+                return self.compile_launch(launch, plan)
+            call, by_value = calls[id(launch)]
+            if min(call.grid) == 0:
+                return lambda reads, writes: None
+            fn = self._kernels.get_or_make((call.name, by_value),
+                                           lambda: made.get((call.name, by_value)) or self._compile([(call, by_value)])[0])
+            return self._launch(launch, call, fn, by_value)
+        return PlanExecutor(self, plan, compile_launch)
+
+    def _compile(self, calls) -> list[c_void_p]:
+        sources = [(cuda_target.standalone(c, frozenset(c.input_names[i] for i in pos)), c.name) for c, pos in calls]
+        return [self.dev.function(cubin, c.name, c.shared_memory)
+                for (c, _), cubin in zip(calls, nvrtc.compile_all(sources))]
+
+    def compile_launch(self, launch, plan) -> LaunchFn | None:
+        check_dtypes(launch, "cuda")
+        if launch.kind == "library":
+            return gemm_launch(launch)
+        if launch.kind == "reference":
+            return device_reference_launch(launch)
+        return None
+
+    def _launch(self, launch, call, function: c_void_p, by_value: tuple[int, ...]) -> LaunchFn:
+        """cuLaunchKernel of `function` with the launch's buffers: argument storage made once,
+        each run only sets the pointers (and the scalars' values)."""
+        dev = self.dev
+        pointers = [i for i in range(len(call.input_names)) if i not in by_value]
+        ptr_args = [c_uint64() for _ in pointers]
+        n_out = len(launch.writes)
+        out_args = [c_uint64() for _ in call.output_names]
+        # outputs past the launch's writes (a grid combine's scratch, the error flag): the launch's own
+        extra = [DeviceBuffer(shape, dt) for shape, dt in zip(call.output_shapes[n_out:], call.output_dtypes[n_out:])]
+        for arg, buf in zip(out_args[n_out:], extra):
+            arg.value = buf.ptr
+        values = [(BY_VALUE[call.input_dtypes[i]][0](), BY_VALUE[call.input_dtypes[i]][1], i) for i in by_value]
+        storage = ptr_args + out_args + [v for v, _, _ in values]
+        params = (c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
+        tx, ty, tz = call.threadgroup
+        gx, gy, gz = call.grid
+        block = (min(tx, gx), min(ty, gy), min(tz, gz))
+        grid = ((gx + tx - 1) // tx, (gy + ty - 1) // ty, (gz + tz - 1) // tz)
+        shared, zero = call.shared_memory, call.init_value is not None
+        flag = extra[-1] if call.output_names[-1] == ERROR_FLAG else None
+        go = dev.launcher(function, grid, block, shared, params)
+
+        def fn(reads: Sequence[Buffer], writes: Sequence[DeviceBuffer]):
+            for arg, i in zip(ptr_args, pointers):
+                arg.value = reads[i].ptr
+            for arg, convert, i in values:
+                r = reads[i]
+                arg.value = convert(r.value if r.__class__ is HostScalar else np.asarray(r).item())
+            for arg, w in zip(out_args, writes):
+                arg.value = w.ptr
+            if zero:
+                for w in (*writes, *extra):
+                    dev.zero(w.ptr, w.nbytes)
+            go()
+            if flag is not None:
+                return DeferredCheck(flag, lambda: kernel_error(launch))
+        return fn
+
+
+def CudaBackend() -> Backend:      # noqa: N802  (a backend factory, named as the class was)
+    """The cuda backend: on the CUDA driver where it loads, else through MLX's CUDA build (also
+    with LAZYTORCH_CUDA_RUNTIME=mlx)."""
+    if os.environ.get("LAZYTORCH_CUDA_RUNTIME", "driver") == "driver" and available():
+        return DriverBackend()
+    from .mlx import CudaBackend as MlxCudaBackend
+    return MlxCudaBackend()

@@ -1,0 +1,136 @@
+"""The cuda backend's driver runtime (runtime/cuda_driver.py) where no GPU is: the decisions it
+makes on the host, checked against numpy.  On a GPU the op suite runs on it
+(`LAZYTORCH_TEST_BACKENDS=cuda`, benchmarks/gpu_run.sh ops).
+
+- GEMM operand layouts: cuBLAS reads every row-major operand (and batch of them) whose layout
+  `_matrix` accepts, through an emulation of cuBLAS's column-major strided-batched GEMM over the
+  flat memory; a layout it refuses is copied contiguous, and that copy always fits.
+- The helper kernels (strided copy, row gather) compile with nvcc.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lazytorch.ir import dtypes as D
+from lazytorch.runtime import cuda_driver
+from lazytorch.runtime.cuda_driver import HELPERS, Strided, _matrix, contiguous_strides
+
+NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
+
+
+def _column_major(flat: np.ndarray, offset: int, rows: int, cols: int, ld: int) -> np.ndarray:
+    i, j = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    return flat[offset + i + j * ld]
+
+
+def _cublas(op: int, flat, offset: int, rows: int, cols: int, ld: int) -> np.ndarray:
+    """op(A) of cuBLAS's operand: A stored column-major as (rows x cols), or its transpose stored."""
+    stored = _column_major(flat, offset, *((rows, cols) if op == 0 else (cols, rows)), ld)
+    return stored if op == 0 else stored.T
+
+
+def _strided(view: np.ndarray) -> tuple[Strided, np.ndarray]:
+    """The view as the runtime sees it (element strides and offset over its base) and the flat base."""
+    base = view
+    while base.base is not None:
+        base = base.base
+    item = view.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    return Strided(0, view.shape, [s // item for s in view.strides], offset, D.float32), base.reshape(-1)
+
+
+def _gemm(x: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """x @ w as the driver runs it (row-major C = A @ B as column-major C^T = B^T A^T); None where
+    `_matrix` sends an operand to the contiguous copy."""
+    out_shape = np.broadcast_shapes(x.shape[:-2], w.shape[:-2]) + (x.shape[-2], w.shape[-1])
+    batch, (M, N), K = out_shape[:-2], out_shape[-2:], x.shape[-1]
+    (a, fa), (b, fb) = _strided(x), _strided(w)
+    ma, mb = _matrix(a, batch), _matrix(b, batch)
+    if ma is None or mb is None:
+        return None
+    out = np.empty((math.prod(batch), M, N), np.float32)
+    for k in range(len(out)):
+        bt = _cublas(mb[0], fb, b.offset + k * mb[2], N, K, mb[1])
+        at = _cublas(ma[0], fa, a.offset + k * ma[2], K, M, ma[1])
+        out[k] = (bt @ at).T
+    return out.reshape(out_shape)
+
+
+def _r(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _transposed_storage(a: np.ndarray) -> np.ndarray:
+    """`a` with the same values, its last two dims stored transposed (column-major matrices)."""
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+
+
+SHAPES = [(3, 4, 5), (1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1)]
+CASES = {
+    "contiguous": lambda M, K, N: (_r(M, K), _r(K, N, seed=1)),
+    "x transposed storage": lambda M, K, N: (_transposed_storage(_r(M, K)), _r(K, N, seed=1)),
+    "w transposed storage": lambda M, K, N: (_r(M, K), _transposed_storage(_r(K, N, seed=1))),
+    "batched": lambda M, K, N: (_r(2, 3, M, K), _r(2, 3, K, N, seed=1)),
+    "batched x, shared w": lambda M, K, N: (_r(2, 3, M, K), _r(K, N, seed=1)),
+    "batched, w^T views": lambda M, K, N: (_r(2, 3, M, K), _transposed_storage(_r(2, 3, K, N, seed=1))),
+    "k^T of a (B, S, D) key": lambda M, K, N: (_r(4, M, K), np.swapaxes(_r(4, N, K, seed=1), -1, -2)),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", CASES)
+def test_gemm_layouts_cublas_reads_directly(case, shape):
+    x, w = CASES[case](*shape)
+    got = _gemm(x, w)
+    assert got is not None, f"{case}: expected cuBLAS to read the operands without a copy"
+    np.testing.assert_allclose(got, x @ w, rtol=1e-5, atol=1e-5)
+
+
+COPIED = {
+    "heads split (B, H, T, d) from (B, T, H, d)": lambda: (_r(2, 5, 3, 4).transpose(0, 2, 1, 3),
+                                                         _r(2, 6, 3, 4, seed=1).transpose(0, 2, 3, 1)),
+    "broadcast inner batch dim": lambda: (_r(2, 1, 3, 4), _r(2, 3, 4, 5, seed=1)),
+    "strided columns": lambda: (_r(3, 8)[:, ::2], _r(4, 5, seed=1)),
+}
+
+
+@pytest.mark.parametrize("case", COPIED)
+def test_gemm_layouts_cublas_cannot_read_are_copied_and_the_copy_fits(case):
+    x, w = COPIED[case]()
+    want = x @ w
+    assert _gemm(x, w) is None
+    batch = want.shape[:-2]
+    for v in (x, w):
+        full = _strided(v)[0].expanded(batch)
+        dense = Strided(0, full.shape, contiguous_strides(full.shape), 0, full.dtype)
+        assert _matrix(dense, batch) is not None
+    # the copy in the output's batch shape gives the product
+    got = _gemm(np.ascontiguousarray(np.broadcast_to(x, batch + x.shape[-2:])),
+                np.ascontiguousarray(np.broadcast_to(w, batch + w.shape[-2:])))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_unavailable_without_a_gpu_says_what_the_backend_needs():
+    if cuda_driver.available():
+        pytest.skip("a GPU is here")
+    from lazytorch.runtime import get_backend
+    with pytest.raises(RuntimeError, match="NVIDIA GPU"):
+        get_backend("cuda")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_helper_kernels_compile_with_nvcc(tmp_path):
+    src = tmp_path / "helpers.cu"
+    src.write_text(HELPERS)
+    cccl = Path(os.path.realpath(NVCC)).parent.parent / "include" / "cccl"
+    includes = [f"-I{cccl}"] if cccl.is_dir() else []
+    proc = subprocess.run([NVCC, "-arch=sm_90", "-std=c++17", "-c", *includes, str(src), "-o", str(tmp_path / "h.o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
