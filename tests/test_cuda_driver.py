@@ -134,3 +134,25 @@ def test_helper_kernels_compile_with_nvcc(tmp_path):
     proc = subprocess.run([NVCC, "-arch=sm_90", "-std=c++17", "-c", *includes, str(src), "-o", str(tmp_path / "h.o")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("shapes", [((2, 0), (0, 3)), ((0, 3), (3, 4)), ((2, 3, 0), (0, 5))])
+def test_empty_products_never_reach_the_layouts(shapes, monkeypatch):
+    """An empty inner dim (zeros) or an empty output: the launch zero-fills, deciding no layout
+    (no operand of a 0-size dim is a matrix cuBLAS could read)."""
+    import lazytorch as lt
+    from lazytorch.realize import kernel_plan
+    x, w = (lt.tensor(np.zeros(s, np.float32)) for s in shapes)
+    plan = kernel_plan([x @ w], backend="cpu")
+    (launch,) = [l for l in plan.launches if l.kind == "library"]
+    zeroed = []
+
+    class Dev:
+        def zero(self, ptr, nbytes):
+            zeroed.append(nbytes)
+    monkeypatch.setattr(cuda_driver, "device", lambda: Dev())
+    monkeypatch.setattr(cuda_driver, "_gemm_operand", lambda *a: pytest.fail("a layout was decided"))
+    fn = cuda_driver.gemm_launch(launch)
+    out = type("Out", (), {"ptr": 0, "nbytes": 4 * math.prod((x @ w).shape)})()
+    fn([], [out])
+    assert zeroed == [out.nbytes]

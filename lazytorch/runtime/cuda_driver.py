@@ -498,6 +498,8 @@ def gemm_launch(launch) -> LaunchFn | None:
     count = math.prod(batch)
     kind = _GEMM_TYPES[mm.dtype]
     dev = device()
+    if K == 0 or count * M * N == 0:         # an empty product, or zeros: no GEMM
+        return lambda reads, writes: dev.zero(writes[0].ptr, writes[0].nbytes)
     ia, offa, (opa, lda, sa), copya = _gemm_operand(launch, views, x, batch)
     ib, offb, (opb, ldb, sb), copyb = _gemm_operand(launch, views, w, batch)
     # the GEMM's arguments as ctypes values, made once; a run sets the three addresses
@@ -510,11 +512,6 @@ def gemm_launch(launch) -> LaunchFn | None:
 
     def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> None:
         out = writes[0]
-        if out.nbytes == 0:
-            return
-        if K == 0:
-            dev.zero(out.ptr, out.nbytes)
-            return
         pa, pb = reads[ia].ptr + offa, reads[ib].ptr + offb
         temps = []                 # (freed, stream-ordered, after the GEMM is queued)
         if copya:
