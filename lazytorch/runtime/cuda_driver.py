@@ -110,7 +110,7 @@ class Device:
         self.check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
         self.check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
         self.ctx = ctx
-        self._threads: set[int] = set()
+        self.threads: set[int] = set()
         self._cached: dict[int, list[int]] = {}      # freed blocks by size (alloc)
         self.cached_bytes = 0
         self.current()
@@ -138,9 +138,9 @@ class Device:
     def current(self) -> None:
         """Makes the context current on this thread (driver calls are per thread)."""
         tid = threading.get_ident()
-        if tid not in self._threads:
+        if tid not in self.threads:
             self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-            self._threads.add(tid)
+            self.threads.add(tid)
 
     def alloc(self, nbytes: int) -> int:
         """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
@@ -230,9 +230,9 @@ class DeviceBuffer:
     the stream's pool when dropped (after the launches queued before it)."""
     __slots__ = ("ptr", "shape", "dtype", "nbytes", "__weakref__")
 
-    def __init__(self, shape: tuple[int, ...], dtype: DType):
+    def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None):
         self.shape, self.dtype = tuple(shape), dtype
-        self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize
+        self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize if nbytes is None else nbytes
         self.ptr = device().alloc(self.nbytes)
 
     def __del__(self) -> None:
@@ -622,6 +622,7 @@ class DriverBackend(Backend):
     def __init__(self) -> None:
         self.dev = device()
         self._kernels = LRU("cuda kernels", 1024)
+        self._nbytes: dict[tuple, int] = {}
 
     # ---- data
     def from_host(self, arr: np.ndarray) -> Buffer:
@@ -642,8 +643,15 @@ class DriverBackend(Backend):
         return np.asarray(buf)
 
     def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
-        self.dev.current()
-        return DeviceBuffer(shape, dtype)
+        # (called for every write of every run: the size of a (shape, dtype) is worked out once)
+        if threading.get_ident() not in self.dev.threads:
+            self.dev.current()
+        nbytes = self._nbytes.get((shape, dtype))
+        if nbytes is None:
+            if len(self._nbytes) > 4096:
+                self._nbytes.clear()
+            nbytes = self._nbytes[(shape, dtype)] = math.prod(shape) * np.dtype(dtype.np).itemsize
+        return DeviceBuffer(shape, dtype, nbytes)
 
     def scalar(self, value: Any, dtype: DType) -> Buffer:
         return self.from_host(D.from_compute(np.asarray(value), scalar_dtype(dtype)).reshape(()))
