@@ -36,7 +36,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
+from ..codegen.gpu import ERROR_FLAG, check_dtypes, scalar_dtype
 from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
@@ -671,14 +671,7 @@ class DriverBackend(Backend):
     def prepare(self, plan) -> PlanExecutor:
         """Every kernel of the plan not compiled yet is compiled first, all at once (NVRTC, disk
         cache), each taking the plan's Python scalars by value."""
-        outputs = {o.id for o in plan.outputs}
-        host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
-                and scalar_dtype(p.dtype) in BY_VALUE}
-        calls = {}
-        for launch in plan.launches:
-            call = launch_call(launch, "cuda") if launch.kind == "kernel" else None
-            if call is not None:
-                calls[id(launch)] = call, tuple(i for i, (_, b) in enumerate(launch.reads) if b.id in host)
+        calls = nvrtc.plan_calls(plan, BY_VALUE)
         todo = {(c.name, pos): (c, pos) for c, pos in calls.values() if min(c.grid) > 0 and (c.name, pos) not in self._kernels}
         made = dict(zip(todo, self._compile(list(todo.values()))))
 
@@ -694,9 +687,7 @@ class DriverBackend(Backend):
         return PlanExecutor(self, plan, compile_launch)
 
     def _compile(self, calls) -> list[c_void_p]:
-        sources = [(cuda_target.standalone(c, frozenset(c.input_names[i] for i in pos)), c.name) for c, pos in calls]
-        return [self.dev.function(cubin, c.name, c.shared_memory)
-                for (c, _), cubin in zip(calls, nvrtc.compile_all(sources))]
+        return [self.dev.function(cubin, c.name, c.shared_memory) for (c, _), cubin in zip(calls, nvrtc.compile_calls(calls))]
 
     def compile_launch(self, launch, plan) -> LaunchFn | None:
         check_dtypes(launch, "cuda")

@@ -18,7 +18,6 @@ import numpy as np
 
 from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
-from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn, to_float32
@@ -214,14 +213,7 @@ class MlxBackend(Backend):
         scalars by value (the params fast_scalar keeps on the host)."""
         if not self._ahead:
             return _replayed(PlanExecutor(self, plan))
-        outputs = {o.id for o in plan.outputs}
-        host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
-                and scalar_dtype(p.dtype) in BY_VALUE}
-        ahead: dict[int, tuple[MlxCall, tuple[int, ...]]] = {}
-        for launch in plan.launches:
-            call = launch_call(launch, self.factory.target) if launch.kind == "kernel" else None
-            if call is not None:
-                ahead[id(launch)] = call, tuple(i for i, (_, b) in enumerate(launch.reads) if b.id in host)
+        ahead = nvrtc.plan_calls(plan, BY_VALUE)
         todo = {(c.name, pos): (c, pos) for c, pos in ahead.values() if min(c.grid) > 0 and (c.name, pos) not in self._kernels}
         made = dict(zip(todo, _compile_ahead(list(todo.values()))))
 
@@ -381,8 +373,7 @@ def _host_value(buf: Buffer) -> Any:
 
 def _compile_ahead(calls: list[tuple[MlxCall, tuple[int, ...]]]) -> list[Callable]:
     """Kernel callables of (call, by-value input positions) pairs, compiled together by NVRTC."""
-    sources = [(cuda_target.standalone(c, frozenset(c.input_names[i] for i in pos)), c.name) for c, pos in calls]
-    return [_precompiled(c, cubin) for (c, _), cubin in zip(calls, nvrtc.compile_all(sources))]
+    return [_precompiled(c, cubin) for (c, _), cubin in zip(calls, nvrtc.compile_calls(calls))]
 
 
 def _precompiled(call: MlxCall, cubin: bytes) -> Callable:

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ..codegen.gpu import launch_call, scalar_dtype
+from ..codegen.targets import cuda as cuda_target
 from . import nvrtc_worker as worker
 from .compiler import KernelCompileError, cache_dir
 from .progress import Progress
@@ -196,3 +198,24 @@ def _compile_in_workers(jobs: list[tuple[tuple[str, str], Path]]) -> None:
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def plan_calls(plan, by_value_dtypes) -> dict[int, tuple]:
+    """id(launch) -> (its CUDA call, the read positions it takes by value) for each kernel launch of
+    `plan`: the plan's Python scalars of `by_value_dtypes` (params no output returns) go to the
+    kernels by value, compiled into their standalone sources (`sources`)."""
+    outputs = {o.id for o in plan.outputs}
+    host = {p.id for p in plan.params if p.slot in plan.scalar_slots and p.id not in outputs
+            and scalar_dtype(p.dtype) in by_value_dtypes}
+    calls = {}
+    for launch in plan.launches:
+        call = launch_call(launch, "cuda") if launch.kind == "kernel" else None
+        if call is not None:
+            calls[id(launch)] = call, tuple(i for i, (_, b) in enumerate(launch.reads) if b.id in host)
+    return calls
+
+
+def compile_calls(calls: Sequence[tuple]) -> list[bytes]:
+    """The cubins of (call, by-value read positions) pairs, compiled together (compile_all)."""
+    return compile_all([(cuda_target.standalone(c, frozenset(c.input_names[i] for i in pos)), c.name)
+                        for c, pos in calls])
