@@ -31,6 +31,13 @@ def np_compute(arr: np.ndarray, src: D.DType, dst: D.DType) -> np.ndarray:
     return D.to_compute(np.asarray(arr), src).astype(opmath(dst).np, copy=False)
 
 
+def accumulation(dtype: D.DType) -> D.DType:
+    """The dtype a matmul, convolution or attention accumulates in: float32 for half types, float64
+    for float64, integers exactly in int64 (`finish` then wraps them around to the node's dtype, as
+    torch's integer arithmetic does)."""
+    return opmath(dtype) if dtype.is_floating_point else D.int64
+
+
 def finish(values, node: Node) -> np.ndarray:
     # np.array, not np.ascontiguousarray: the latter turns 0-d values into shape (1,)
     return np.array(np.broadcast_to(D.from_compute(values, node.dtype), node.shape), order="C")
