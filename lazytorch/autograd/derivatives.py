@@ -135,13 +135,15 @@ UNARY: dict[str, Callable[[Node, Node, Node], Node]] = {
     "relu": lambda x, y, g: where0(C("gt", x, 0.0), g),
     "clone": lambda x, y, g: g,
     "contiguous": lambda x, y, g: g,
+    "to": lambda x, y, g: g,                   # (the engine casts it back to x's dtype)
     "silu": lambda x, y, g: _silu(x, g),
     "mish": lambda x, y, g: _mish(x, g),
     "hardsigmoid": lambda x, y, g: where0(C("logical_and", C("gt", x, -3.0), C("lt", x, 3.0)), C("mul", g, ONE_SIXTH)),
     "hardswish": lambda x, y, g: C("where", C("lt", x, -3.0), 0.0,
                                    C("where", C("le", x, 3.0), C("mul", g, C("add", C("div", x, 3.0), 0.5)), g)),
+    # step functions: zero gradient almost everywhere
+    **dict.fromkeys(("sign", "floor", "ceil", "round", "trunc"), lambda x, y, g: zeros(x.shape, x.dtype)),
 }
-STEP_FUNCTIONS = ("sign", "floor", "ceil", "round", "trunc")   # zero gradient almost everywhere
 
 
 def _silu(x: Node, g: Node) -> Node:
@@ -161,16 +163,6 @@ def _unary(name: str) -> None:
 
 for _name in UNARY:
     _unary(_name)
-
-
-@rule(*STEP_FUNCTIONS)
-def _step(a, out, g):
-    return {"self": zeros(a["self"].shape, a["self"].dtype)}
-
-
-@rule("to")
-def _to(a, out, g):
-    return {"self": g}
 
 
 @rule("gelu")
