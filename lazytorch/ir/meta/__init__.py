@@ -15,7 +15,7 @@ from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
-from ..promotion import DIM, SCALAR, ZERO_DIM, Promotion, elementwise_dtypes, result_type
+from ..promotion import DIM, SCALAR, ZERO_DIM, result_type
 from ..registry import OpDef
 
 Shape = tuple[int, ...]
