@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .host_table import host
+from . import host
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
