@@ -31,22 +31,16 @@ from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
 from ..ir.node import Node
+from ..ir.registry import registrar
 
 Rule = Callable[[dict[str, Any], Node, Node], dict[str, Any]]
 RULES: dict[str, Rule] = {}
+rule = registrar(RULES)
 
 # Ops whose rule reads no saved value (only the cotangent): a second backward through them
 # without retain_graph is still allowed, as in torch.
 SAVES_NOTHING = frozenset({"add", "sub", "neg", "sum", "view", "contiguous", "clone", "to", "cat",
                            "mean", "view_assign"})
-
-
-def rule(*names: str):
-    def register(fn: Rule) -> Rule:
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return register
 
 
 # ---------------------------------------------------------------- small builders

@@ -16,19 +16,12 @@ from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
 from ..promotion import DIM, SCALAR, ZERO_DIM, result_type
-from ..registry import OpDef
+from ..registry import OpDef, registrar
 
 Shape = tuple[int, ...]
 Args = dict[str, Any]
 RULES: dict[str, Callable[[OpDef, Args], tuple[Shape, DType]]] = {}
-
-
-def rule(*names: str):
-    def register(fn):
-        for name in names:
-            RULES[name] = fn
-        return fn
-    return register
+rule = registrar(RULES)
 
 
 # ---------------------------------------------------------------- helpers

@@ -20,26 +20,12 @@ import numpy as np
 from ...ir import dtypes as D
 from ...ir.node import Node
 from ...ir.promotion import opmath
+from ...ir.registry import registrar
 
 REF: dict[str, Callable] = {}
 HOST: dict[str, Callable[..., np.ndarray]] = {}
-
-
-def ref(*names: str):
-    def register(fn):
-        for n in names:
-            REF[n] = fn
-        return fn
-    return register
-
-
-def host(*names: str):
-    """Register the decorated numpy function as the `host_call` entry for each of `names`."""
-    def register(fn):
-        for n in names:
-            HOST[n] = fn
-        return fn
-    return register
+ref = registrar(REF)          # @ref("add", ...): the op's implementation
+host = registrar(HOST)        # @host("erfc", ...): the named function of host_call
 
 
 def np_compute(arr: np.ndarray, src: D.DType, dst: D.DType) -> np.ndarray:
