@@ -67,8 +67,6 @@ def type_name(dtype: DType, op: str = "metal") -> str:
     return gpu_type_name(TYPE_NAMES, dtype, op, "Metal", "Metal (no 64-bit floats on the GPU)")
 
 
-
-
 class MetalCall(MlxCall):
     """An MlxCall whose buffers have Metal types (float64 is refused)."""
     target = "Metal"

@@ -89,7 +89,6 @@ def reduced_shape(shape: Shape, dims: tuple[int, ...], keepdim: bool) -> Shape:
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-
 @rule("none")
 def no_rule(op: OpDef, a: Args) -> tuple[Shape, DType]:
     raise NotImplementedError(f"{op.name}: no meta rule declared; it must be built by a builder")
