@@ -461,6 +461,11 @@ def test_containers_behave_like_torch():
     assert list(md.keys()) == ["x", "y"] and "y" in md and isinstance(md.pop("x"), lt.nn.ReLU)
     pl = lt.nn.ParameterList([lt.nn.Parameter(lt.ones(2)), lt.ones(3)])
     assert [n for n, _ in pl.named_parameters()] == ["0", "1"] and isinstance(pl[1], lt.nn.Parameter)
+    pd = lt.nn.ParameterDict({"w": lt.ones(2)})
+    pd["v"] = lt.nn.Parameter(lt.zeros(3))
+    assert list(pd) == ["w", "v"] and len(pd) == 2 and "v" in pd and "x" not in pd
+    assert [k for k, _ in pd.items()] == ["w", "v"] and [tuple(p.shape) for p in pd.values()] == [(2,), (3,)]
+    assert isinstance(pd["w"], lt.nn.Parameter) and [n for n, _ in pd.named_parameters()] == ["w", "v"]
 
 
 def test_factory_keywords_and_constructor_errors():

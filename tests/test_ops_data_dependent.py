@@ -25,6 +25,9 @@ def test_masked_select_continues_lazily(every_backend):
     out = lt.masked_select(y, lt.tensor([True, False, True]))
     assert not y.node.realized or True           # the mask is read; the input may stay lazy
     np.testing.assert_array_equal(out.numpy(), [0, 4, 6, 10])
+    for keep in (True, False):                   # a 0-d input and mask: one element or none
+        check(lambda m, x, k: m.masked_select(x + 1, k), sample((), values=np.array(2.5, np.float32)),
+              sample((), "bool", values=np.array(keep)))
 
 
 @pytest.mark.parametrize("dim", [None, 0, 1])

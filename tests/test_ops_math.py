@@ -52,6 +52,8 @@ def test_integer_binary(backend):
     check(lambda m, x, y: x >> y, a, shifts)
     check(lambda m, x: 3 << x, sample((3,), "int32", values=np.array([0, 1, 4])))
     check_error(lambda m, x, y: m.gcd(x, y), sample((2,)), sample((2,)), match=("gcd",))
+    check(lambda m, x: m.frexp(x), sample((2, 3), values=np.array([0.5, 3.0, -7.25, 0.0, 1e-30, -2.0 ** 40],
+                                                                  np.float32).reshape(2, 3)))
 
 
 def test_comparisons(backend):

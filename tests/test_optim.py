@@ -96,6 +96,23 @@ def test_state_dict_round_trip_and_zero_grad():
     assert all(p.grad is not None and not p.grad.numpy().any() for p in a)
 
 
+@pytest.mark.parametrize("name,kwargs", [CONFIGS[2], CONFIGS[4], CONFIGS[8]], ids=["SGD", "Adam", "RMSprop"])
+def test_state_made_at_first_step(name, kwargs):
+    """A parameter that did not require grad when its group was added gets its state (zeros) at its
+    first step, as torch makes it then."""
+    init, grads = _data(2, np.float32)
+    lp, tp = lt.tensor(init[0]), torch.tensor(init[0])
+    lopt, topt = getattr(lt.optim, name)([lp], **kwargs), getattr(torch.optim, name)([tp], **kwargs)
+    lp.requires_grad_(True)
+    tp.requires_grad_(True)
+    for g in grads:
+        lp.grad, tp.grad = lt.tensor(g[0]), torch.tensor(g[0])
+        lopt.step()
+        topt.step()
+        np.testing.assert_allclose(lp.numpy(), tp.detach().numpy(), rtol=2e-6, atol=1e-6)
+    assert sorted(lopt.state_dict()["state"][0]) == sorted(topt.state_dict()["state"][0])
+
+
 def test_optimizer_errors():
     with pytest.raises(ValueError, match="empty parameter list"):
         lt.optim.SGD([], lr=0.1)

@@ -10,11 +10,9 @@ engine.py runs reverse mode, grad_mode.py the no_grad family.  docs/autograd.md 
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 from .engine import recent_roots, remember_roots, run_backward
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .state import MODE, RECORDS, classify
+from .state import MODE, classify
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode", "set_grad_enabled",
            "is_grad_enabled"]

@@ -31,22 +31,16 @@ from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
 from ..ir.node import Node
+from ..ir.registry import registrar
 
 Rule = Callable[[dict[str, Any], Node, Node], dict[str, Any]]
 RULES: dict[str, Rule] = {}
+rule = registrar(RULES)
 
 # Ops whose rule reads no saved value (only the cotangent): a second backward through them
 # without retain_graph is still allowed, as in torch.
 SAVES_NOTHING = frozenset({"add", "sub", "neg", "sum", "view", "contiguous", "clone", "to", "cat",
                            "mean", "view_assign"})
-
-
-def rule(*names: str):
-    def register(fn: Rule) -> Rule:
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return register
 
 
 # ---------------------------------------------------------------- small builders
@@ -135,13 +129,15 @@ UNARY: dict[str, Callable[[Node, Node, Node], Node]] = {
     "relu": lambda x, y, g: where0(C("gt", x, 0.0), g),
     "clone": lambda x, y, g: g,
     "contiguous": lambda x, y, g: g,
+    "to": lambda x, y, g: g,                   # (the engine casts it back to x's dtype)
     "silu": lambda x, y, g: _silu(x, g),
     "mish": lambda x, y, g: _mish(x, g),
     "hardsigmoid": lambda x, y, g: where0(C("logical_and", C("gt", x, -3.0), C("lt", x, 3.0)), C("mul", g, ONE_SIXTH)),
     "hardswish": lambda x, y, g: C("where", C("lt", x, -3.0), 0.0,
                                    C("where", C("le", x, 3.0), C("mul", g, C("add", C("div", x, 3.0), 0.5)), g)),
+    # step functions: zero gradient almost everywhere
+    **dict.fromkeys(("sign", "floor", "ceil", "round", "trunc"), lambda x, y, g: zeros(x.shape, x.dtype)),
 }
-STEP_FUNCTIONS = ("sign", "floor", "ceil", "round", "trunc")   # zero gradient almost everywhere
 
 
 def _silu(x: Node, g: Node) -> Node:
@@ -161,16 +157,6 @@ def _unary(name: str) -> None:
 
 for _name in UNARY:
     _unary(_name)
-
-
-@rule(*STEP_FUNCTIONS)
-def _step(a, out, g):
-    return {"self": zeros(a["self"].shape, a["self"].dtype)}
-
-
-@rule("to")
-def _to(a, out, g):
-    return {"self": g}
 
 
 @rule("gelu")
@@ -759,8 +745,7 @@ def _fold(a, out, g):
 
 @rule("softmax")
 def _softmax(a, out, g):
-    d = a.get("dim")
-    d = -1 if d is None else d
+    d = a["dim"]                               # (wrapped by the meta rule: never None)
     y = out if out.dtype is g.dtype else C("to", out, g.dtype)
     if out.ndim == 0:
         return {"self": C("mul", g, 0.0)}
@@ -770,8 +755,7 @@ def _softmax(a, out, g):
 
 @rule("log_softmax")
 def _log_softmax(a, out, g):
-    d = a.get("dim")
-    d = -1 if d is None else d
+    d = a["dim"]
     if out.ndim == 0:
         return {"self": C("mul", g, 0.0)}
     return {"self": C("sub", g, C("mul", C("exp", out), C("sum", g, [d], True)))}

@@ -9,6 +9,7 @@ dims plus an offset), and the body is a list of Stages whose Ops are in SSA form
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,11 +102,11 @@ class Kernel:
 
     @property
     def outer_numel(self) -> int:
-        return _prod(self.outer)
+        return math.prod(self.outer)
 
     @property
     def inner_numel(self) -> int:
-        return _prod(self.inner)
+        return math.prod(self.inner)
 
     @property
     def numel(self) -> int:
@@ -128,10 +129,3 @@ class Kernel:
             for st in s.stores:
                 lines.append(f"    store access{st.access} <- {st.value}")
         return "\n".join(lines)
-
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n

@@ -11,6 +11,7 @@ kernel stage.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import threading
 
@@ -257,7 +258,7 @@ class _Lowering:
             return None
         dt = register(n.dtype)
         if id(n) not in self.cached:
-            size = sum(d.itemsize for d in self.row_cache + [dt]) * _numel(self.R, self.I)
+            size = sum(d.itemsize for d in self.row_cache + [dt]) * _size(self.R, self.I)
             if size > ROW_CACHE_BYTES:
                 return None
             self.cached[id(n)] = (len(self.row_cache), first[0])
@@ -425,22 +426,13 @@ def _group_stride(group: list[int], s, I) -> int:
     return s[group[-1]]
 
 
-def _numel(dims, I) -> int:
-    return _size(list(dims), I)
-
-
-def _size(group: list[int], I) -> int:
-    n = 1
-    for d in group:
-        n *= I[d]
-    return n
+def _size(dims, I) -> int:
+    """The number of elements of the domain I's dims `dims`."""
+    return math.prod(I[d] for d in dims)
 
 
 def _index_type(I, args, accesses, osz, isz) -> str:
-    numel = 1
-    for s in I:
-        numel *= s
-    far = max([numel] + [a.numel for a in args] +
+    far = max([math.prod(I)] + [a.numel for a in args] +
               [abs(a.offset) + sum(abs(st) * max(n - 1, 0) for st, n in zip(a.outer + a.inner, osz + isz))
                for a in accesses])
     return "i32" if far <= I32_LIMIT else "i64"

@@ -185,7 +185,6 @@ def _lowest(dtype: D.DType):
     return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
 
 
-
 def _pool_setup(name: str, a: Args):
     """What max_pool and avg_pool both check and derive first: spatial dims, the input (never
     bool), its error context, kernel/stride/padding/dilation, and the input with a batch dim."""

@@ -25,7 +25,6 @@ from .schema import Schema
 REDUCTIONS = ("none", "mean", "sum")
 
 
-
 def legacy_reduction(size_average, reduce, reduction: str) -> str:
     """torch's mapping of the deprecated size_average / reduce flags onto `reduction`."""
     if size_average is None and reduce is None:

@@ -236,7 +236,6 @@ def _complex(op, a):
                               "keep real and imaginary parts as two real tensors")
 
 
-
 @misc_op("new_empty", "new_empty_strided", "empty_strided", "empty_permuted")
 def _empty(op, a):
     """Uninitialised memory in torch; zeros here (lazytorch never hands out stale data)."""

@@ -18,7 +18,6 @@ from .registry import OpDef
 from .schema import Schema
 
 
-
 def _floating(op: str, x: Node, args: dict) -> None:
     if not x.dtype.is_floating_point:
         raise op_error(NotImplementedError, op, f"\"{op}\" not implemented for dtype {x.dtype.name}", args,

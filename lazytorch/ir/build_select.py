@@ -50,10 +50,7 @@ def sort(op: OpDef, schema: Schema, a: Args):
     idx = host_call("argsort", (x,), x.shape, D.int64, dim=d, descending=bool(a["descending"]))
     if op.name == "argsort":
         return idx if x0.ndim else call("reshape", idx, ())
-    values = _values(x, d, idx)
-    if op.name == "msort":
-        return values
-    return _finish(x0, values, idx, d, True)
+    return _finish(x0, _values(x, d, idx), idx, d, True)
 
 
 @builder("msort")

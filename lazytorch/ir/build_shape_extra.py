@@ -429,7 +429,6 @@ def broadcast_shapes_builder(op: OpDef, schema: Schema, a: Args):
     return tuple(meta.broadcast_shapes(op.name, *shapes)) if shapes else ()
 
 
-
 @shape_op("as_strided")
 def _as_strided(op, a):
     """A view with the given sizes and strides over self's storage (its base buffer's layout)."""

@@ -42,9 +42,8 @@ def masked_select(op: OpDef, schema: Schema, a: Args) -> Node:
         raise op_error(RuntimeError, op.name, f"expected mask to be a bool tensor, got {mask.dtype.name}", {"mask": mask})
     shape = broadcast_shapes(op.name, x.shape, mask.shape, args={"self": x, "mask": mask})
     m = np.broadcast_to(_value(mask), shape)
-    if not shape:
-        return call("reshape", x, (1,)) if m else call("reshape", x, (1,))[0:0] if False else \
-            call("narrow", call("reshape", x, (1,)), 0, 0, int(bool(m)))
+    if not shape:                                # a 0-d input: its one element, or none
+        return call("narrow", call("reshape", x, (1,)), 0, 0, int(bool(m)))
     xb = x if x.shape == shape else call("expand", x, shape)
     positions = tuple(from_values(p.astype(np.int64), D.int64) for p in np.nonzero(m))
     return call("index", xb, positions, tuple(range(len(shape))))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .build import Args, builder
 from .host import renamed
-from .registry import OpDef
+from .registry import OpDef, registrar
 from .schema import Schema
 
 # The exceptions a composition raises for bad input (the classes torch raises); anything else is a bug
@@ -33,15 +33,8 @@ class OpFamily:
         self.table: dict[str, Callable[..., Any]] = {}
         self.takes_name = takes_name
         self.errors_as = errors_as
+        self.register = registrar(self.table)    # decorator: fn builds each of the ops it names
         builder(builder_name)(self.build)
-
-    def register(self, *names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: fn builds each of the ops `names`."""
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            for name in names:
-                self.table[name] = fn
-            return fn
-        return register
 
     def build(self, op: OpDef, schema: Schema, a: Args) -> Any:
         fn = self.table[op.name]

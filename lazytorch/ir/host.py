@@ -1,7 +1,7 @@
 """Helpers for builders whose ops run on the host: the `host_call` primitive and synchronisation.
 
 `host_call(fn, inputs, shape, dtype, **params)` builds the node of a named numpy function (table in
-runtime/reference_ops/host.py).  `host_value(node)` evaluates a node now and returns its value: the
+runtime/reference_ops/__init__.py::HOST).  `host_value(node)` evaluates a node now and returns its value: the
 data-dependent ops (nonzero, unique, masked_select, ...) need it to know their result's shape, so
 they synchronise like `.item()`.  The Tensor API installs the evaluator (`HOST_VALUE`), as the
 driver installs constant folding's: the IR layer may not import the driver.

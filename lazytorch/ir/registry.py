@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, Callable
 
 import yaml
 
@@ -98,6 +99,19 @@ def ops() -> dict[str, OpDef]:
                     raise ValueError(f"{path.name}: op {name} is declared twice")
                 table[name] = op
     return table
+
+
+def registrar(table: dict[str, Any]) -> Callable[..., Callable]:
+    """The decorator that files a function in `table` under each of the op names it is given: every
+    per-op table (meta rules, family builders, reference implementations, derivative rules) fills
+    itself this way, as `@rule("add", "sub")`."""
+    def names(*ops: str) -> Callable:
+        def register(fn):
+            for name in ops:
+                table[name] = fn
+            return fn
+        return register
+    return names
 
 
 def get(name: str) -> OpDef:

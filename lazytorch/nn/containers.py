@@ -137,7 +137,38 @@ class ModuleList(_ModuleSequence):
         return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class ModuleDict(Module):
+class _Mapping(Module):
+    """What ModuleDict and ParameterDict share: dict access to one of the module's tables
+    (`_modules` or `_parameters`), in insertion order."""
+
+    _table = "_modules"
+
+    def _entries(self) -> dict:
+        return self.__dict__[self._table]
+
+    def __getitem__(self, key: str):
+        return self._entries()[key]
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries()
+
+    def keys(self):
+        return self._entries().keys()
+
+    def items(self):
+        return self._entries().items()
+
+    def values(self):
+        return self._entries().values()
+
+
+class ModuleDict(_Mapping):
     """An ordered dict of modules, registered under their keys."""
 
     def __init__(self, modules=None) -> None:
@@ -145,23 +176,11 @@ class ModuleDict(Module):
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
 
     def __delitem__(self, key: str) -> None:
         del self._modules[key]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._modules
 
     def clear(self) -> None:
         self._modules.clear()
@@ -170,15 +189,6 @@ class ModuleDict(Module):
         value = self[key]
         del self[key]
         return value
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
 
     def update(self, modules) -> None:
         items = modules.items() if hasattr(modules, "items") else modules
@@ -208,31 +218,15 @@ class ParameterList(Module):
         return self
 
 
-class ParameterDict(Module):
+class ParameterDict(_Mapping):
     """An ordered dict of parameters, registered under their keys."""
+
+    _table = "_parameters"
 
     def __init__(self, parameters=None) -> None:
         super().__init__()
         for k, v in (parameters.items() if hasattr(parameters, "items") else parameters or ()):
             self[k] = v
 
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
-
     def __setitem__(self, key: str, value) -> None:
         self.register_parameter(key, value if isinstance(value, Parameter) else Parameter(value))
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
-
-    def values(self):
-        return self._parameters.values()

@@ -70,16 +70,12 @@ class _ConvNd(Module):
                 + (", bias=False" if self.bias is None else ""))
 
 
-class Conv1d(_ConvNd):
-    _dims = 1
+def _per_dims(base: type, name: str, attr: str, values: tuple) -> list[type]:
+    """torch's 1d/2d/3d classes of one family: `base` subclassed with `attr` set to each value."""
+    return [type(f"{name}{n}d", (base,), {attr: v, "__module__": __name__}) for n, v in zip((1, 2, 3), values)]
 
 
-class Conv2d(_ConvNd):
-    _dims = 2
-
-
-class Conv3d(_ConvNd):
-    _dims = 3
+Conv1d, Conv2d, Conv3d = _per_dims(_ConvNd, "Conv", "_dims", (1, 2, 3))
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -100,16 +96,7 @@ class _ConvTransposeNd(_ConvNd):
                               self.groups, self.dilation)
 
 
-class ConvTranspose1d(_ConvTransposeNd):
-    _dims = 1
-
-
-class ConvTranspose2d(_ConvTransposeNd):
-    _dims = 2
-
-
-class ConvTranspose3d(_ConvTransposeNd):
-    _dims = 3
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = _per_dims(_ConvTransposeNd, "ConvTranspose", "_dims", (1, 2, 3))
 
 
 # ---------------------------------------------------------------- resampling (pooling: rows of thin.py)
@@ -204,16 +191,7 @@ class _BatchNorm(Module):
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
-class BatchNorm1d(_BatchNorm):
-    _input_dims = (2, 3)
-
-
-class BatchNorm2d(_BatchNorm):
-    _input_dims = (4,)
-
-
-class BatchNorm3d(_BatchNorm):
-    _input_dims = (5,)
+BatchNorm1d, BatchNorm2d, BatchNorm3d = _per_dims(_BatchNorm, "BatchNorm", "_input_dims", ((2, 3), (4,), (5,)))
 
 
 # ---------------------------------------------------------------- instance norm
@@ -257,13 +235,4 @@ class _InstanceNorm(_BatchNorm):
         set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, "instance_norm")
 
 
-class InstanceNorm1d(_InstanceNorm):
-    _spatial = 1
-
-
-class InstanceNorm2d(_InstanceNorm):
-    _spatial = 2
-
-
-class InstanceNorm3d(_InstanceNorm):
-    _spatial = 3
+InstanceNorm1d, InstanceNorm2d, InstanceNorm3d = _per_dims(_InstanceNorm, "InstanceNorm", "_spatial", (1, 2, 3))

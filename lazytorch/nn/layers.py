@@ -248,8 +248,7 @@ class LayerNorm(Module):
         _register(self, elementwise_affine and bias, dtype, bias=self.normalized_shape)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        _reset_affine(self)
+    reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -289,8 +288,7 @@ class GroupNorm(Module):
         _register(self, affine and bias, dtype, bias=(num_channels,))
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        _reset_affine(self)
+    reset_parameters = _reset_affine
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -377,7 +375,7 @@ class MultiheadAttention(Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
                 need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False):
-        from .. import full, ones, tril, where
+        from .. import ones, tril
         batched = query.ndim == 3
         if not batched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)

@@ -12,10 +12,11 @@ from ..tensor import Tensor
 from . import functional as F
 from .containers import ModuleList
 from .layers import LayerNorm, Linear, MultiheadAttention, _factory
+from .module import Module
 from .thin import CLASSES
 
 Dropout = CLASSES["Dropout"]
-from .module import Module
+
 
 def _activation(activation) -> Callable:
     """torch's layers take "relu", "gelu" or any callable (a function or a Module)."""

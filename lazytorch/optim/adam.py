@@ -7,7 +7,7 @@ from typing import Any
 from ..ir.dtypes import float32, float64
 from ..runtime import backend_name
 from ..tensor import Tensor
-from .optimizer import Optimizer, assign, stored_zeros
+from .optimizer import Optimizer, assign
 
 
 class Adam(Optimizer):
@@ -32,11 +32,8 @@ class Adam(Optimizer):
 
     counts_steps = True
 
-    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
-        zeros = {k: stored_zeros(p) for k in ("exp_avg", "exp_avg_sq")}
-        if group["amsgrad"]:
-            zeros["max_exp_avg_sq"] = stored_zeros(p)
-        return zeros
+    def state_keys(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
 
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
@@ -44,9 +41,6 @@ class Adam(Optimizer):
         steps = self.advance_steps(states)
         corrections: dict[tuple, tuple[Tensor, Tensor]] = {}     # (step tensor, dtype) -> factors
         for p, g, state, step in zip(params, grads, states, steps):
-            if "exp_avg" not in state or (amsgrad and "max_exp_avg_sq" not in state):
-                for k, v in self.init_state(group, p).items():     # none made ahead (see Optimizer)
-                    state.setdefault(k, v)
             g = -g if maximize else g
             if wd != 0:
                 if group["decoupled_weight_decay"]:

@@ -1,7 +1,7 @@
 """The Optimizer base: param groups, state, zero_grad, state_dict, and a step that evaluates.
 
-Subclasses write `init_state(group, p)` (the zeros a parameter starts from, made when it joins)
-and `update(group, params, grads, states)`: the update of every parameter of a group
+Subclasses write `state_keys(group)` (the state a parameter starts from as zeros like it, made
+when it joins) and `update(group, params, grads, states)`: the update of every parameter of a group
 as lazy tensor arithmetic (torch's single-tensor formulas, in torch's order, so the numbers match
 torch step by step).  `step()` builds all groups' updates under no_grad, then materialises the
 parameters, the optimizer state, the gradients and the loss of the last backward in ONE
@@ -77,7 +77,7 @@ class Optimizer:
             count = make_tensor(0.0, dtype=float32) if self.counts_steps else None
             for p in group["params"]:
                 if p.requires_grad:
-                    fresh = self.init_state(group, p)
+                    fresh = {k: stored_zeros(p) for k in self.state_keys(group)}
                     if count is not None:
                         fresh["step"] = count
                     self._fresh[p] = fresh
@@ -85,9 +85,9 @@ class Optimizer:
     # a subclass that counts steps (Adam, RMSprop) keeps the count as state["step"]
     counts_steps = False
 
-    def init_state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
-        """A parameter's state before its first step (zeros), as the subclass's update expects."""
-        return {}
+    def state_keys(self, group: dict[str, Any]) -> tuple[str, ...]:
+        """The state a parameter starts from, zeros like it, as the subclass's update expects."""
+        return ()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
@@ -116,17 +116,20 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     grads = [p.grad for p in params]
-                    states = [self._state_of(p) for p in params]
+                    states = [self._state_of(p, group) for p in params]
                     self.update(group, params, grads, states)
 
     def update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor],
                states: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
-    def _state_of(self, p: Tensor) -> dict[str, Any]:
+    def _state_of(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         state = self.state.get(p)
         if state is None:
             state = self.state[p] = self._fresh.pop(p, {})
+        for k in self.state_keys(group):
+            if k not in state:              # none made ahead (a loaded state; amsgrad set since)
+                state[k] = stored_zeros(p)
         return state
 
     def advance_steps(self, states: list[dict[str, Any]]) -> list[Tensor]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, assign, stored_zeros
+from .optimizer import Optimizer, assign
 
 
 class RMSprop(Optimizer):
@@ -19,19 +19,14 @@ class RMSprop(Optimizer):
 
     counts_steps = True
 
-    def init_state(self, group: dict[str, Any], p) -> dict[str, Any]:
-        keys = ["square_avg"] + ["momentum_buffer"] * (group["momentum"] > 0) + ["grad_avg"] * group["centered"]
-        return {k: stored_zeros(p) for k in keys}
+    def state_keys(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("square_avg",) + ("momentum_buffer",) * (group["momentum"] > 0) + ("grad_avg",) * group["centered"]
 
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
         momentum, centered = group["momentum"], group["centered"]
         self.advance_steps(states)
         for p, g, state in zip(params, grads, states):
-            if "square_avg" not in state or (momentum > 0 and "momentum_buffer" not in state) or \
-                    (centered and "grad_avg" not in state):
-                for k, v in self.init_state(group, p).items():     # none made ahead (see Optimizer)
-                    state.setdefault(k, v)
             g = -g if group["maximize"] else g
             if wd != 0:
                 g = g.add(p, alpha=wd)

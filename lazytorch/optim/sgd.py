@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, assign, stored_zeros, required
+from .optimizer import Optimizer, assign, required
 
 
 class SGD(Optimizer):
@@ -21,12 +21,10 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def init_state(self, group: dict[str, Any], p) -> dict[str, Any]:
+    def state_keys(self, group: dict[str, Any]) -> tuple[str, ...]:
         # Without dampening, momentum * 0 + g is exactly torch's first buffer (a clone of g), so the
         # buffer can start as zeros made ahead and every step runs the same update (see Optimizer).
-        if group["momentum"] != 0 and group["dampening"] == 0:
-            return {"momentum_buffer": stored_zeros(p)}
-        return {}
+        return ("momentum_buffer",) if group["momentum"] != 0 and group["dampening"] == 0 else ()
 
     def update(self, group: dict[str, Any], params, grads, states) -> None:
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]

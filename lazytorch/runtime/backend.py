@@ -40,7 +40,6 @@ from .executor import Buffer, LaunchFn, PlanExecutor  # noqa: F401  (Buffer, Lau
 from .reference import run_launch
 
 
-
 def to_float32(value: float) -> float:
     """A Python float rounded to float32 by C's cast, as a kernel's cast would: a float beyond
     float32's range becomes infinity without numpy's overflow warning (a Python float read in

@@ -14,6 +14,7 @@ the runtime itself prints.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -66,8 +67,6 @@ def type_name(dtype: DType, op: str = "metal") -> str:
     return gpu_type_name(TYPE_NAMES, dtype, op, "Metal", "Metal (no 64-bit floats on the GPU)")
 
 
-
-
 class MetalCall(MlxCall):
     """An MlxCall whose buffers have Metal types (float64 is refused)."""
     target = "Metal"
@@ -92,13 +91,6 @@ class AssembledKernel:
     template_args: str = ""  # "<float, 4>" when the kernel is a template, else ""
 
 
-def _size(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _template_value(v: TemplateValue) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -119,7 +111,7 @@ def function_name(call: MetalCall) -> str:
         name += "_" + re.sub(r"<|>|(, )", "_", targs)[:-1]
     for shape, dt in zip(call.input_shapes, call.input_dtypes):
         name += "_" + type_name(dt)
-        name += "s" if len(shape) == 0 else "c" if _size(shape) < MAX_CONSTANT_ARRAY_SIZE else ""
+        name += "s" if len(shape) == 0 else "c" if math.prod(shape) < MAX_CONSTANT_ARRAY_SIZE else ""
     for dt in call.output_dtypes:
         name += "_" + type_name(dt)
     return name
@@ -144,7 +136,7 @@ def assemble(call: MetalCall) -> AssembledKernel:
     text += f"[[kernel]] void {func}(\n"
     index = 0
     for i, (name, shape, dt) in enumerate(zip(call.input_names, call.input_shapes, call.input_dtypes)):
-        location = "constant" if _size(shape) < MAX_CONSTANT_ARRAY_SIZE else "device"
+        location = "constant" if math.prod(shape) < MAX_CONSTANT_ARRAY_SIZE else "device"
         ref = "&" if len(shape) == 0 else "*"
         text += f"  const {location} {type_name(dt)}{ref} {name} [[buffer({index})]],\n"
         params.append(Param(name, "input", type_name(dt), len(shape) == 0, i))

@@ -15,20 +15,13 @@ from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error, wrap_dim
 from ..node import Node
-from ..promotion import DIM, SCALAR, ZERO_DIM, Promotion, elementwise_dtypes, result_type
-from ..registry import OpDef
+from ..promotion import DIM, SCALAR, ZERO_DIM, result_type
+from ..registry import OpDef, registrar
 
 Shape = tuple[int, ...]
 Args = dict[str, Any]
 RULES: dict[str, Callable[[OpDef, Args], tuple[Shape, DType]]] = {}
-
-
-def rule(*names: str):
-    def register(fn):
-        for name in names:
-            RULES[name] = fn
-        return fn
-    return register
+rule = registrar(RULES)
 
 
 # ---------------------------------------------------------------- helpers
@@ -94,7 +87,6 @@ def reduced_shape(shape: Shape, dims: tuple[int, ...], keepdim: bool) -> Shape:
     if keepdim:
         return tuple(1 if i in dims else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in dims)
-
 
 
 @rule("none")

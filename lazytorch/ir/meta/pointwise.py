@@ -40,10 +40,6 @@ def compute_dtype(op: OpDef, nodes: list[Node]) -> DType:
     return compute
 
 
-def _number(node: Node) -> bool:
-    return node.op == "scalar" or node.op == "param" and node.attrs.get("kind") == "scalar"
-
-
 def _check_scalar_fits(op: OpDef, name: str, value, result: DType, nodes: dict[str, Node]) -> None:
     """torch's alpha/value rule: a float scalar can't scale integer (or bool) tensors."""
     if isinstance(value, Node) and value.dtype.is_floating_point and not result.is_floating_point:
@@ -191,7 +187,7 @@ def lerp(op: OpDef, a: Args) -> tuple[Shape, DType]:
     x = a["self"]
     for name in ("end", "weight"):
         n = nodes[name]
-        if n.dtype is not x.dtype and not (name == "weight" and _number(n)) and not (name == "weight" and n.ndim == 0):
+        if n.dtype is not x.dtype and not (name == "weight" and n.ndim == 0):   # (a number weight is 0-d)
             raise op_error(RuntimeError, op.name, f"expected dtype {x.dtype.name} for `{name}` but got dtype "
                            f"{n.dtype.name}", nodes, "self, end and weight must have the same dtype")
     return broadcast_shapes(op.name, *(n.shape for n in nodes.values()), args=nodes), x.dtype

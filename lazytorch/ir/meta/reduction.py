@@ -41,8 +41,6 @@ def reduction(op: OpDef, a: Args) -> tuple[Shape, DType]:
     return reduced_shape(x.shape, dims, keepdim), out
 
 
-
-
 @rule("cumsum")
 def cumsum(op: OpDef, a: Args) -> tuple[Shape, DType]:
     """Running sum along one dim: shaped like self; bool and integers accumulate in int64."""

@@ -10,14 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ...ir import dtypes as D
 from ...ir.node import Node
-from ...ir.promotion import opmath
-from . import finish, np_compute, ref
-
-
-def _acc(dtype: D.DType) -> D.DType:
-    return opmath(dtype) if dtype.is_floating_point else D.int64
+from . import accumulation, finish, np_compute, ref
 
 
 def windows(x: np.ndarray, kernel, stride, dilation) -> np.ndarray:
@@ -70,27 +64,23 @@ def _transposed(x, w, stride, padding, dilation, groups, out_shape):
 
 
 @ref("convolution")
-def _convolution(node: Node, x, w, bias=None):
+def _convolution(node: Node, x, w):
+    """Without a bias: the decomposition (passes/decompositions/conv.py) makes it a pointwise add."""
     a = node.attrs
-    acc = _acc(node.dtype)
+    acc = accumulation(node.dtype)
     xv, wv = (np_compute(v, n.dtype, acc) for v, n in zip((x, w), node.inputs))
     with np.errstate(all="ignore"):
         if a["transposed"]:
             out = _transposed(xv, wv, a["stride"], a["padding"], a["dilation"], a["groups"], node.shape)
         else:
             out = _forward(xv, wv, a["stride"], a["padding"], a["dilation"], a["groups"])
-        if bias is not None:
-            out = out + np_compute(bias, node.inputs[2].dtype, acc).reshape((-1,) + (1,) * (xv.ndim - 2))
-    if acc is D.int64 and node.dtype is not D.int64:
-        out = out.astype(node.dtype.np)              # wraps around as torch's integer arithmetic does
     return finish(out, node)
 
 
 @ref("fold")
 def _fold(node: Node, x):
     a = node.attrs
-    acc = _acc(node.dtype)
-    v = np_compute(x, node.inputs[0].dtype, acc)
+    v = np_compute(x, node.inputs[0].dtype, accumulation(node.dtype))
     batched = v.ndim == 3
     if not batched:
         v = v[None]
@@ -102,8 +92,4 @@ def _fold(node: Node, x):
     with np.errstate(all="ignore"):
         out = col2im(cols, full, a["stride"], a["dilation"])
     out = out[:, :, padding[0]:padding[0] + size[0], padding[1]:padding[1] + size[1]]
-    if not batched:
-        out = out[0]
-    if acc is D.int64 and node.dtype is not D.int64:
-        out = out.astype(node.dtype.np)
-    return finish(out, node)
+    return finish(out if batched else out[0], node)

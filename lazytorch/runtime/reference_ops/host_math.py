@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .host_table import host
+from . import host
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
@@ -329,19 +329,12 @@ for _name in POLYNOMIALS:
 
 # ---------------------------------------------------------------- integer and bit functions
 
-@host("gcd")
-def gcd(a, b):
-    return np.gcd(a, b)
-
-
-@host("lcm")
-def lcm(a, b):
-    return np.lcm(a, b)
-
-
-@host("nextafter")
-def nextafter(a, b):
-    return np.nextafter(a, b)
+HOST_NUMPY = {   # numpy computes these as torch does
+    "gcd": np.gcd, "lcm": np.lcm, "nextafter": np.nextafter,
+    "frexp_mantissa": lambda x: np.frexp(x)[0], "frexp_exponent": lambda x: np.frexp(x)[1],
+}
+for _name, _fn in HOST_NUMPY.items():
+    host(_name)(_fn)
 
 
 @host("shift_left", "shift_right")
@@ -355,13 +348,3 @@ def shift(a, b, right: bool = False, bits: int = 64):
     if right:
         return np.where(bad, np.where(a < 0, -1, 0), np.right_shift(a, safe))
     return np.where(bad, 0, np.left_shift(a, safe))
-
-
-@host("frexp_mantissa")
-def frexp_mantissa(x):
-    return np.frexp(x)[0]
-
-
-@host("frexp_exponent")
-def frexp_exponent(x):
-    return np.frexp(x)[1]

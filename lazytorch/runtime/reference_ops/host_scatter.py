@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .host_table import host
+from . import host
 
 _IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
 

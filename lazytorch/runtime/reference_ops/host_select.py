@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .host_table import host
+from . import host
 
 
 def _last(x, dim: int):

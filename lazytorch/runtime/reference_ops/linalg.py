@@ -3,24 +3,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import dtypes as D
 from ...ir.node import Node
-from . import finish, np_compute, ref
-
-# the dtype a matmul accumulates in: half types in float32, integers exactly in int64
-_ACC = {D.FLOATING: lambda dt: D.float64 if dt is D.float64 else D.float32, D.INTEGER: lambda dt: D.int64}
+from . import accumulation, finish, np_compute, ref
 
 
 @ref("matmul")
 def _matmul(node: Node, a, b):
-    acc = _ACC[node.dtype.category](node.dtype)
+    acc = accumulation(node.dtype)
     x = np_compute(a, node.inputs[0].dtype, acc)
     y = np_compute(b, node.inputs[1].dtype, acc)
     with np.errstate(all="ignore"):
-        out = np.matmul(x, y)
-    if acc is D.int64 and node.dtype is not D.int64:
-        out = out.astype(node.dtype.np)           # wraps around as torch's integer matmul does
-    return finish(out, node)
+        return finish(np.matmul(x, y), node)
 
 
 @ref("scaled_dot_product_attention")
@@ -28,7 +21,7 @@ def _sdpa(node: Node, q, k, v):
     """sdpa in the form a backend keeps whole (passes/decompositions/nn.py::fused_attention_form:
     no mask but the causal one, no dropout): its host fallback, computed in float32 (float64 for
     float64) as the decomposition does."""
-    acc = D.float64 if node.dtype is D.float64 else D.float32
+    acc = accumulation(node.dtype)
     q, k, v = (np_compute(x, i.dtype, acc) for x, i in zip((q, k, v), node.inputs))
     scale = node.attrs["scale"]
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale

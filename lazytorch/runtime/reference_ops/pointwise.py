@@ -42,14 +42,14 @@ _remainder = _checked("remainder", np.mod)
 _fmod = _checked("fmod", np.fmod)
 
 
-def _div_trunc(a, b):
+def _trunc_divide(a, b):
     if a.dtype.kind in "iu":
-        if np.any(b == 0):
-            raise ZeroDivisionError("div: integer division by zero")
         q = np.abs(a) // np.abs(b)
         return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.trunc(a / b)
+    return np.trunc(a / b)
+
+
+_div_trunc = _checked("div", _trunc_divide)
 
 
 def _pow(a, b):
