@@ -4,6 +4,7 @@ from __future__ import annotations
 from .device import cuda_available
 from .realize import eval_nodes
 from .runtime import get_backend
+from .ir.errors import OutOfMemoryError  # noqa: F401  (torch.cuda.OutOfMemoryError)
 from .tensor import live_pending
 
 
@@ -22,3 +23,11 @@ def synchronize(device: object = None) -> None:
     they started (Backend.synchronize).  On host backends the evaluation is all there is to wait for."""
     eval_nodes(live_pending())
     get_backend().synchronize()
+
+
+def empty_cache() -> None:
+    """torch.cuda.empty_cache(): GPU memory the cuda backend keeps for reuse (freed buffers, the
+    driver pool's reserve) goes back to the device."""
+    from .runtime import cuda_driver
+    if cuda_driver.device.cache_info().currsize:
+        cuda_driver.device().release()

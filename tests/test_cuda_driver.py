@@ -156,3 +156,54 @@ def test_empty_products_never_reach_the_layouts(shapes, monkeypatch):
     out = type("Out", (), {"ptr": 0, "nbytes": 4 * math.prod((x @ w).shape)})()
     fn([], [out])
     assert zeroed == [out.nbytes]
+
+
+class _Driver:
+    """libcuda's allocation calls, answering out of memory `oom` times before succeeding."""
+
+    def __init__(self, oom: int):
+        self.oom, self.calls = oom, []
+
+    def cuMemAllocAsync(self, ptr, nbytes, stream):   # noqa: N802  (the driver's names)
+        self.calls.append("alloc")
+        if self.oom:
+            self.oom -= 1
+            return 2
+        ptr._obj.value = 4096
+        return 0
+
+    def cuMemFreeAsync(self, ptr, stream):            # noqa: N802
+        self.calls.append(f"free {ptr}")
+        return 0
+
+    def cuStreamSynchronize(self, stream):            # noqa: N802
+        return 0
+
+    def cuMemPoolTrimTo(self, pool, size):            # noqa: N802
+        self.calls.append("trim")
+        return 0
+
+
+def _device(oom: int) -> cuda_driver.Device:
+    dev = object.__new__(cuda_driver.Device)
+    dev.cu, dev.stream, dev.pool, dev._trimmed = _Driver(oom), None, None, False
+    dev._cached, dev.cached_bytes = {}, 0
+    return dev
+
+
+def test_freed_blocks_are_reused_by_size_and_released_when_memory_runs_out():
+    dev = _device(oom=0)
+    a = dev.alloc(256)
+    dev.free(a, 256)
+    assert dev.alloc(256) == a and dev.cu.calls == ["alloc"]        # reused: no driver call
+    dev.free(a, 256)
+    dev.cu.oom = 1                                                  # the next driver allocation fails once
+    assert dev.alloc(512) == 4096
+    assert dev.cu.calls == ["alloc", "alloc", f"free {a}", "trim", "alloc"]
+    assert dev.cached_bytes == 0
+
+
+def test_out_of_memory_is_torchs_error_naming_the_size():
+    dev = _device(oom=2)
+    with pytest.raises(cuda_driver.OutOfMemoryError, match="cannot allocate 1024 bytes"):
+        dev.alloc(1024)

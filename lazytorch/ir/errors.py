@@ -36,3 +36,8 @@ def wrap_dim(op: str, dim: int, ndim: int, args: dict[str, Any] | None = None) -
         raise op_error(IndexError, op, f"dimension {dim} is out of range for a {ndim}-d tensor", args,
                        f"valid dims are {-bound}..{bound - 1}")
     return dim % bound
+
+
+class OutOfMemoryError(RuntimeError):
+    """torch.OutOfMemoryError: a device has no room for a buffer (the cuda backend raises it after
+    releasing its cache)."""

@@ -40,6 +40,7 @@ from ..codegen.gpu import ERROR_FLAG, check_dtypes, scalar_dtype
 from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
+from ..ir.errors import OutOfMemoryError
 from . import nvrtc
 from .backend import Backend, Buffer, LaunchFn, to_float32
 from .caches import LRU
@@ -61,6 +62,7 @@ _DRIVER = {
     "cuDevicePrimaryCtxRetain": [c_void_p, c_int], "cuCtxSetCurrent": [c_void_p],
     "cuStreamCreate": [c_void_p, c_uint], "cuStreamSynchronize": [c_void_p],
     "cuDeviceGetDefaultMemPool": [c_void_p, c_int], "cuMemPoolSetAttribute": [c_void_p, c_int, c_void_p],
+    "cuMemPoolTrimTo": [c_void_p, c_size_t],
     "cuMemAllocAsync": [c_void_p, c_size_t, c_void_p], "cuMemFreeAsync": [c_uint64, c_void_p],
     "cuMemcpyHtoDAsync_v2": [c_uint64, c_void_p, c_size_t, c_void_p],
     "cuMemcpyDtoHAsync_v2": [c_void_p, c_uint64, c_size_t, c_void_p],
@@ -121,6 +123,7 @@ class Device:
         self.check(cu.cuDeviceGetDefaultMemPool(ctypes.byref(pool), dev), "cuDeviceGetDefaultMemPool")
         # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: freed blocks stay in the pool for the next run
         self.check(cu.cuMemPoolSetAttribute(pool, 4, ctypes.byref(keep)), "cuMemPoolSetAttribute")
+        self.pool, self._trimmed = pool, False
         blas, handle = _cublas(), c_void_p()
         self.check(blas.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate", blas=True)
         self.check(blas.cublasSetStream_v2(handle, stream), "cublasSetStream", blas=True)
@@ -154,8 +157,28 @@ class Device:
             self.cached_bytes -= nbytes
             return blocks.pop()
         ptr = c_uint64()
-        self.check(self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream), f"cuMemAllocAsync({nbytes})")
+        result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream)
+        if result == _OUT_OF_MEMORY and (self.cached_bytes or not self._trimmed):
+            self.release()              # the cached blocks and the pool's reserve, then once more
+            result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream)
+        if result == _OUT_OF_MEMORY:
+            raise OutOfMemoryError(f"CUDA out of memory: cannot allocate {nbytes} bytes for a buffer "
+                              "(free tensors that are no longer needed, or use smaller batches)")
+        self.check(result, f"cuMemAllocAsync({nbytes})")
+        self._trimmed = False
         return ptr.value
+
+    def release(self) -> None:
+        """Returns every cached block to the driver and the pool's unused memory to the GPU
+        (on an allocation that fails; what torch.cuda.empty_cache does)."""
+        for blocks in self._cached.values():
+            for ptr in blocks:
+                self.cu.cuMemFreeAsync(ptr, self.stream)
+        self._cached.clear()
+        self.cached_bytes = 0
+        self.synchronize()
+        self.check(self.cu.cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
+        self._trimmed = True
 
     def free(self, ptr: int, nbytes: int) -> None:
         """Keeps the block for the next buffer of its size, up to MAX_CACHED_BYTES in all."""
@@ -210,6 +233,7 @@ class Device:
 
 # Freed blocks kept for reuse, in bytes, before frees go back to the driver's pool.
 MAX_CACHED_BYTES = 1 << 32
+_OUT_OF_MEMORY = 2             # CUDA_ERROR_OUT_OF_MEMORY
 
 
 @functools.lru_cache(maxsize=1)
