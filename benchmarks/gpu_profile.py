@@ -20,10 +20,10 @@ from benchmarks.workloads import BY_NAME
 CALLS = 5          # profiled calls per framework
 
 
-def frameworks():
-    """name -> (ops table, input maker, wrap(fn), sync(out)); imports happen once, here."""
+def frameworks(names: list[str]) -> dict:
+    """name -> (ops table, input maker, wrap(fn), sync(out)) of the frameworks in `names`; MLX is
+    imported only when an MLX framework is asked for (its threads then share the process)."""
     import lazytorch as lt
-    import mlx.core as mx
     import torch
     lt.set_backend("cuda")
 
@@ -37,25 +37,23 @@ def frameworks():
         lt.eval(out)
         lt.cuda.synchronize()
 
-    def mx_in(x):
-        a = mx.array(x)
-        mx.eval(a)
-        return a
-
-    def lt_sync_mlx(out):           # MLX's own wait, for comparison: a blocking CUDA event
-        lt.eval(out)
-        mx.eval(out.node.buffer.array)
-
     torch_in = lambda x: torch.from_numpy(np.array(x, copy=True)).cuda()    # noqa: E731
     torch_sync = lambda out: torch.cuda.synchronize()                     # noqa: E731
-    return {
+    table = {
         "lazy": (_lazytorch_ops(), lt_in, lambda fn: fn, lt_sync),
         "lt.compile": (_lazytorch_ops(), lt_in, lt.compile, lt_sync),
-        "lt.compile/mx.eval": (_lazytorch_ops(), lt_in, lt.compile, lt_sync_mlx),
         "torch": (_torch_ops(), torch_in, lambda fn: fn, torch_sync),
         "torch.compile": (_torch_ops(), torch_in, torch.compile, torch_sync),
-        "mx.compile": (_mlx_ops(), mx_in, mx.compile, mx.eval),
     }
+    if "mx.compile" in names:
+        import mlx.core as mx
+
+        def mx_in(x):
+            a = mx.array(x)
+            mx.eval(a)
+            return a
+        table["mx.compile"] = (_mlx_ops(), mx_in, mx.compile, mx.eval)
+    return {n: table[n] for n in names}
 
 
 def kernel_profile(call) -> tuple[float, float, list[tuple[str, float, int]]]:
@@ -77,7 +75,7 @@ def main() -> None:
     ap.add_argument("workloads", nargs="?", default="W1,W2,W3,W4,W7")
     ap.add_argument("--frameworks", default="lt.compile,lazy,torch,torch.compile,mx.compile")
     args = ap.parse_args()
-    fws = frameworks()
+    fws = frameworks(args.frameworks.split(","))
     rng = np.random.default_rng(0)
     rows = collections.defaultdict(dict)
     for wname in args.workloads.split(","):
