@@ -278,7 +278,7 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
         return None                                   # (a 32-bit-int BLAS cannot take these sizes)
     batch = math.prod(batch_shape)
     work = batch * m * n * k
-    count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
+    count = threads.num_threads() if threads.products_split() and work >= GEMM_PARALLEL_MIN else 1
     inner = batch_shape[-1] if batch_shape else 1
     return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count)
 
