@@ -84,18 +84,19 @@ def test_float64_and_uneven_columns(calls, split):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_linear_on_few_rows_computed_transposed(calls, split, dtype):
-    """x (m, k) @ Wᵀ with m <= FLIP_MAX_ROWS and W 4x wider: the BLAS computes W @ xᵀ into a
+    """x (m, k) @ Wᵀ with m <= FLIP_MAX_ROWS and W 3x wider: the BLAS computes W @ xᵀ into a
     scratch that is written back transposed (70 columns: uneven slices over 2 threads); twice, so
-    the second run reuses the threads' scratch; more rows, or a wide-enough-not weight, multiply directly."""
+    the second run reuses the threads' scratch; more rows, or a weight not wide enough, multiply
+    directly."""
     F = lambda m: m.nn.functional          # noqa: E731
     x, w, b = sample((2, 4 + split, 24), dtype), sample((70, 24), dtype, seed=1), sample((70,), dtype, seed=2)
     for _ in range(2):
         check(lambda m, x, w, b: F(m).gelu(F(m).linear(x, w, b)), x, w, b, atol=1e-5)
     assert calls[-1] is not None and calls[-1].flip == 1 and calls[-1].threads == split
     check(lambda m, x, w: F(m).linear(x, w), sample((1, 1, 24), dtype), w, atol=1e-5)
-    check(lambda m, x, w: F(m).linear(x, w), sample((65 + split, 8), dtype), sample((300, 8), dtype, seed=1), atol=1e-5)
+    check(lambda m, x, w: F(m).linear(x, w), sample((129 + split, 8), dtype), sample((600, 8), dtype, seed=1), atol=1e-5)
     assert calls[-1] is not None and calls[-1].flip == 0
-    check(lambda m, x, w: F(m).linear(x, w), sample((20 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
+    check(lambda m, x, w: F(m).linear(x, w), sample((30 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
     assert calls[-1] is not None and calls[-1].flip == 0
 
 

@@ -286,17 +286,19 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
 
 # A linear layer on a few rows (x (m, k) @ Wᵀ, W (n, k) as torch stores it) runs faster in OpenBLAS
 # as its transpose W @ xᵀ, the few rows becoming the BLAS's columns, written through a scratch
-# (a few percent of the product's time).  One thread, numpy's OpenBLAS 0.3.31 (SkylakeX kernels), weights
-# streamed, CPU time (p10): m = 55 (W9's 5 sentences): (384 -> 384) 302 -> 249 us, (384 -> 1536)
-# 1222 -> 995, (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615, 734 -> 515; m = 8 (768 ->
-# 3072): 2855 -> 2158; m = 128: slower once transposed back; m = 256 (the README demo): no gain.
-FLIP_MAX_ROWS = 64
+# (a few percent of the product's time).  One thread, numpy's OpenBLAS 0.3.31 (SkylakeX kernels),
+# weights streamed, CPU time (p10), direct -> transposed: m = 55 (W9's 5 sentences): (384 -> 384)
+# 302 -> 249 us, (384 -> 1536) 1222 -> 995, (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615,
+# 734 -> 515; m = 8 (768 -> 3072): 2855 -> 2158; through the helper (whole lt.compile calls, medians):
+# m = 96 (384 -> 384) 471 -> 425, m = 128 (384 -> 384) 598 -> 556, (384 -> 1536) 2398 -> 2221; but
+# m = 256 (the README demo: 256 -> 768, 256 -> 1024, 1024 -> 256) 5-13% slower.
+FLIP_MAX_ROWS = 128
 
 
 def flipped(batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
     """1 where a product is computed transposed: a single product of at most FLIP_MAX_ROWS rows
-    against a transposed weight of at least 4x as many columns."""
-    return int(batch == 1 and m <= FLIP_MAX_ROWS and n >= 4 * m and not a.trans and b.trans)
+    against a transposed weight of at least 3x as many columns."""
+    return int(batch == 1 and m <= FLIP_MAX_ROWS and n >= 3 * m and not a.trans and b.trans)
 
 
 def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
