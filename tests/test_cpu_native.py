@@ -139,11 +139,14 @@ def test_idle_cores_leave_out_this_process(monkeypatch):
     # (machine busy seconds, own seconds) over 1 s of wall -> idle cores
     for busy, own, idle in [(2.0, 2.0, 2), (2.0, 1.0, 1), (1.0, 0.6, 2), (1.2, 0.5, 1), (2.0, 0.0, 1),
                             (0.0, 0.0, 2)]:
-        samples = iter([S(10.0, 100.0, 5.0), S(11.0, 100.0 + busy, 5.0 + own)])
+        samples = iter([S(10.0, 100.0, 5.0), S(11.0, 100.0 + busy, 5.0 + own), S(12.0, 100.0 + busy, 5.0 + own)])
         monkeypatch.setattr(threads, "cpu_sample", lambda: next(samples))
-        monkeypatch.setattr(threads, "_last", [])
+        monkeypatch.setattr(threads, "_last", [None, None])
         monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
         threads.idle_cores()                                   # (the first sample: the load average)
+        monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
+        assert threads.idle_cores() == idle, (busy, own)
+        # a third interval with both cores idle (nothing ran): idle only if the previous was too
         monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
         assert threads.idle_cores() == idle, (busy, own)
     assert threads.others_busy(S(1.0, 5.0, 1.0), S(1.01, 6.0, 1.0)) is None    # (too short a window)

@@ -60,7 +60,7 @@ def num_threads() -> int:
 # how often `idle_cores` measures again (seconds)
 LOAD_SAMPLE_S = 0.5
 _idle: list = [float("-inf"), 1]          # (when sampled, idle cores)
-_last: list = []                          # the previous CpuSample, if any
+_last: list = [None, None]                # the previous CpuSample and the idle cores measured then
 
 
 class CpuSample(NamedTuple):
@@ -92,7 +92,8 @@ def idle_cores() -> int:
     under load a split GEMM took longer than a serial one (docs/benchmarks.md, "Native steps on
     the cpu backend").  Measured from the CPU time other processes took since the previous
     measurement (`others_busy`), so this process's own threads (a spinning OpenMP worker,
-    torch's) never count against it; where that cannot be read, from the load average."""
+    torch's) never count against it, and idle in the last two intervals; where that cannot be
+    read, from the load average."""
     now = time.monotonic()
     if now - _idle[0] > LOAD_SAMPLE_S:
         _idle[:] = [now, _measure_idle()]
@@ -102,16 +103,19 @@ def idle_cores() -> int:
 def _measure_idle() -> int:
     cores = num_threads()
     sample = cpu_sample()
-    previous = _last[0] if _last else None
-    _last[:] = [sample] if sample is not None else []
-    others = others_busy(previous, sample)
-    if others is None:                      # (no earlier sample: the last minute's load average)
+    before, idle_before = _last
+    others = others_busy(before, sample)
+    idle = None if others is None else max(1, min(cores, int((os.cpu_count() or cores) - others + 0.5)))
+    _last[:] = [sample, idle]
+    if idle is None:                        # (no earlier sample: the last minute's load average)
         try:
             busy = os.getloadavg()[0]
         except OSError:
             busy = 0.0
         return max(1, min(cores, int(cores - busy + 1.5)))     # (+1: this process is part of the load)
-    return max(1, min(cores, int((os.cpu_count() or cores) - others + 0.5)))
+    # a core counts as idle once it was idle in the last two intervals: a short lull between another
+    # process's bursts does not start a split whose every region would then wait for that core
+    return idle if idle_before is None else min(idle, idle_before)
 
 
 def others_busy(before: CpuSample | None, after: CpuSample | None) -> float | None:
