@@ -94,6 +94,12 @@ def test_linear_on_few_rows_computed_transposed(calls, split, dtype):
         check(lambda m, x, w, b: F(m).gelu(F(m).linear(x, w, b)), x, w, b, atol=1e-5)
     assert calls[-1] is not None and calls[-1].flip == 1 and calls[-1].threads == split
     check(lambda m, x, w: F(m).linear(x, w), sample((1, 1, 24), dtype), w, atol=1e-5)
+    # a scratch above the 4 MiB a thread keeps (100 x 12000 floats on one thread: freed after its
+    # product), twice
+    big = sample((12000, 8), dtype, seed=3)
+    for _ in range(2):
+        check(lambda m, x, w: F(m).linear(x, w), sample((100 + split, 8), dtype), big, atol=1e-5)
+    assert calls[-1] is not None and calls[-1].flip == 1
     check(lambda m, x, w: F(m).linear(x, w), sample((129 + split, 8), dtype), sample((600, 8), dtype, seed=1), atol=1e-5)
     assert calls[-1] is not None and calls[-1].flip == 0
     check(lambda m, x, w: F(m).linear(x, w), sample((30 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
