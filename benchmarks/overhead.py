@@ -135,9 +135,10 @@ def demo_breakdown(backend: str, calls: int = 60) -> dict[str, tuple[float, floa
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
-def model_breakdown(workload: str, backend: str, calls: int = 40) -> dict[str, tuple[float, float]]:
+def model_breakdown(workload: str, backend: str, calls: int = 40, quick: bool = False) -> dict[str, tuple[float, float]]:
     """(median, min) milliseconds of each stage of a model workload's lazy call (see the module
-    docstring) and of its lt.compile call, alternating in one process (wall clock)."""
+    docstring) and of its lt.compile call, alternating in one process (wall clock); `quick`: the
+    workload's small sizes."""
     from lazytorch import realize
     from lazytorch.tensor import live_pending
     from .workloads import BY_NAME, make_inputs
@@ -145,7 +146,7 @@ def model_breakdown(workload: str, backend: str, calls: int = 40) -> dict[str, t
     lt.set_backend(backend)
     w = BY_NAME[workload]
     forward = w.run("lazytorch")
-    args = [lt.from_numpy(np.array(x, copy=True)) for x in make_inputs(w, quick=False)]
+    args = [lt.from_numpy(np.array(x, copy=True)) for x in make_inputs(w, quick=quick)]
     compiled = lt.compile(forward)
     name = backend_name()
     for _ in range(3):
