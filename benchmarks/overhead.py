@@ -16,6 +16,15 @@ graph build, the lazy evaluation of a built graph (walk, key, lookup and the pla
 whole lt.compile call (its plan's run), so the lazy plan's run can be compared with the compiled
 one's (they differed by the demo's runtime scalars before structural constants).
 
+`--model W9` (or W11) splits a model workload's lazy call into its stages, alternating with its
+lt.compile call in one process, the garbage collector paused inside each call as the benchmark
+harness does: build (the model's Python code down to the nodes), program (the walk that orders
+and keys the pending program, plus the live tensors it syncs), lookup (the graph cache), run
+(the cached plan's executable) and the compiled call.  `--torch-first` imports torch before
+lazytorch, as the benchmark harness does (its libgomp is then the process's: runtime/threads.py).
+
+    python -m benchmarks.overhead --model W9 [--calls 40] [--torch-first]
+
 `--clock cpu` counts this thread's CPU time instead of wall time: on a shared machine it leaves
 out the time other processes hold the cores (not their effect on caches and clocks).
 """
@@ -126,6 +135,50 @@ def demo_breakdown(backend: str, calls: int = 60) -> dict[str, tuple[float, floa
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
+def model_breakdown(workload: str, backend: str, calls: int = 40, quick: bool = False) -> dict[str, tuple[float, float]]:
+    """(median, min) milliseconds of each stage of a model workload's lazy call (see the module
+    docstring) and of its lt.compile call, alternating in one process (wall clock); `quick`: the
+    workload's small sizes."""
+    from lazytorch import realize
+    from lazytorch.tensor import live_pending
+    from .workloads import BY_NAME, make_inputs
+
+    lt.set_backend(backend)
+    w = BY_NAME[workload]
+    forward = w.run("lazytorch")
+    args = [lt.from_numpy(np.array(x, copy=True)) for x in make_inputs(w, quick=quick)]
+    compiled = lt.compile(forward)
+    name = backend_name()
+    for _ in range(3):
+        lt.eval(forward(*args))
+        lt.eval(compiled(*args))
+    stages = ("build", "program", "lookup", "run", "lazy call", "lt.compile call")
+    times: dict[str, list[float]] = {k: [] for k in stages}
+    clock = time.perf_counter
+    for _ in range(calls):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = clock()
+            out = forward(*args)
+            t1 = clock()
+            roots, prog = realize.program_for([out.node], live_pending())
+            t2 = clock()
+            entry = realize.CACHE.get_or_compile((prog.key, name), _no_compile)
+            leaves = [n.buffer if n.op == "buffer" else n.value for n in prog.leaves]
+            t3 = clock()
+            for node, buf in zip(roots, entry.executable.run(leaves)):
+                node.realize(buf)
+            t4 = clock()
+            lt.eval(compiled(*args))
+            t5 = clock()
+        finally:
+            gc.enable()
+        for k, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, t5 - t4)):
+            times[k].append(dt * 1e3)
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
 def _no_compile():
     raise AssertionError("W7 was compiled before: its lookups must hit")
 
@@ -137,8 +190,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--demo", action="store_true", help="time the README demo's stages instead of W7's")
+    parser.add_argument("--model", help="a model workload (W9, W11): its lazy call's stages against lt.compile")
+    parser.add_argument("--torch-first", action="store_true", help="import torch before lazytorch (as the harness)")
     a = parser.parse_args(argv)
     _clock[0] = CLOCKS[a.clock]
+    if a.model:
+        if a.torch_first:
+            import torch  # noqa: F401  (before lazytorch loads its first kernel library)
+        for backend in a.backend or ["cpu"]:
+            r = model_breakdown(a.model, backend, a.calls if a.calls != 200 else 40)
+            print(f"{a.model} {backend}: " + ", ".join(f"{k} {m:.2f} ms (min {lo:.2f})" for k, (m, lo) in r.items()))
+        return
     if a.demo:
         for backend in a.backend or ["cpu"]:
             r = demo_breakdown(backend, a.calls if a.calls != 200 else 60)

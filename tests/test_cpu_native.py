@@ -82,6 +82,30 @@ def test_float64_and_uneven_columns(calls, split):
     assert calls[-1] is not None and calls[-1].threads == split
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_linear_on_few_rows_computed_transposed(calls, split, dtype):
+    """x (m, k) @ Wᵀ with m <= FLIP_MAX_ROWS and W 3x wider: the BLAS computes W @ xᵀ into a
+    scratch that is written back transposed (70 columns: uneven slices over 2 threads); twice, so
+    the second run reuses the threads' scratch; more rows, or a weight not wide enough, multiply
+    directly."""
+    F = lambda m: m.nn.functional          # noqa: E731
+    x, w, b = sample((2, 4 + split, 24), dtype), sample((70, 24), dtype, seed=1), sample((70,), dtype, seed=2)
+    for _ in range(2):
+        check(lambda m, x, w, b: F(m).gelu(F(m).linear(x, w, b)), x, w, b, atol=1e-5)
+    assert calls[-1] is not None and calls[-1].flip == 1 and calls[-1].threads == split
+    check(lambda m, x, w: F(m).linear(x, w), sample((1, 1, 24), dtype), w, atol=1e-5)
+    # a scratch above the 4 MiB a thread keeps (100 x 12000 floats on one thread: freed after its
+    # product), twice
+    big = sample((12000, 8), dtype, seed=3)
+    for _ in range(2):
+        check(lambda m, x, w: F(m).linear(x, w), sample((100 + split, 8), dtype), big, atol=1e-5)
+    assert calls[-1] is not None and calls[-1].flip == 1
+    check(lambda m, x, w: F(m).linear(x, w), sample((129 + split, 8), dtype), sample((600, 8), dtype, seed=1), atol=1e-5)
+    assert calls[-1] is not None and calls[-1].flip == 0
+    check(lambda m, x, w: F(m).linear(x, w), sample((30 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
+    assert calls[-1] is not None and calls[-1].flip == 0
+
+
 def test_batch_dealt_to_threads(calls, split):
     # 8 products of (4, 5) @ (5, 3): at least as many as threads, so whole products go to each
     check(lambda m, a, b: a @ b, sample((2, 4, 4, 5 + split)), sample((2, 4, 5 + split, 3), seed=1), atol=1e-5)
@@ -102,11 +126,56 @@ def test_empty_products(calls, shape):
 
 
 def test_idle_cores_follows_the_load(monkeypatch):
+    """Without a CPU-time sample to compare with: the load average (this process counted in it)."""
     monkeypatch.setattr(threads, "num_threads", lambda: 4)
+    monkeypatch.setattr(threads, "cpu_sample", lambda: None)
     for load, idle in [(0.0, 4), (1.0, 4), (2.0, 3), (3.6, 1), (30.0, 1)]:
         monkeypatch.setattr(threads.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
         monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
         assert threads.idle_cores() == idle, load
+
+
+def test_idle_cores_leave_out_this_process(monkeypatch):
+    """With CPU-time samples: the cores other processes kept busy since the previous sample; this
+    process's own threads (a spinning OpenMP worker) never count against it."""
+    monkeypatch.setattr(threads, "num_threads", lambda: 2)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (9.0, 0.0, 0.0))   # (never read below)
+    S = threads.CpuSample
+    # (machine busy seconds, own seconds) over 1 s of wall -> idle cores
+    for busy, own, idle in [(2.0, 2.0, 2), (2.0, 1.0, 1), (1.0, 0.6, 2), (1.2, 0.5, 1), (2.0, 0.0, 1),
+                            (0.0, 0.0, 2)]:
+        samples = iter([S(10.0, 100.0, 5.0), S(11.0, 100.0 + busy, 5.0 + own), S(12.0, 100.0 + busy, 5.0 + own)])
+        monkeypatch.setattr(threads, "cpu_sample", lambda: next(samples))
+        monkeypatch.setattr(threads, "_last", [None, None])
+        monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
+        threads.idle_cores()                                   # (the first sample: the load average)
+        monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
+        assert threads.idle_cores() == idle, (busy, own)
+        # a third interval with both cores idle (nothing ran): idle only if the previous was too
+        monkeypatch.setattr(threads, "_idle", [float("-inf"), 1])
+        assert threads.idle_cores() == idle, (busy, own)
+    assert threads.others_busy(S(1.0, 5.0, 1.0), S(1.01, 6.0, 1.0)) is None    # (too short a window)
+    assert threads.others_busy(None, S(1.0, 5.0, 1.0)) is None
+
+
+@pytest.mark.parametrize("idle", [1, 2])
+def test_spinning_libgomp_forks_only_while_cores_are_idle(monkeypatch, calls, idle):
+    """With a spinning libgomp loaded before lazytorch (torch's), each run sets its libraries'
+    lt_parallel from the idle cores: products split (and kernels fork) only when a core is free."""
+    monkeypatch.setattr(threads, "_state", {"policy": "loaded before lazytorch (spinning)", "kernels_parallel": False})
+    monkeypatch.setattr(threads, "num_threads", lambda: 2)
+    monkeypatch.setattr(threads, "idle_cores", lambda: idle)
+    monkeypatch.setattr(library, "GEMM_PARALLEL_MIN", 0)
+    made: list = []
+    init = cpu_backend.CpuExecutor.__init__
+    monkeypatch.setattr(cpu_backend.CpuExecutor, "__init__",
+                        lambda self, *a, **k: (init(self, *a, **k), made.append(self))[0])
+    # (sizes distinct per case: a cached plan keeps the policy it was prepared under)
+    check(lambda m, x, w: (x @ w.t()).relu() * 2, sample((7 + idle, 40)), sample((50, 40), seed=1), atol=1e-4)
+    assert threads.parallel_follows_idle() and calls[-1] is not None and calls[-1].threads == 2
+    flags = made[-1].parallel
+    assert flags and all(f.value == (idle > 1) for f in flags)
 
 
 # ---------------------------------------------------------------- segments: one native call per run

@@ -161,7 +161,8 @@ class CpuBackend(Backend):
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
-        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"))
+        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"),
+                           [ctypes.c_int.in_dll(lib, "lt_parallel") for lib in libs])
 
 
 def _template(name: str) -> str:
@@ -335,10 +336,13 @@ class CpuExecutor(PlanExecutor):
     launches take their buffers as in PlanExecutor; under LAZYTORCH_DEBUG every run takes
     PlanExecutor's traced path."""
 
-    def __init__(self, backend, plan, compile_launch, sources=None, runner=None):
+    def __init__(self, backend, plan, compile_launch, sources=None, runner=None, parallel=()):
         super().__init__(backend, plan, compile_launch, sources)
         self._frames: list[_Frame] = []
         self.runner = runner
+        # the program's libraries' lt_parallel, set per run while a spinning libgomp makes
+        # forking depend on idle cores (runtime/threads.py)
+        self.parallel = list(parallel) if threads.parallel_follows_idle() else []
         if runner is not None:
             runner.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
             runner.restype = ctypes.c_int64
@@ -461,11 +465,15 @@ class CpuExecutor(PlanExecutor):
         frames = self._frames
         frame = frames.pop() if frames else self._frame()
         try:
-            if not self.gemm_threads:
+            if not (self.gemm_threads or self.parallel):
                 return self._run(args, frame)
-            idle = threads.idle_cores()                  # (once per run, for every product step)
+            idle = threads.idle_cores()                  # (once per run, for every step)
             for count in self.gemm_threads:
                 count.value = idle
+            for flag in self.parallel:
+                flag.value = idle > 1
+            if not self.gemm_threads:
+                return self._run(args, frame)
             with threads.blas_threads():
                 return self._run(args, frame)
         finally:

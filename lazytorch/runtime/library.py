@@ -211,6 +211,7 @@ class BlasCall:
     a: Matrix
     b: Matrix
     threads: int
+    flip: int = 0                 # computed transposed (c_gemm.c.j2 lt_flipped): see `flipped`
 
     def launch_fn(self, plan: GemmPlan, launch, step, threads_now) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
         """The launch function: `step(args)` with args = the parameter block, the launch's reads,
@@ -222,7 +223,7 @@ class BlasCall:
         reads = len(launch.reads)
         copies = [op for op in (a, b) if op.copy]
         where = {id(op): 1 + reads + 2 + i for i, op in enumerate(copies)}   # (after the error word)
-        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, c=1 + reads,
+        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, flip=self.flip, c=1 + reads,
                       a=where.get(id(a), 1 + a.slot), b=where.get(id(b), 1 + b.slot),
                       a_offset=0 if a.copy else a.offset, b_offset=0 if b.copy else b.offset,
                       ta=self.a.trans, tb=self.b.trans, batch=self.batch, inner=self.inner, m=self.m,
@@ -278,9 +279,26 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
         return None                                   # (a 32-bit-int BLAS cannot take these sizes)
     batch = math.prod(batch_shape)
     work = batch * m * n * k
-    count = threads.num_threads() if threads.kernels_parallel() and work >= GEMM_PARALLEL_MIN else 1
+    count = threads.num_threads() if threads.products_split() and work >= GEMM_PARALLEL_MIN else 1
     inner = batch_shape[-1] if batch_shape else 1
-    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count)
+    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count, flipped(batch, m, n, a, b))
+
+
+# A linear layer on a few rows (x (m, k) @ Wᵀ, W (n, k) as torch stores it) runs faster in OpenBLAS
+# as its transpose W @ xᵀ, the few rows becoming the BLAS's columns, written through a scratch
+# (a few percent of the product's time).  One thread, numpy's OpenBLAS 0.3.31 (SkylakeX kernels),
+# weights streamed, CPU time (p10), direct -> transposed: m = 55 (W9's 5 sentences): (384 -> 384)
+# 302 -> 249 us, (384 -> 1536) 1222 -> 995, (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615,
+# 734 -> 515; m = 8 (768 -> 3072): 2855 -> 2158; through the helper (whole lt.compile calls, medians):
+# m = 96 (384 -> 384) 471 -> 425, m = 128 (384 -> 384) 598 -> 556, (384 -> 1536) 2398 -> 2221; but
+# m = 256 (the README demo: 256 -> 768, 256 -> 1024, 1024 -> 256) 5-13% slower.
+FLIP_MAX_ROWS = 128
+
+
+def flipped(batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
+    """1 where a product is computed transposed: a single product of at most FLIP_MAX_ROWS rows
+    against a transposed weight of at least 3x as many columns."""
+    return int(batch == 1 and m <= FLIP_MAX_ROWS and n >= 3 * m and not a.trans and b.trans)
 
 
 def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
@@ -324,7 +342,7 @@ def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> t
 GEMM_SYMBOLS = {**{f"gemm_{dt.short}": f"lt_gemm_step_{dt.short}" for dt in HOST_GEMM_DTYPES},
                 "gemm_threads": "lt_gemm_threads"}
 # a product step's int64 parameter block, in this order (the helper's enum is rendered from it)
-GEMM_PARAMS = ("fn", "ilp64", "threads", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
+GEMM_PARAMS = ("fn", "ilp64", "threads", "flip", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
                "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1")
 _gemm_found: dict = {}
 

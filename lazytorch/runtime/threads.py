@@ -18,9 +18,12 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   cpu backend a product is split on the kernels' own OpenMP pool instead (runtime/library.py,
   shaders/c_gemm.c.j2), one single-threaded BLAS call per thread, and only over the cores the
   load leaves idle (`idle_cores`): one pool, no second one to stall.
-- When libgomp was loaded before us (by torch, say) with its default 3 ms spin, kernels run on
-  one thread (`lt_parallel = 0` in each kernel library): its spinning workers would take the cores
-  from everything between kernels (demo: 54 ms with parallel kernels, 11.5 ms without).
+- When libgomp was loaded before us (by torch, say) with its default 3 ms spin, its workers keep
+  spinning after every parallel region, so a region that needs a core another process holds
+  waits for it at the barrier (W9 under a competing load: 282 ms split against 28 ms serial).
+  So kernels and split products go parallel only while the other processes leave a core idle:
+  the runtime sets `lt_parallel` per run from `idle_cores` (`parallel_follows_idle`).  On a
+  quiet machine this is where torch's own eager ops (two threads) get their speed from too.
 - Thread counts follow OMP_NUM_THREADS and the process's CPU affinity (libgomp reads both;
   `num_threads` reports the same number); a kernel goes parallel only above a size the renderer
   takes from the measured fork cost (codegen/targets/c.py's PARALLEL_MIN).
@@ -32,7 +35,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 # spins before a libgomp worker sleeps (~10 us): long enough to catch the next kernel of a
 # program, short enough to give the cores back to BLAS; GOMP_SPINCOUNT=0 (passive) measured the
@@ -54,25 +57,72 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
-# how often `idle_cores` reads the load average again (seconds): the kernel updates it every 5 s
+# how often `idle_cores` measures again (seconds)
 LOAD_SAMPLE_S = 0.5
 _idle: list = [float("-inf"), 1]          # (when sampled, idle cores)
+_last: list = [None, None]                # the previous CpuSample and the idle cores measured then
+
+
+class CpuSample(NamedTuple):
+    wall: float         # time.monotonic()
+    busy: float         # CPU seconds the whole machine spent busy (steal included: another VM ran)
+    own: float          # CPU seconds of this process, every thread
+
+
+def cpu_sample() -> CpuSample | None:
+    """The machine's and this process's CPU time now (Linux /proc/stat), or None elsewhere."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if fields[:1] != [b"cpu"] or len(fields) < 9:
+        return None
+    user, nice, system, _, _, irq, softirq, steal = (int(x) for x in fields[1:9])
+    t = os.times()
+    return CpuSample(time.monotonic(), (user + nice + system + irq + softirq + steal) / _TICK, t.user + t.system)
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def idle_cores() -> int:
-    """Cores this process may use that the last minute's load left idle, this process's own
-    included (at least 1; read again at most every LOAD_SAMPLE_S).  A parallel region on a core
-    another process holds waits for it: under load a split GEMM took longer than a serial one
-    (docs/benchmarks.md, "Library calls on the cpu backend")."""
+    """Cores this process may use that other processes leave idle (at least 1; measured again at
+    most every LOAD_SAMPLE_S).  A parallel region on a core another process holds waits for it:
+    under load a split GEMM took longer than a serial one (docs/benchmarks.md, "Native steps on
+    the cpu backend").  Measured from the CPU time other processes took since the previous
+    measurement (`others_busy`), so this process's own threads (a spinning OpenMP worker,
+    torch's) never count against it, and idle in the last two intervals; where that cannot be
+    read, from the load average."""
     now = time.monotonic()
     if now - _idle[0] > LOAD_SAMPLE_S:
-        cores = num_threads()
+        _idle[:] = [now, _measure_idle()]
+    return _idle[1]
+
+
+def _measure_idle() -> int:
+    cores = num_threads()
+    sample = cpu_sample()
+    before, idle_before = _last
+    others = others_busy(before, sample)
+    idle = None if others is None else max(1, min(cores, int((os.cpu_count() or cores) - others + 0.5)))
+    _last[:] = [sample, idle]
+    if idle is None:                        # (no earlier sample: the last minute's load average)
         try:
             busy = os.getloadavg()[0]
         except OSError:
             busy = 0.0
-        _idle[:] = [now, max(1, min(cores, int(cores - busy + 1.5)))]   # (+1: this process is part of the load)
-    return _idle[1]
+        return max(1, min(cores, int(cores - busy + 1.5)))     # (+1: this process is part of the load)
+    # a core counts as idle once it was idle in the last two intervals: a short lull between another
+    # process's bursts does not start a split whose every region would then wait for that core
+    return idle if idle_before is None else min(idle, idle_before)
+
+
+def others_busy(before: CpuSample | None, after: CpuSample | None) -> float | None:
+    """Cores other processes kept busy between two samples on average, or None (no usable pair)."""
+    if before is None or after is None or after.wall - before.wall < 0.05:
+        return None
+    return max(0.0, ((after.busy - before.busy) - (after.own - before.own)) / (after.wall - before.wall))
 
 
 def _gomp_loaded() -> bool:
@@ -111,15 +161,29 @@ def prepare_openmp() -> None:
 
 
 def kernels_parallel() -> bool:
-    """Whether kernels may fork: not when a spinning libgomp (loaded before us) would keep the
-    cores busy for ~3 ms after every kernel, starving the BLAS calls between them."""
+    """Whether kernels may always fork (the libraries' `lt_parallel` at load): not when a spinning
+    libgomp (loaded before us) would keep the cores busy for ~3 ms after every kernel; then
+    `parallel_follows_idle` decides per run."""
     return bool(_state.get("kernels_parallel", True)) and num_threads() > 1
+
+
+def parallel_follows_idle() -> bool:
+    """Whether kernels and split products fork only in runs that find a core idle
+    (`idle_cores` > 1): with a spinning libgomp loaded before lazytorch."""
+    return not _state.get("kernels_parallel", True) and num_threads() > 1
+
+
+def products_split() -> bool:
+    """Whether a large product may be split over the kernels' threads (in runs that find cores
+    idle: the runtime sets the count per run)."""
+    return num_threads() > 1
 
 
 def info() -> dict:
     """The thread policy in effect (for lt.cache_info() and LAZYTORCH_DEBUG)."""
     return {"threads": num_threads(), "openmp": _state.get("policy", "not loaded yet"),
-            "kernels_parallel": kernels_parallel(), "library_calls_threads": 1 if _openblas() else "BLAS default"}
+            "kernels_parallel": "while cores are idle" if parallel_follows_idle() else kernels_parallel(),
+            "library_calls_threads": 1 if _openblas() else "BLAS default"}
 
 
 _BLAS_SET = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
