@@ -65,7 +65,8 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
         lt.eval(w7_math(lt, x))
     name = backend_name()
     root = w7_math(lt, x).node
-    _, tree, leaves, size = root.tree     # (a tree: no walk at eval)
+    _, tree, leaves, n, size = root.tree     # (a tree: no walk at eval)
+    leaves = leaves[:n]
     ops = size - len(leaves)
 
     def key_and_lookup():
