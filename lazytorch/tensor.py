@@ -229,7 +229,7 @@ class Tensor:
         """The realized buffer as an array the user may write through (host_data "Data going out"):
         results built from this tensor and still pending get a snapshot first (torch computed them)."""
         node = self._node
-        if self._base is None and not is_shared(node.buffer):
+        if self._base is None and _LIVE and not is_shared(node.buffer):
             live = live_pending()
             if live and pending_readers(node, live) and node not in _grad.RECORDS:
                 self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
