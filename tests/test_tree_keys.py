@@ -185,7 +185,7 @@ def test_long_unary_chains_stop_summarising():
 def test_branches_of_one_chain_keep_their_own_leaves():
     """Summaries along a chain share one leaf list (each owns its first n entries); a second branch
     from the same prefix copies it, so every branch binds its own numbers, and the prefix too."""
-    built(lambda x: ((x * 2.0) + 1.0) * 3.0, A)
+    built(lambda x: ((x * 2.0) + 1.0) * 3.0 + (x - 5.0) / 4.0, A)     # (warms each op's memo)
     x = lt.from_numpy(A.copy())
     base = x * 2.0
     left = base + 1.0                          # extends the shared list
