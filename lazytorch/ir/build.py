@@ -565,7 +565,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
-        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
+        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaf list and
+        # how many of its entries are the operand's, size.
         h = hot.get(type(b))
         if h is not None and type(a) is wrap and a._base is None and not more:
             # The hottest case, `tensor <op> number` inside a tree, in a straight line (one
@@ -747,7 +748,7 @@ def joined(a: list[Node], na: int, b: list[Node], nb: int) -> tuple[list[Node], 
 
 
 def disjoint(a: list[Node], b: list[Node]) -> bool:
-    """Whether two leaf tuples share no node (only buffer leaves can be shared: the fast path's
+    """Whether two leaf lists share no node (only buffer leaves can be shared: the fast path's
     scalar leaves are made for one op each)."""
     seen = {id(n) for n in a if n.op == "buffer"}
     return not any(id(n) in seen for n in b if n.op == "buffer")
