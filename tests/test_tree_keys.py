@@ -217,14 +217,12 @@ def test_joined_trees_of_chains_with_shared_lists():
     check(j, (a64 * 2 + 1) * (b64 - 3))
 
 
-def test_joined_appends_only_past_its_own_entries():
-    """ir/build.py::joined: the left list grows in place only when its summary owns all of it."""
+def test_joined_trees_get_their_own_list():
+    """ir/build.py::joined copies: a pending node's list never holds another chain's buffers."""
     from lazytorch.ir.build import joined
     x, y = lt.from_numpy(A.copy()).node, lt.from_numpy(B.copy()).node
     s1, s2 = lt.tensor(1.0).node, lt.tensor(2.0).node
-    left = [x, s1]
+    left = [x, s1, s2]                         # (s2: appended by another chain, past left's 2)
     out, n = joined(left, 2, [y, s2, s1], 2)   # (only the first 2 of the right list are its leaves)
-    assert out is left and n == 4 and out == [x, s1, y, s2]
-    again, m = joined(left, 2, [s1], 1)        # entries past 2 belong to `out`'s summary: a copy
-    assert again is not left and m == 3 and again == [x, s1, s1]
-    assert left == [x, s1, y, s2]
+    assert out is not left and n == 4 and out == [x, s1, y, s2]
+    assert left == [x, s1, s2]

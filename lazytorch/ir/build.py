@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import weakref
-from operator import is_
 from typing import Any, Callable
 
 import numpy as np
@@ -736,15 +735,10 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
 
 
 def joined(a: list[Node], na: int, b: list[Node], nb: int) -> tuple[list[Node], int]:
-    """The leaves of a tree over two trees with leaves a[:na] and b[:nb] (tree summaries share one
-    list along a chain: a summary owns the first n entries, and an op appends past them only
-    when no other summary has, so a chain of n ops costs n appends, not n copies)."""
-    tail = b[:nb]
-    if len(a) == na:
-        a.extend(tail)
-        if all(map(is_, a[na:na + nb], tail)):   # (else another thread appended first)
-            return a, na + nb
-    return a[:na] + tail, na + nb
+    """The leaf list and count of a tree over two trees with leaves a[:na] and b[:nb]: a new list.
+    (Only `tensor <op> number` appends to a shared list, and only its scalar leaf: entries past a
+    summary's own are then numbers, so a pending node never keeps another chain's buffers alive.)"""
+    return a[:na] + b[:nb], na + nb
 
 
 def disjoint(a: list[Node], b: list[Node]) -> bool:

@@ -110,9 +110,11 @@ def program(roots: Iterable[Node]) -> Program:
 # node, so the nesting is the whole structure).  The first n entries of the leaf list are the
 # tree's leaves in the order program() lists them (its walk meets a tree's leaves left to right);
 # the list is shared along a chain (`x * 2 + 1`'s summary and x * 2's hold one list, of 3 and 2
-# leaves): an op appends its new leaves past its operand's n when no other summary has yet, else
-# copies the n first (ir/build.py: joined), so a chain of k ops costs k appends, not k copies of
-# a growing tuple, and no summary's first n entries ever change.  A summary is made only
+# leaves): `tensor <op> number` appends its scalar leaf past its operand's n when no other
+# summary has yet, else copies the n first, so a chain of k such ops costs k appends, not k copies
+# of a growing tuple, and no summary's first n entries ever change (other ops make a new list:
+# ir/build.py joined; so the entries past a summary's own are numbers, never another chain's
+# buffers kept alive).  A summary is made only
 # when both inputs have one and share no leaf, for at most MAX_TREE_NODES nodes, and holds only
 # in the epoch it was made in (ir/node.py: EPOCH; realize() anywhere may cut a tree).
 # Ids are never reused: when the table is cleared (it is bounded) the counter goes on, so an id
