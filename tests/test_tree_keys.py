@@ -226,3 +226,4 @@ def test_joined_trees_get_their_own_list():
     out, n = joined(left, 2, [y, s2, s1], 2)   # (only the first 2 of the right list are its leaves)
     assert out is not left and n == 4 and out == [x, s1, y, s2]
     assert left == [x, s1, s2]
+

@@ -604,8 +604,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                         if len(la) != n:
                             la = la[:n]
                         la.append(nb)
-                        if la[n] is not nb:      # (another thread appended first: our own copy)
-                            la = la[:n] + [nb]
+                        if la[n] is not nb:      # (another thread appended between the test and
+                            la = la[:n] + [nb]   # the append, where an interpreter lets it: a copy)
                         node.tree = (epoch, known[4], la, n + 1, size + 2)
                     else:
                         node.tree = None
