@@ -27,10 +27,22 @@ lazytorch, as the benchmark harness does (its libgomp is then the process's: run
 
 `--clock cpu` counts this thread's CPU time instead of wall time: on a shared machine it leaves
 out the time other processes hold the cores (not their effect on caches and clocks).
+
+`--count STAGE` runs one stage of W7 (`build`, `call`: build + eval + numpy, `compiled`: the
+lt.compile call + numpy, `execute`: the cached plan's run) `--calls` times inside one
+`functools.reduce`, after warm-up and with the cycle collector off, for an instruction counter
+that other jobs do not disturb: under callgrind, collecting only inside that reduce,
+
+    valgrind --tool=callgrind --collect-atstart=no --toggle-collect=functools_reduce \
+        python -m benchmarks.overhead --count call --calls 20
+
+(with OMP_NUM_THREADS=1 and LAZYTORCH_EXTRA_CFLAGS=-mno-avx512f for valgrind); the difference of
+runs with 20 and 10 calls, divided by 10, is one call without the process's start.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import time
@@ -74,7 +86,8 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
         lt.eval(w7_math(lt, x))
     name = backend_name()
     root = w7_math(lt, x).node
-    _, tree, leaves, size = root.tree     # (a tree: no walk at eval)
+    _, tree, leaves, n, size = root.tree     # (a tree: no walk at eval)
+    leaves = leaves[:n]
     ops = size - len(leaves)
 
     def key_and_lookup():
@@ -179,6 +192,32 @@ def model_breakdown(workload: str, backend: str, calls: int = 40, quick: bool = 
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
+def count(stage: str, backend: str, calls: int) -> None:
+    """Run W7's `stage` `calls` times inside one functools.reduce (see the module's `--count`)."""
+    lt.set_backend(backend)
+    x = lt.from_numpy(np.random.default_rng(0).standard_normal(1024).astype(np.float32))
+    compiled = lt.compile(lambda x: w7_math(lt, x))
+    for _ in range(5):                    # compile both, warm the fast path's memo
+        w7_math(lt, x).numpy()
+        compiled(x).numpy()
+    root = w7_math(lt, x).node
+    _, tree, leaves, n, _ = root.tree
+    plan = CACHE.get_or_compile((("tree", tree), backend_name()), _no_compile)
+    args = [leaf.buffer if leaf.op == "buffer" else leaf.value for leaf in leaves[:n]]
+    del root
+    stages = {
+        "build": lambda: w7_math(lt, x),
+        "call": lambda: w7_math(lt, x).numpy(),
+        "compiled": lambda: compiled(x).numpy(),
+        "execute": lambda: plan.executable.run(args),
+    }
+    step = stages[stage]
+    gc.collect()
+    gc.disable()
+    functools.reduce(lambda acc, _: step(), range(calls), None)
+    gc.enable()
+
+
 def _no_compile():
     raise AssertionError("W7 was compiled before: its lookups must hit")
 
@@ -192,7 +231,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--demo", action="store_true", help="time the README demo's stages instead of W7's")
     parser.add_argument("--model", help="a model workload (W9, W11): its lazy call's stages against lt.compile")
     parser.add_argument("--torch-first", action="store_true", help="import torch before lazytorch (as the harness)")
+    parser.add_argument("--count", choices=("build", "call", "compiled", "execute"),
+                        help="run one stage --calls times inside functools.reduce (for callgrind)")
     a = parser.parse_args(argv)
+    if a.count:
+        count(a.count, (a.backend or ["cpu"])[0], a.calls)
+        return
     _clock[0] = CLOCKS[a.clock]
     if a.model:
         if a.torch_first:

@@ -18,7 +18,7 @@ from .ir.build import call, fast_builder
 from .ir.errors import op_error
 from .ir.node import SITE, TRACE, Node, user_site
 from .ir.registry import OpDef, ops
-from .tensor import Tensor, alias, pending
+from .tensor import PENDING_PARTS, Tensor, alias, pending
 
 ReturnTypes = {}
 
@@ -174,7 +174,7 @@ def make_operator(op: OpDef, dunder: str):
     def operator(self, *args):
         return fn(self, *args)
     # (the fast path builds and wraps the node itself, calling `operator` where it cannot)
-    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending)
+    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending, live=PENDING_PARTS)
     if fast is not None:
         fast.__name__ = fast.__qualname__ = dunder
         return fast

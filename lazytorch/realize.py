@@ -186,9 +186,11 @@ def _eval_tree(root: Node, live: Iterable[Node]) -> bool:
     """Evaluate a root whose node carries a tree summary (ir/graph.py: tree keys) without walking
     its program: the graph cache is keyed by the tree id, the leaves come with the summary.  Only
     when no other live tensor holds a pending value (synced_roots would add it); False: not done."""
-    epoch, tree, leaves, size = root.tree
+    epoch, tree, leaves, count, size = root.tree
     if epoch != EPOCH[0] or size > WARN_NODES:
         return False
+    if len(leaves) != count:             # (the summary owns the first `count` of a shared list: ir/graph.py)
+        leaves = leaves[:count]
     for n in live:
         if n is not root and n.op != "buffer" and n.op not in LEAF_OPS:
             return False

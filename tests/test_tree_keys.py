@@ -180,3 +180,50 @@ def test_long_unary_chains_stop_summarising():
         want = -want
     assert tree_id(y) is None
     check(y, want)
+
+
+def test_branches_of_one_chain_keep_their_own_leaves():
+    """Summaries along a chain share one leaf list (each owns its first n entries); a second branch
+    from the same prefix copies it, so every branch binds its own numbers, and the prefix too."""
+    built(lambda x: ((x * 2.0) + 1.0) * 3.0 + (x - 5.0) / 4.0, A)     # (warms each op's memo)
+    x = lt.from_numpy(A.copy())
+    base = x * 2.0
+    left = base + 1.0                          # extends the shared list
+    right = base - 5.0                         # the list is past base's entries: copies them
+    both = left * 3.0 + (right / 4.0)          # two trees joined (disjoint scalar leaves, one x)
+    again = left * 7.0                         # left's entries were extended by `both`: copies
+    a64 = A.astype(np.float64)
+    for t in (base, left, right, again):
+        assert tree_id(t) is not None
+    assert tree_id(both) is None               # x is read by both sides: not a tree
+    check(again, (a64 * 2 + 1) * 7)
+    check(right, a64 * 2 - 5)
+    check(both, (a64 * 2 + 1) * 3 + (a64 * 2 - 5) / 4)
+    check(left, a64 * 2 + 1)
+    check(base, a64 * 2)
+
+
+def test_joined_trees_of_chains_with_shared_lists():
+    built(lambda x, y: (x * 2.0 + 1.0) * (y - 3.0), A, B)
+    x, y = lt.from_numpy(A.copy()), lt.from_numpy(B.copy())
+    p = x * 2.0
+    q = p + 1.0
+    r = p + 5.0                                # (p's list now belongs to q's chain: r copies it)
+    j = q * (y - 3.0)
+    k = r * (lt.from_numpy(B.copy()) - 3.0)
+    assert tree_id(j) is not None and tree_id(j) == tree_id(k)
+    a64, b64 = A.astype(np.float64), B.astype(np.float64)
+    check(k, (a64 * 2 + 5) * (b64 - 3))
+    check(j, (a64 * 2 + 1) * (b64 - 3))
+
+
+def test_joined_trees_get_their_own_list():
+    """ir/build.py::joined copies: a pending node's list never holds another chain's buffers."""
+    from lazytorch.ir.build import joined
+    x, y = lt.from_numpy(A.copy()).node, lt.from_numpy(B.copy()).node
+    s1, s2 = lt.tensor(1.0).node, lt.tensor(2.0).node
+    left = [x, s1, s2]                         # (s2: appended by another chain, past left's 2)
+    out, n = joined(left, 2, [y, s2, s1], 2)   # (only the first 2 of the right list are its leaves)
+    assert out is not left and n == 4 and out == [x, s1, y, s2]
+    assert left == [x, s1, s2]
+

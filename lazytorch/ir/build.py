@@ -13,6 +13,7 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -508,7 +509,7 @@ NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
 def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
-                 make: Callable[[Node], Any] | None = None) -> Callable[..., Any] | None:
+                 make: Callable[[Node], Any] | None = None, live: tuple | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
@@ -540,47 +541,101 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # table is bounded as TREES is).  One dict lookup by class, then one by an int: no tuple key.
     hot = {cls: (dt, scalar_keys[dt], scalar_trees[dt], {}) for cls, dt in NUMBER_DTYPES.items()}
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
+    if live is not None:
+        mode, track, live_list, compact_at, compact = live
+    else:
+        mode = None
+    ref = weakref.ref
+    last = MAX_TREE_NODES - 1
+
+    def chained(h: tuple, na: Node, ia: int, za: int) -> tuple | None:
+        """The record of `tensor <op> number` after a tree of id `ia` (the memo's, with the
+        result's tree id in place of the op's), remembered in the number class's chain table."""
+        known = memo.get(((na.shape, na.dtype), h[0]))
+        if known is None or za >= last:
+            return None
+        item = (known[4], ia, h[2])
+        known = known[:4] + (TREES.get(item) or tree_id(item),)
+        chain = h[3]
+        if len(chain) >= MAX_CHAIN:
+            chain.clear()
+        chain[ia] = known
+        return known
 
     def build(a, b=_NONE, *more) -> Node | None:
         # One operand at a time, inlined: this runs for every `x * 2.0` of a user's program.
-        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaves, size.
-        epoch = epoch_now[0]
-        h = hot.get(b.__class__)
-        if h is not None and a.__class__ is wrap and not more and a._base is None:
-            # the hottest case, `tensor <op> number` inside a tree, in a straight line: the
-            # result's metadata and tree id by (a's tree id, the number's class).  (A non-view
-            # tensor whose node has a tree summary is pending, so its node is `a.node` without
-            # the property's checks for views and shared host data.)
+        # Each operand's tree summary (ir/graph.py: tree keys): its id (0: none), leaf list and
+        # how many of its entries are the operand's, size.
+        h = hot.get(type(b))
+        if h is not None and type(a) is wrap and a._base is None and not more:
+            # The hottest case, `tensor <op> number` inside a tree, in a straight line (one
+            # attribute per statement: `a.x, a.y = ...` builds and unpacks a tuple): the result's
+            # metadata and tree id by (a's tree id, the number's class).  (A non-view tensor whose
+            # node has a tree summary is pending, so its node is `a._node`, no property.)
             na = a._node
             t = na.tree
-            if t is not None and t[0] == epoch:
-                db, skey, stree, chain = h
-                _, ia, la, za = t
-                known = chain.get(ia)
+            if t is not None and t[0] == epoch_now[0]:
+                known = h[3].get(t[1])
                 if known is None:
-                    known = memo.get(((na.shape, na.dtype), db))
-                    if known is not None and za < MAX_TREE_NODES - 1:
-                        item = (known[4], ia, stree)
-                        known = known[:4] + (TREES.get(item) or tree_id(item),)
-                        if len(chain) >= MAX_CHAIN:
-                            chain.clear()
-                        chain[ia] = known
+                    known = chained(h, na, t[1], t[4])
                 if known is not None:
                     nb = new(Node)
-                    nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
-                    nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, skey, None, None
-                    attrs, shape, dtype, key, tid = known
+                    nb.op = "scalar"
+                    nb.inputs = ()
+                    nb.attrs = _NO_ATTRS
+                    nb.shape = ()
+                    nb.dtype = h[0]
+                    nb.buffer = None
+                    nb.value = b
+                    nb._key = h[1]
+                    nb._origin = None
+                    nb.tree = None
                     node = new(Node)
-                    node.op, node.inputs, node.attrs, node.shape, node.dtype = name, (na, nb), attrs, shape, dtype
-                    node._key, node.buffer, node.value = key, None, None
-                    node.tree = (epoch, tid, la + (nb,), za + 2) if za < MAX_TREE_NODES - 1 else None
+                    node.op = name
+                    node.inputs = (na, nb)
+                    node.attrs = known[0]
+                    node.shape = known[1]
+                    node.dtype = known[2]
+                    node._key = known[3]
+                    node.buffer = None
+                    node.value = None
+                    epoch, _, la, n, size = t
+                    if size < last:
+                        if len(la) != n:
+                            la = la[:n]
+                        la.append(nb)
+                        if la[n] is not nb:      # (another thread appended between the test and
+                            la = la[:n] + [nb]   # the append, where an interpreter lets it: a copy)
+                        node.tree = (epoch, known[4], la, n + 1, size + 2)
+                    else:
+                        node.tree = None
                     if trace[0]:
                         f = getframe(1)
                         code = f.f_code
-                        node._origin = (code, f.f_lasti) if inside.get(id(code)) is False else user_site(2)
+                        if code is user_code[0] or inside.get(id(code)) is False:
+                            user_code[0] = code
+                            node._origin = (code, f.f_lasti)
+                        else:
+                            node._origin = user_site(2)
                     else:
                         node._origin = None
-                    return make(node)
+                    if mode is None:
+                        return make(node)
+                    # the pending Tensor (tensor.py `pending`, inlined)
+                    out = new(wrap)
+                    out._node = node
+                    out._base = None
+                    out._spec = None
+                    out._grad = None
+                    out._base_version = 0
+                    out._version = 0
+                    if mode.any_leaf:
+                        track(node)
+                    live_list.append(ref(out))
+                    if len(live_list) > compact_at[0]:
+                        compact()
+                    return out
+        epoch = epoch_now[0]
         da = NUMBER_DTYPES.get(type(a))
         if da is None:
             na = getattr(a, "node", None)        # a Tensor (views re-derive their node here)
@@ -590,11 +645,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
             t = na.tree
             if t is not None:
                 if t[0] == epoch:
-                    _, ia, la, za = t
+                    _, ia, la, ca, za = t
                 else:
                     ia = 0
             elif na.op == "buffer":
-                ia, la, za = leaf_tree(na), (na,), 1
+                ia, la, ca, za = leaf_tree(na), [na], 1, 1
             else:
                 ia = 0
         else:
@@ -602,7 +657,7 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
             na.op, na.inputs, na.attrs, na.shape, na.dtype = "scalar", (), _NO_ATTRS, (), da
             na.buffer, na.value, na._key, na._origin, na.tree = None, a, scalar_keys[da], None, None
             sa = da
-            ia, la, za = scalar_trees[da], (na,), 1
+            ia, la, ca, za = scalar_trees[da], [na], 1, 1
         if b is _NONE:
             sig, inputs = sa, (na,)
             ib = -1
@@ -618,21 +673,21 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                 t = nb.tree                      # b's tree summary, as a's above (inlined: the hottest path)
                 if t is not None:
                     if t[0] == epoch:
-                        _, ib, lb, zb = t
+                        _, ib, lb, cb, zb = t
                     else:
                         ib = 0
                 elif nb.op == "buffer":
-                    ib, lb, zb = leaf_tree(nb), (nb,), 1
+                    ib, lb, cb, zb = leaf_tree(nb), [nb], 1, 1
                 else:
                     ib = 0
-                if ia and ib and da is None and not disjoint(la, lb):
+                if ia and ib and da is None and not disjoint(la[:ca], lb[:cb]):
                     ib = 0                       # x * x, (x + 1) * x: shared leaves, not a tree
             else:
                 nb = new(Node)
                 nb.op, nb.inputs, nb.attrs, nb.shape, nb.dtype = "scalar", (), _NO_ATTRS, (), db
                 nb.buffer, nb.value, nb._key, nb._origin, nb.tree = None, b, scalar_keys[db], None, None
                 sig = (sa, db)
-                ib, lb, zb = scalar_trees[db], (nb,), 1
+                ib, lb, cb, zb = scalar_trees[db], [nb], 1, 1
             inputs = (na, nb)
         known = memo.get(sig)
         if known is not None:
@@ -644,11 +699,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
                 node.tree = None
             elif ib < 0:                         # (one operand)
                 item = (op_id, ia)
-                node.tree = (epoch, TREES.get(item) or tree_id(item), la, za + 1) if za < MAX_TREE_NODES else None
+                node.tree = (epoch, TREES.get(item) or tree_id(item), la, ca, za + 1) if za < MAX_TREE_NODES else None
             else:
                 item = (op_id, ia, ib)
                 size = za + zb + 1
-                node.tree = (epoch, TREES.get(item) or tree_id(item), la + lb, size) \
+                node.tree = (epoch, TREES.get(item) or tree_id(item), *joined(la, ca, lb, cb), size) \
                     if size <= MAX_TREE_NODES else None
             if trace[0]:                         # provenance: user_site(), inlined
                 f = getframe(1)
@@ -679,14 +734,24 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     return build
 
 
-def disjoint(a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
-    """Whether two leaf tuples share no node (only buffer leaves can be shared: the fast path's
+def joined(a: list[Node], na: int, b: list[Node], nb: int) -> tuple[list[Node], int]:
+    """The leaf list and count of a tree over two trees with leaves a[:na] and b[:nb]: a new list.
+    (Only `tensor <op> number` appends to a shared list, and only its scalar leaf: entries past a
+    summary's own are then numbers, so a pending node never keeps another chain's buffers alive.)"""
+    return a[:na] + b[:nb], na + nb
+
+
+def disjoint(a: list[Node], b: list[Node]) -> bool:
+    """Whether two leaf lists share no node (only buffer leaves can be shared: the fast path's
     scalar leaves are made for one op each)."""
     seen = {id(n) for n in a if n.op == "buffer"}
     return not any(id(n) in seen for n in b if n.op == "buffer")
 
 
 _NONE = object()           # "no second operand"
+# The code object of the last user frame the fast path met (the user's loop body, usually):
+# comparing with it costs less than classifying the code by its id (a call and a dict lookup).
+user_code: list = [None]
 MAX_CHAIN = 1 << 16        # entries of each op's chain table per number class
 _NO_ATTRS: dict = {}       # scalar leaves have no attributes (never mutated: realize() replaces attrs)
 

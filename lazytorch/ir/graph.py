@@ -102,12 +102,19 @@ def program(roots: Iterable[Node]) -> Program:
 # Most programs a Tensor API call evaluates are trees: chains of pointwise ops over distinct
 # leaves (W7, an optimizer's update of one parameter).  For those, the Tensor API's fast path
 # (ir/build.py: fast_builder) keeps on each node a summary made as it builds the node, so that
-# eval needs no walk: node.tree = (epoch, tree id, leaves, number of nodes).  The tree id names the structure
+# eval needs no walk: node.tree = (epoch, tree id, leaf list, number of leaves n, number of
+# nodes).  The tree id names the structure
 # below the node: ids are interned, `tree_id((op id, id of input 0, id of input 1))`, with op
 # ids interned from node keys and leaf ids from leaf keys, so two nodes have the same id exactly
 # when their trees have equal structure (node keys and which input is which; a tree shares no
-# node, so the nesting is the whole structure).  `leaves` are the tree's leaves in the order
-# program() lists them (its walk meets a tree's leaves left to right).  A summary is made only
+# node, so the nesting is the whole structure).  The first n entries of the leaf list are the
+# tree's leaves in the order program() lists them (its walk meets a tree's leaves left to right);
+# the list is shared along a chain (`x * 2 + 1`'s summary and x * 2's hold one list, of 3 and 2
+# leaves): `tensor <op> number` appends its scalar leaf past its operand's n when no other
+# summary has yet, else copies the n first, so a chain of k such ops costs k appends, not k copies
+# of a growing tuple, and no summary's first n entries ever change (other ops make a new list:
+# ir/build.py joined; so the entries past a summary's own are numbers, never another chain's
+# buffers kept alive).  A summary is made only
 # when both inputs have one and share no leaf, for at most MAX_TREE_NODES nodes, and holds only
 # in the epoch it was made in (ir/node.py: EPOCH; realize() anywhere may cut a tree).
 # Ids are never reused: when the table is cleared (it is bounded) the counter goes on, so an id
