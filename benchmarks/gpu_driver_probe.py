@@ -4,6 +4,12 @@ and the kernels each ran (CUPTI).
 
     PYTHONPATH=$PWD python benchmarks/gpu_driver_probe.py
 """
+import cProfile
+import ctypes
+import pstats
+import sys
+import time
+
 import numpy as np
 import lazytorch as lt
 sys.path.insert(0, ".")
