@@ -43,7 +43,7 @@ def fake_nvrtc(tmp_path_factory, tmp_path, monkeypatch):
     src = lib.with_suffix(".c")
     src.write_text(FAKE)
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    monkeypatch.setattr(nvrtc, "_library_names", lambda: (str(lib),))
+    monkeypatch.setattr(nvrtc, "library_names", lambda stem: (str(lib),))
     monkeypatch.setattr(nvrtc, "_libraries", lambda: (nvrtc.worker.load([str(lib)]), None))
     monkeypatch.setattr(nvrtc, "arch", lambda: "sm_90")
     monkeypatch.setattr(nvrtc, "version", lambda: "99.0")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import math
 import os
 import threading
@@ -41,6 +40,7 @@ from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from ..ir.errors import OutOfMemoryError
+from ..ir.views import contiguous_strides
 from . import nvrtc
 from .backend import Backend, Buffer, LaunchFn, to_float32
 from .caches import LRU
@@ -79,10 +79,7 @@ _CUBLAS = {
 @functools.lru_cache(maxsize=1)
 def _cublas() -> ctypes.CDLL | None:
     from .nvrtc_worker import load
-    found = [p for r in nvrtc._cuda_roots() for d in ("lib", "lib64")
-             for p in sorted(glob.glob(str(r / d / "libcublas.so*")))]
-    found += [p for r in nvrtc._cuda_roots() for p in sorted(glob.glob(str(r.parent / "cublas" / "lib" / "libcublas.so*")))]
-    lib = load(["libcublas.so.13", "libcublas.so.12", "libcublas.so", *found])
+    lib = load(list(nvrtc.library_names("cublas")))
     if lib is not None:
         for name, argtypes in _CUBLAS.items():
             getattr(lib, name).argtypes = argtypes
@@ -374,14 +371,6 @@ def copy_strided(src_ptr: int, dst_ptr: int, itemsize: int, shape: Sequence[int]
     _launch_walk(f"lt_copy{itemsize}", src_ptr, dst_ptr, _walk(shape, src, dst))
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    out, step = [], 1
-    for d in reversed(shape):
-        out.append(step)
-        step *= d
-    return tuple(reversed(out))
-
-
 # ---------------------------------------------------------------- strided values of a launch
 
 class Strided:
@@ -465,8 +454,6 @@ def _matrix(v: Strided, batch: tuple[int, ...]) -> tuple[int, int, int] | None:
     lead = len(batch) - (len(v.shape) - 2)
     strides = [0] * lead + [s if d != 1 else 0 for d, s in zip(v.shape[:-2], v.strides[:-2])]
     live = [(d, s) for d, s in zip(batch, strides) if d != 1]
-    if not live:
-        return op, ld, 0
     if all(s == 0 for _, s in live):
         return op, ld, 0
     for (d0, s0), (d1, s1) in zip(live, live[1:]):

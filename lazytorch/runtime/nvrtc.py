@@ -43,22 +43,24 @@ def _cuda_roots() -> list[Path]:
     try:
         import nvidia                                        # the pip packages' namespace
         roots += [Path(p) / "cu13" for p in nvidia.__path__]
-        roots += [Path(p) / "cuda_nvrtc" for p in nvidia.__path__]
+        roots += [Path(p) / pkg for p in nvidia.__path__ for pkg in ("cuda_nvrtc", "cublas")]
     except ImportError:
         pass
     return roots + [Path("/usr/local/cuda")]
 
 
-@functools.lru_cache(maxsize=1)
-def _library_names() -> tuple[str, ...]:
-    found = [p for r in _cuda_roots() for d in ("lib", "lib64") for p in sorted(glob.glob(str(r / d / "libnvrtc.so*")))]
-    return ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", *found)
+@functools.lru_cache(maxsize=None)
+def library_names(stem: str) -> tuple[str, ...]:
+    """The names to try loading lib<stem> by (CUDA 13, then 12, then any), then the files of it in
+    the CUDA roots: NVRTC here, cuBLAS for runtime/cuda_driver.py."""
+    found = [p for r in _cuda_roots() for d in ("lib", "lib64") for p in sorted(glob.glob(str(r / d / f"lib{stem}.so*")))]
+    return (f"lib{stem}.so.13", f"lib{stem}.so.12", f"lib{stem}.so", *found)
 
 
 @functools.lru_cache(maxsize=1)
 def _libraries() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
     """(libnvrtc, libcuda), or None when either is missing."""
-    nvrtc = worker.load(list(_library_names()))
+    nvrtc = worker.load(list(library_names("nvrtc")))
     cuda = worker.load(["libcuda.so.1", "libcuda.so"])
     return (nvrtc, cuda) if nvrtc and cuda else None
 
@@ -179,7 +181,7 @@ def _compile_in_workers(jobs: list[tuple[tuple[str, str], Path]]) -> None:
             src = Path(tmp) / f"{k}.cu"
             src.write_text(source)
             shares[k % n].append([str(src), name, str(path)])
-        spec = {"libs": list(_library_names()), "options": _options()}
+        spec = {"libs": list(library_names("nvrtc")), "options": _options()}
         procs = [subprocess.Popen([sys.executable, "-S", worker.__file__], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in shares]
         for proc, share in zip(procs, shares):
