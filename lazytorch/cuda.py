@@ -31,3 +31,10 @@ def empty_cache() -> None:
     from .runtime import cuda_driver
     if cuda_driver.device.cache_info().currsize:
         cuda_driver.device().release()
+
+
+def graph_info() -> dict[str, int]:
+    """CUDA graphs of the cuda backend's driver runtime so far (runtime/cuda_graph.py): `captures`
+    made, `replays` run, captures that `failures` turned off for their plan."""
+    from .runtime import cuda_graph
+    return dict(cuda_graph.STATS)

@@ -187,7 +187,7 @@ class _Driver:
 def _device(oom: int) -> cuda_driver.Device:
     dev = object.__new__(cuda_driver.Device)
     dev.cu, dev.stream, dev.pool, dev._trimmed = _Driver(oom), None, None, False
-    dev._cached, dev.cached_bytes = {}, 0
+    dev._cached, dev.cached_bytes, dev.release_hooks = {}, 0, []
     return dev
 
 

@@ -41,7 +41,7 @@ from ..ir import dtypes as D
 from ..ir.dtypes import DType
 from ..ir.errors import OutOfMemoryError
 from ..ir.views import contiguous_strides
-from . import nvrtc
+from . import cuda_graph, nvrtc
 from .backend import Backend, Buffer, LaunchFn, to_float32
 from .caches import LRU
 from .executor import DeferredCheck, PlanExecutor, kernel_error
@@ -70,6 +70,9 @@ _DRIVER = {
     "cuModuleLoadData": [c_void_p, ctypes.c_char_p], "cuModuleGetFunction": [c_void_p, c_void_p, ctypes.c_char_p],
     "cuFuncSetAttribute": [c_void_p, c_int, c_int],
     "cuGetErrorString": [c_int, c_void_p],
+    "cuStreamBeginCapture_v2": [c_void_p, c_int], "cuStreamEndCapture": [c_void_p, c_void_p],
+    "cuGraphInstantiateWithFlags": [c_void_p, c_void_p, ctypes.c_ulonglong],
+    "cuGraphDestroy": [c_void_p], "cuGraphExecDestroy": [c_void_p],
 }
 _CUBLAS = {
     "cublasCreate_v2": [c_void_p], "cublasSetStream_v2": [c_void_p, c_void_p],
@@ -94,7 +97,11 @@ def available() -> bool:
 class Device:
     """The driver state of GPU 0: its primary context (made current on every thread that calls
     `current`), one non-blocking stream, its memory pool (kept, not released to the OS between
-    runs) and a cuBLAS handle on the stream."""
+    runs) and a cuBLAS handle on the stream.  While a CUDA graph is captured on the stream
+    (runtime/cuda_graph.py), `capturing` lists the buffers made meanwhile: the graph keeps them."""
+
+    capturing: list | None = None
+    _side: c_void_p | None = None
 
     def __init__(self) -> None:
         cu = nvrtc._libraries()[1]
@@ -110,6 +117,10 @@ class Device:
         self.check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
         self.ctx = ctx
         self.threads: set[int] = set()
+        # a thread new to the device waits for a capture in progress (work another thread queues
+        # on the stream would land in the graph); captures happen only while one thread uses it
+        self.capture_lock = threading.RLock()
+        self.release_hooks: list[Callable[[], None]] = []     # (drop what holds memory: graphs)
         self._cached: dict[int, list[int]] = {}      # freed blocks by size (alloc)
         self.cached_bytes = 0
         self.current()
@@ -139,8 +150,9 @@ class Device:
         """Makes the context current on this thread (driver calls are per thread)."""
         tid = threading.get_ident()
         if tid not in self.threads:
-            self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-            self.threads.add(tid)
+            with self.capture_lock:
+                self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+                self.threads.add(tid)
 
     def alloc(self, nbytes: int) -> int:
         """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
@@ -154,20 +166,35 @@ class Device:
             self.cached_bytes -= nbytes
             return blocks.pop()
         ptr = c_uint64()
-        result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream)
+        # (while a graph is captured, an allocation on the stream would become a node of the
+        # graph: the block comes from a side stream, ready before the capture goes on)
+        stream = self.stream if self.capturing is None else self.side_stream()
+        result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, stream)
         if result == _OUT_OF_MEMORY and (self.cached_bytes or not self._trimmed):
             self.release()              # the cached blocks and the pool's reserve, then once more
-            result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, self.stream)
+            result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, stream)
         if result == _OUT_OF_MEMORY:
             raise OutOfMemoryError(f"CUDA out of memory: cannot allocate {nbytes} bytes for a buffer "
                               "(free tensors that are no longer needed, or use smaller batches)")
         self.check(result, f"cuMemAllocAsync({nbytes})")
+        if stream is not self.stream:
+            self.check(self.cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
         self._trimmed = False
         return ptr.value
 
+    def side_stream(self) -> c_void_p:
+        if self._side is None:
+            side = c_void_p()
+            self.check(self.cu.cuStreamCreate(ctypes.byref(side), 1), "cuStreamCreate")
+            self._side = side
+        return self._side
+
     def release(self) -> None:
         """Returns every cached block to the driver and the pool's unused memory to the GPU
-        (on an allocation that fails; what torch.cuda.empty_cache does)."""
+        (on an allocation that fails; what torch.cuda.empty_cache does), after the release hooks
+        let go of what they hold (CUDA graphs and their buffers)."""
+        for hook in self.release_hooks:
+            hook()
         for blocks in self._cached.values():
             for ptr in blocks:
                 self.cu.cuMemFreeAsync(ptr, self.stream)
@@ -181,7 +208,8 @@ class Device:
         """Keeps the block for the next buffer of its size, up to MAX_CACHED_BYTES in all."""
         if not ptr:
             return
-        if self.cached_bytes + nbytes <= MAX_CACHED_BYTES:
+        # (no free on the stream while a graph is captured: it would become a node of the graph)
+        if self.cached_bytes + nbytes <= MAX_CACHED_BYTES or self.capturing is not None:
             self._cached.setdefault(nbytes, []).append(ptr)
             self.cached_bytes += nbytes
         else:
@@ -227,6 +255,35 @@ class Device:
     def launch(self, fn: c_void_p, grid: Sequence[int], block: Sequence[int], shared: int, params) -> None:
         self.launcher(fn, grid, block, shared, params)()
 
+    # ---- CUDA graphs (runtime/cuda_graph.py decides when)
+    def begin_capture(self, keep: list) -> None:
+        """Work queued on the stream from now on is recorded, not run; buffers made meanwhile go
+        to `keep`.  Relaxed mode: cuBLAS and the side stream's allocations are allowed."""
+        self.check(self.cu.cuStreamBeginCapture_v2(self.stream, 2), "cuStreamBeginCapture")   # RELAXED
+        self.capturing = keep
+
+    def end_capture(self) -> c_void_p | None:
+        """The recorded work as an executable graph; None where the capture failed (a launch
+        did what a graph cannot hold, such as reading a buffer on the host)."""
+        self.capturing = None
+        graph, exe = c_void_p(), c_void_p()
+        result = self.cu.cuStreamEndCapture(self.stream, ctypes.byref(graph))
+        if result == 0:
+            result = self.cu.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, 0)
+        if graph:
+            self.cu.cuGraphDestroy(graph)        # (the executable graph does not need it)
+        return exe if result == 0 else None
+
+    def launch_graph(self, exe: c_void_p) -> None:
+        result = self.raw.cuGraphLaunch(exe, self.stream)
+        if result:
+            self.check(result, "cuGraphLaunch")
+
+    def destroy_graph(self, exe: c_void_p) -> None:
+        """After the launches queued so far (which may be replays of it) have finished."""
+        self.synchronize()
+        self.cu.cuGraphExecDestroy(exe)
+
 
 # Freed blocks kept for reuse, in bytes, before frees go back to the driver's pool.
 MAX_CACHED_BYTES = 1 << 32
@@ -254,7 +311,10 @@ class DeviceBuffer:
     def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None):
         self.shape, self.dtype = tuple(shape), dtype
         self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize if nbytes is None else nbytes
-        self.ptr = device().alloc(self.nbytes)
+        dev = device()
+        self.ptr = dev.alloc(self.nbytes)
+        if dev.capturing is not None:        # (a buffer a graph writes lives as long as the graph)
+            dev.capturing.append(self)
 
     def __del__(self) -> None:
         try:
@@ -634,6 +694,9 @@ class DriverBackend(Backend):
         self.dev = device()
         self._kernels = LRU("cuda kernels", 1024)
         self._nbytes: dict[tuple, int] = {}
+        self.graph_sight = cuda_graph.sights()
+        if cuda_graph.drop_all not in self.dev.release_hooks:
+            self.dev.release_hooks.append(cuda_graph.drop_all)
 
     # ---- data
     def from_host(self, arr: np.ndarray) -> Buffer:
@@ -679,9 +742,10 @@ class DriverBackend(Backend):
         synchronize()
 
     # ---- compilation
-    def prepare(self, plan) -> PlanExecutor:
+    def prepare(self, plan) -> PlanExecutor | cuda_graph.GraphedPlan:
         """Every kernel of the plan not compiled yet is compiled first, all at once (NVRTC, disk
-        cache), each taking the plan's Python scalars by value."""
+        cache), each taking the plan's Python scalars by value.  Runs replay CUDA graphs where
+        they can (runtime/cuda_graph.py)."""
         calls = nvrtc.plan_calls(plan, BY_VALUE)
         todo = {(c.name, pos): (c, pos) for c, pos in calls.values() if min(c.grid) > 0 and (c.name, pos) not in self._kernels}
         made = dict(zip(todo, self._compile(list(todo.values()))))
@@ -695,7 +759,8 @@ class DriverBackend(Backend):
             fn = self._kernels.get_or_make((call.name, by_value),
                                            lambda: made.get((call.name, by_value)) or self._compile([(call, by_value)])[0])
             return self._launch(launch, call, fn, by_value)
-        return PlanExecutor(self, plan, compile_launch)
+        executor = PlanExecutor(self, plan, compile_launch)
+        return cuda_graph.GraphedPlan(executor, self.dev, self.graph_sight) if self.graph_sight else executor
 
     def _compile(self, calls) -> list[c_void_p]:
         return [self.dev.function(cubin, c.name, c.shared_memory) for (c, _), cubin in zip(calls, nvrtc.compile_calls(calls))]

@@ -146,6 +146,7 @@ class PlanExecutor:
             self.steps.append((fn, reads, writes, [slot(b) for b in frees_at.get(i, ())], launch))
         self.outputs = [slot(o.id) for o in plan.outputs]
         self.size = len(slot_of)
+        self._into_outputs: list | None = None
 
     def _converter(self, p) -> Callable[[Any, Any], Buffer]:
         """How the run-time value of param `p` becomes a buffer of this backend."""
@@ -164,17 +165,31 @@ class PlanExecutor:
     def run(self, args: Sequence[Any], deferred: list | None = None) -> list[Buffer]:
         """The outputs of one run.  Deferred error flags are read after the last launch, or, when
         `deferred` is a list, appended to it as (DeferredCheck, Launch) for the caller to read."""
+        return self.run_bound(self.bind(args), deferred)
+
+    def bind(self, args: Sequence[Any]) -> list[Buffer]:
+        """A run's buffer slots with the params' values converted to buffers of the backend."""
         env: list[Buffer] = [None] * self.size
         for (i, convert, dtype), value in zip(self.params, args):
             env[i] = convert(value, dtype)
+        return env
+
+    def run_bound(self, env: list[Buffer], deferred: list | None = None,
+                  outputs: Sequence[Buffer] | None = None) -> list[Buffer]:
+        """Runs the launches over bound slots (`bind`).  `outputs`: buffers the caller allocated
+        for the plan's outputs, written in place (a CUDA graph's replay is keyed on their
+        addresses: runtime/cuda_graph.py); else the backend allocates them."""
         empty = self.backend.empty
         arenas = self._arenas
         # this run's temps: a free set of the static plan's buffers (a run on another thread at
         # the same time takes another set, so no two runs ever share a temp)
         temps = (arenas.pop() if arenas else self.memory.allocate()) if self.memory else None
+        steps = self.steps
+        if outputs is not None:         # (plans without static temps: see into_outputs)
+            temps, steps = outputs, self.into_outputs()
         checks: list[tuple[DeferredCheck, Launch]] = [] if deferred is None else deferred
         try:
-            for fn, reads, writes, frees, launch in self.steps:
+            for fn, reads, writes, frees, launch in steps:
                 outs = [temps[t] if t >= 0 else empty(shape, dtype) for _, shape, dtype, t in writes]
                 try:
                     failed = fn([env[r] for r in reads], outs)
@@ -190,14 +205,24 @@ class PlanExecutor:
                 for i in frees:
                     env[i] = None
             if checks and deferred is None and self.backend.any_flag_set([c.flag for c, _ in checks]):
-                _raise_first(checks)
+                raise_first_set(checks)
         finally:
-            if temps is not None and len(arenas) < MAX_ARENAS:
+            if temps is not None and outputs is None and len(arenas) < MAX_ARENAS:
                 arenas.append(temps)
         return [env[i] for i in self.outputs]
 
+    def into_outputs(self) -> list:
+        """The steps with each write of an output slot taken from the run's `outputs` (by the
+        position of its slot among the plan's outputs), the other writes allocated as usual."""
+        if self._into_outputs is None:
+            assert self.memory is None, "a plan with static temps allocates its own outputs"
+            at = {slot: k for k, slot in enumerate(self.outputs)}
+            self._into_outputs = [(fn, reads, [(i, shape, dtype, at.get(i, -1)) for i, shape, dtype, _ in writes],
+                                   frees, launch) for fn, reads, writes, frees, launch in self.steps]
+        return self._into_outputs
 
-def _raise_first(checks: list[tuple[DeferredCheck, Launch]]) -> None:
+
+def raise_first_set(checks: list[tuple[DeferredCheck, Launch]]) -> None:
     """Raises the error of the first launch (in plan order) whose deferred flag is set."""
     for check, launch in checks:
         if bool(np.asarray(check.flag)):
