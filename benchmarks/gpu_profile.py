@@ -96,6 +96,8 @@ def main() -> None:
                 print(f"      {us:8.1f} us  x{n}  {name}")
         if ideal_bytes:
             print(f"{wname} bytes moved {ideal_bytes / 1e6:.1f} MB", flush=True)
+    import lazytorch as lt
+    print("CUDA graphs:", lt.cuda.graph_info(), flush=True)
     print(os.environ.get("LAZYTORCH_GPU_GEOMETRY", ""), dict(rows))
 
 

@@ -4,6 +4,8 @@
 #   bash benchmarks/gpu_run.sh setup smoke ops      # op suite on the cuda backend  -> $OUT/ops.log, ops.xml
 #   bash benchmarks/gpu_run.sh setup bench          # python -m benchmarks --device gpu -> $OUT/bench/
 #   (WORKLOADS=W1,W7 picks rows; COMPILED=cuda adds the lt.compile column)
+#   bash benchmarks/gpu_run.sh setup profile        # benchmarks/gpu_profile.py: whole calls and CUPTI
+#       kernel time, every framework in one process -> $OUT/profile.log (WORKLOADS picks rows)
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -82,6 +84,11 @@ kernels() {
     [ ${#args[@]} -eq 0 ] && args=(--geometry "")
     timeout ${KERNELS_TIMEOUT:-200} python3 -m benchmarks.gpu kernels ${WORKLOADS:-W1,W2,W3,W4} "${args[@]}" \
         | sed "s/^{/{\"tag\": \"${KERNELS_TAG:-}\", /" | tee -a "$OUT/kernels.jsonl"
+}
+
+profile() {
+    timeout ${PROFILE_TIMEOUT:-400} python3 benchmarks/gpu_profile.py ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6} 2>&1 \
+        | tee "$OUT/profile.log" | grep -v "^      "
 }
 
 bench() {
