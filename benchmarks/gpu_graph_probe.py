@@ -6,29 +6,18 @@ so that drift hits every row alike.  Medians and minima of synchronised calls, i
     PYTHONPATH=$PWD python benchmarks/gpu_graph_probe.py [W5,W6,W7,W1,W2,W3,W4]
 """
 import sys
-import time
 
 import numpy as np
 
 import lazytorch as lt
 from benchmarks.frameworks import _lazytorch_ops, _torch_ops
+from benchmarks.timing import per_call_us
 from benchmarks.workloads import BY_NAME
 
 lt.set_backend("cuda")
 from lazytorch.runtime import cuda_driver, get_backend   # noqa: E402
 
 ROUNDS = 3
-
-
-def tm(fn, n):
-    for _ in range(20):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return np.median(ts) * 1e6, min(ts) * 1e6
 
 
 def compiled(math, ops, graphs: bool):
@@ -91,7 +80,7 @@ def main(names):
         before = lt.cuda.graph_info()
         for _ in range(ROUNDS):
             for name, fn, n, per in table:
-                med, mn = tm(fn, n)
+                med, mn = per_call_us(fn, n, warmup=20)
                 rows.setdefault(name, []).append((med / per, mn / per))
         after = lt.cuda.graph_info()
         for name, rs in rows.items():
