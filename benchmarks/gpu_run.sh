@@ -6,6 +6,8 @@
 #   (WORKLOADS=W1,W7 picks rows; COMPILED=cuda adds the lt.compile column)
 #   bash benchmarks/gpu_run.sh setup profile        # benchmarks/gpu_profile.py: whole calls and CUPTI
 #       kernel time, every framework in one process -> $OUT/profile.log (WORKLOADS picks rows)
+#   bash benchmarks/gpu_run.sh cpu2                 # the cpu backend beside its CPU peers on two of the
+#       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2/ (CPU_WORKLOADS picks rows)
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -89,6 +91,12 @@ kernels() {
 profile() {
     timeout ${PROFILE_TIMEOUT:-400} python3 benchmarks/gpu_profile.py ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6} 2>&1 \
         | tee "$OUT/profile.log" | grep -v "^      "
+}
+
+cpu2() {
+    OMP_NUM_THREADS=2 timeout ${CPU_TIMEOUT:-300} taskset -c 0,1 python3 -m benchmarks --device cpu \
+        --workloads ${CPU_WORKLOADS:-W7,W11,W9} --backends cpu --compiled cpu --peers torch,torch.compile,numpy \
+        --out "$OUT/cpu2" 2>&1 | tee "$OUT/cpu2.log" | grep -E "^  W|bandwidth"
 }
 
 bench() {
