@@ -76,3 +76,27 @@ def test_two_processes_compile_the_same_kernel(tmp_path):
         assert so.with_suffix(".sha256").read_text().strip() == hashlib.sha256(so.read_bytes()).hexdigest()
     third = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert third.stdout.split()[:3] == ["ok", "0", "1"], third.stdout + third.stderr[-2000:]
+
+
+def test_compiles_on_several_threads_leave_provenance_on():
+    """Compiles switch provenance off while they run (ir/node.py `tracing`); several at once on
+    different threads, ending in any order, leave it as it was (a save/restore per compile left it
+    off for good: later nodes named no user line)."""
+    from lazytorch.ir import node
+    previous = lt.get_backend()
+    lt.set_backend("reference")
+
+    def compile_many(k: int) -> None:
+        for i in range(40):
+            x = lt.tensor(np.ones((k + 1, i + 1), np.float32))
+            lt.eval((x * 2 + 1).sum(0))
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(compile_many, range(4)))
+    finally:
+        lt.set_backend(previous)
+    assert node.TRACE[0]
+    y = lt.tensor(np.ones(3, np.float32)).softmax(-1)            # provenance line
+    src = open(__file__).read().splitlines()
+    line = next(i for i, s in enumerate(src, 1) if s.strip().endswith("# provenance line"))
+    assert y.node.origin == f"test_concurrency.py:{line}"

@@ -241,16 +241,27 @@ def format_site(site: tuple) -> str:
 
 
 class tracing:
-    """`with tracing(False):` builds nodes without recording where (compiles run under it)."""
+    """`with tracing(False):` builds nodes without recording where (compiles run under it).
+    TRACE is one flag for every thread (the node build reads it on its hot path), so compiles on
+    several threads at once share one count: the state before the first is restored after the
+    last, whatever order they end in (each saving and restoring its own would leave it off)."""
+    _depth, _saved, _lock = [0], [True], threading.Lock()
 
     def __init__(self, on: bool):
         self.on = on
 
     def __enter__(self):
-        self.was, TRACE[0] = TRACE[0], self.on and TRACE[0]
+        with self._lock:
+            if self._depth[0] == 0:
+                self._saved[0] = TRACE[0]
+            self._depth[0] += 1
+            TRACE[0] = self.on and TRACE[0]
 
     def __exit__(self, *exc):
-        TRACE[0] = self.was
+        with self._lock:
+            self._depth[0] -= 1
+            if self._depth[0] == 0:
+                TRACE[0] = self._saved[0]
 
 
 _OPAQUE = ("a lazy {op} node was {how}: its value is a runtime argument that no pass may inspect "
