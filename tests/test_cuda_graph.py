@@ -195,6 +195,21 @@ def test_a_changed_scalar_never_replays_a_graph_baked_with_another():
     assert _delta(before)["failures"] == 0        # (values are checked on every call)
 
 
+def test_the_sign_of_a_zero_scalar_keys_its_graph():
+    """-0.0 == 0.0 in Python, but a kernel given one or the other differs: 1 / (x * s)."""
+    dev = Device()
+    x = lt.tensor(np.ones(3, np.float32))
+    lt.eval(x)
+    plan = kernel_plan([(x * 2.5).reciprocal()], backend="cpu")
+    graphed = cuda_graph.GraphedPlan(PlanExecutor(Backend(dev), plan), dev)
+    buf = Buffer(dev, (3,), plan.params[0].dtype)
+    buf.array()[...] = 1.0
+    args = lambda s: [s if p.slot in plan.scalar_slots else buf for p in plan.params]   # noqa: E731
+    for s in (0.0, 0.0, 0.0, -0.0, -0.0, 0.0):
+        y = graphed.run(args(s))
+        np.testing.assert_array_equal(y[0].array(), np.full(3, np.copysign(np.inf, s), np.float32))
+
+
 def test_a_failed_capture_turns_graphs_off_and_the_run_is_still_right():
     dev = Device()
     dev.fail_capture = True

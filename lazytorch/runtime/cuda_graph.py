@@ -26,6 +26,7 @@ on its first sight (every run of a test suite then goes through a graph).
 """
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections import OrderedDict
@@ -67,7 +68,11 @@ def _identity(buf: Any):
     if ptr is not None:
         return ptr
     value = getattr(buf, "value", None)
-    return None if value is None else ("value", value)
+    if value is None:
+        return None
+    if value == 0:                       # (-0.0 == 0.0, but kernels given them differ: 1 / (x * s))
+        return ("zero", math.copysign(1.0, value))
+    return ("value", value)
 
 
 class GraphedPlan:
