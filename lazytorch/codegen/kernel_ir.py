@@ -15,7 +15,6 @@ from typing import Any
 
 from ..ir.dtypes import DType
 
-SCOPES = ("kernel", "row", "elem")
 I32_LIMIT = 2**31 - 1
 
 

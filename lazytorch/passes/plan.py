@@ -21,9 +21,6 @@ from ..ir.dtypes import DType
 from ..ir.node import Node, type_str
 from ..ir.printer import format_node
 
-KINDS = ("kernel", "library", "reference")
-PATTERNS = ("pointwise", "reduce", "row", "library", "reference")
-
 
 @dataclass(frozen=True, eq=False, slots=True)     # (slots: one per param, temp and output; half the build cost)
 class BufferRef:
