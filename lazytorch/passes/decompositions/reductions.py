@@ -11,7 +11,7 @@ from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.build_linalg_extra import matrix_norm
 from ...ir.node import Node
-from . import back, decomposes, opmath
+from . import cast, decomposes, opmath
 
 
 def _count(x: Node, dims: tuple[int, ...]) -> int:
@@ -32,7 +32,7 @@ def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
 
 @decomposes("mean")
 def mean(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = False, dtype=None) -> Node:
-    return back(_mean(_input(self, dtype), dim, keepdim), node.dtype)
+    return cast(_mean(_input(self, dtype), dim, keepdim), node.dtype)
 
 
 def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool) -> Node:
@@ -46,12 +46,12 @@ def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool
 
 @decomposes("var")
 def var(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
-    return back(_var(node, self, dim, correction, keepdim), node.dtype)
+    return cast(_var(node, self, dim, correction, keepdim), node.dtype)
 
 
 @decomposes("std")
 def std(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
-    return back(B("sqrt", _var(node, self, dim, correction, keepdim)), node.dtype)
+    return cast(B("sqrt", _var(node, self, dim, correction, keepdim)), node.dtype)
 
 
 @decomposes("logsumexp")
@@ -59,9 +59,9 @@ def logsumexp(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = Fals
     """log(sum(exp(x - m))) + m with m the max, set to 0 where it is infinite (torch's form)."""
     x = opmath(B("to", self, node.dtype) if not self.dtype.is_floating_point else self)
     if x.numel == 0:                             # no max to subtract: log(sum(exp(x))) is log(0) or empty
-        return back(B("log", B("sum", B("exp", x), dim, keepdim)), node.dtype)
+        return cast(B("log", B("sum", B("exp", x), dim, keepdim)), node.dtype)
     total = B("sum", B("exp", B("sub", x, _finite_max(x, dim, True))), dim, keepdim)
-    return back(B("add", B("log", total), _finite_max(x, dim, keepdim)), node.dtype)
+    return cast(B("add", B("log", total), _finite_max(x, dim, keepdim)), node.dtype)
 
 
 def _finite_max(x: Node, dim: tuple[int, ...], keepdim: bool) -> Node:
@@ -76,7 +76,7 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
     x = _input(self, dtype)
     a = B("abs", x)
     if p == "nuc":                               # singular values: linalg's matrix norm (a host LAPACK call)
-        return back(matrix_norm("norm", x, "nuc", (-2, -1) if dim is None else dim, keepdim), node.dtype)
+        return cast(matrix_norm("norm", x, "nuc", (-2, -1) if dim is None else dim, keepdim), node.dtype)
     if isinstance(p, str):
         if p != "fro":
             raise ValueError(f"norm: p='{p}' is not a norm order; valid: a number, 'fro' or 'nuc'")
@@ -94,4 +94,4 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
         out = B("sum", B("to", B("ne", x, 0), x.dtype), dim, keepdim)
     else:
         out = B("pow", B("sum", B("pow", a, p), dim, keepdim), 1.0 / p)
-    return back(out, node.dtype)
+    return cast(out, node.dtype)
