@@ -188,20 +188,17 @@ _signed_inf("isneginf", -math.inf)
 
 # ---------------------------------------------------------------- binary functions
 
-@formula("xlogy")
-def _xlogy(a):
-    x, y, dt = promoted_pair(a, floating=True)
-    r = call("mul", x, call("log", y))
-    zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill_constant((), 0, dt), r)
+def _xlog_form(name: str, log: str):
+    """x * log(y) (log1p), 0 where x == 0 unless y is NaN."""
+    @formula(name)
+    def fn(a):
+        x, y, dt = promoted_pair(a, floating=True)
+        zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
+        return where(zero, fill_constant((), 0, dt), call("mul", x, call(log, y)))
 
 
-@formula("special_xlog1py")
-def _xlog1py(a):
-    x, y, dt = promoted_pair(a, floating=True)
-    r = call("mul", x, call("log1p", y))
-    zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill_constant((), 0, dt), r)
+_xlog_form("xlogy", "log")
+_xlog_form("special_xlog1py", "log1p")
 
 
 @formula("hypot")

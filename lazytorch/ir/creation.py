@@ -202,9 +202,8 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     if steps <= 1:                                # torch fills without its kernel (bool included)
         return fill((steps,), start, dtype)
     no_bool_ramp(op.name, dtype)
-    if not dtype.is_floating_point:
-        _check_float_ends(op.name, ends, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
+        _check_float_ends(op.name, ends, dtype)
         start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
     rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
     s, e = rd(start), rd(end)
