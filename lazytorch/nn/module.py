@@ -149,18 +149,17 @@ class Module:
         return mod
 
     def get_parameter(self, target: str) -> Parameter:
-        path, _, name = target.rpartition(".")
-        mod = self.get_submodule(path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
-        return mod._parameters[name]
+        return self._get_member(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        return self._get_member(target, "_buffers", "buffer")
+
+    def _get_member(self, target: str, table: str, kind: str):
         path, _, name = target.rpartition(".")
         mod = self.get_submodule(path)
-        if name not in mod._buffers:
-            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
-        return mod._buffers[name]
+        if name not in mod.__dict__[table]:
+            raise AttributeError(f"{type(mod).__name__} has no {kind} `{name}`")
+        return mod.__dict__[table][name]
 
     # ---------------------------------------------------------------- traversal
     def named_modules(self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True):
