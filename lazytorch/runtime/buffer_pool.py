@@ -56,8 +56,3 @@ class BufferPool:
             if self.pooled + block.nbytes <= self.limit:
                 self.free.setdefault(block.nbytes, []).append(block)
                 self.pooled += block.nbytes
-
-    def clear(self) -> None:
-        with self.lock:
-            self.free.clear()
-            self.pooled = 0
