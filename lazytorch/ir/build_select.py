@@ -24,12 +24,10 @@ def _as_1d(x: Node) -> Node:
     return call("reshape", x, (1,)) if x.ndim == 0 else x
 
 
-def _values(x: Node, d: int, idx: Node) -> Node:
-    return call("gather", x, d, idx)
-
-
-def _finish(x0: Node, values: Node, idx: Node, d: int, keepdim: bool):
-    """Undo the 0-d promotion and drop the reduced dim unless keepdim."""
+def _finish(x0: Node, x: Node, idx: Node, d: int, keepdim: bool):
+    """(values, indices): x's values at idx along d, with the 0-d promotion undone and the reduced
+    dim dropped unless keepdim."""
+    values = call("gather", x, d, idx)
     if x0.ndim == 0:
         return call("reshape", values, ()), call("reshape", idx, ())
     if not keepdim:
@@ -50,7 +48,7 @@ def sort(op: OpDef, schema: Schema, a: Args):
     idx = host_call("argsort", (x,), x.shape, D.int64, dim=d, descending=bool(a["descending"]))
     if op.name == "argsort":
         return idx if x0.ndim else call("reshape", idx, ())
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 @builder("msort")
@@ -69,7 +67,7 @@ def topk(op: OpDef, schema: Schema, a: Args):
                        f"{x.shape[d]}", {"self": x0}, f"k must be in 0..{x.shape[d]}")
     shape = x.shape[:d] + (k,) + x.shape[d + 1:]
     idx = host_call("topk", (x,), shape, D.int64, k=k, dim=d, largest=bool(a["largest"]))
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 def _reduced_index(x: Node, d: int, fn: str, **params) -> Node:
@@ -87,7 +85,7 @@ def kthvalue(op: OpDef, schema: Schema, a: Args):
         raise op_error(IndexError, op.name, f"k={k} is out of range for dim {d} of size {x.shape[d]}", {"self": x0},
                        f"k must be in 1..{x.shape[d]}")
     idx = _reduced_index(x, d, "kthvalue", k=k)
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("median")
@@ -100,14 +98,14 @@ def median(op: OpDef, schema: Schema, a: Args):
             return call("full", (), float("nan"), dtype=x0.dtype)
         flat = call("reshape", x0, (-1,))
         idx = _reduced_index(flat, 0, "median", ignore_nan=ignore_nan)
-        return call("reshape", _values(flat, 0, idx), ())
+        return call("reshape", call("gather", flat, 0, idx), ())
     d = _dim(op.name, x0, a["dim"])
     x = _as_1d(x0)
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty: median of an empty dimension is undefined",
                        {"self": x0})
     idx = _reduced_index(x, d, "median", ignore_nan=ignore_nan)
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("mode")
@@ -118,7 +116,7 @@ def mode(op: OpDef, schema: Schema, a: Args):
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty", {"self": x0})
     idx = _reduced_index(x, d, "mode")
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("cumextreme")
@@ -127,7 +125,7 @@ def cumextreme(op: OpDef, schema: Schema, a: Args):
     d = _dim(op.name, x0, a["dim"])
     x = _as_1d(x0)
     idx = host_call("cumextreme", (x,), x.shape, D.int64, dim=d, maximum=op.name == "cummax")
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 @builder("scan_host")
