@@ -396,9 +396,8 @@ class _Lowering:
         outer = _merge(outer_dims, self.I, strides)
         inner = _merge(inner_dims, self.I, strides)
         accesses = []
-        for arg, s, off in self.raw_access:
-            accesses.append(Access(arg, tuple(_group_stride(g, s, self.I) for g in outer),
-                                   tuple(_group_stride(g, s, self.I) for g in inner), off))
+        for arg, s, off in self.raw_access:      # (a merged dim steps by the stride of its last dim)
+            accesses.append(Access(arg, tuple(s[g[-1]] for g in outer), tuple(s[g[-1]] for g in inner), off))
         osz = tuple(_size(g, self.I) for g in outer)
         isz = tuple(_size(g, self.I) for g in inner)
         cont = V.contiguous_strides(osz + isz)
@@ -420,10 +419,6 @@ def _merge(dims: list[int], I, strides) -> list[list[int]]:
                 continue
         groups.append([d])
     return groups
-
-
-def _group_stride(group: list[int], s, I) -> int:
-    return s[group[-1]]
 
 
 def _size(dims, I) -> int:
