@@ -14,20 +14,13 @@ from ...ir.node import Node
 from . import cast, decomposes, opmath
 
 
-def _count(x: Node, dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    return n
-
-
 def _input(self: Node, dtype) -> Node:
     """The input in the dtype to accumulate in: dtype= first, then widened if half."""
     return opmath(self if dtype is None else B("to", self, dtype))
 
 
 def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
-    return B("div", B("sum", x, dims, keepdim), _count(x, dims))
+    return B("div", B("sum", x, dims, keepdim), math.prod(x.shape[d] for d in dims))
 
 
 @decomposes("mean")
@@ -41,7 +34,8 @@ def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool
     centered = B("sub", x, _mean(x, dim, True))
     squares = B("sum", B("mul", centered, centered), dim, keepdim)
     correction = 1 if correction is None else correction
-    return B("div", squares, B("maximum", B("sub", _count(x, dim), correction), as_node(0)))
+    count = math.prod(x.shape[d] for d in dim)
+    return B("div", squares, B("maximum", B("sub", count, correction), as_node(0)))
 
 
 @decomposes("var")
