@@ -13,7 +13,7 @@ import math
 from . import dtypes as D
 from . import meta
 from .build import Args, call
-from .creation import fill, fill_constant, random_node
+from .creation import fill, fill_constant, random_like
 from .errors import op_error, wrap_dim
 from .families import OpFamily
 from .host import host_call, host_value
@@ -467,12 +467,8 @@ def _rrelu(a):
     require_float("rrelu", x)
     if not a["training"]:
         return call("leaky_relu", x, (lower + upper) / 2)
-    slope = call("add", call("mul", _uniform_like(x), upper - lower), lower)
+    slope = call("add", call("mul", random_like("rand", x), upper - lower), lower)
     return where(call("ge", x, 0), x, call("mul", x, in_dtype(slope, x.dtype)))
-
-
-def _uniform_like(x: Node) -> Node:
-    return random_node("rand", x.shape, x.dtype if x.dtype is D.float64 else D.float32)
 
 
 # ---------------------------------------------------------------- reductions

@@ -103,6 +103,12 @@ def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
                                            dtype), size, dtype)
 
 
+def random_like(op: str, x: Node) -> Node:
+    """rand or randn values of x's shape, drawn in float64 for a float64 x, else in float32 (the
+    variates a random initialiser transforms before casting to x's dtype)."""
+    return random_node(op, x.shape, D.float64 if x.dtype is D.float64 else D.float32)
+
+
 @builder("random")
 def random(op: OpDef, schema: Schema, a: dict) -> Node:
     return random_node(op.name, check_size(op.name, a["size"]), _float_dtype(op.name, a.get("dtype")))
