@@ -115,11 +115,8 @@ class KernelPlan:
 
 def format_plan(plan: KernelPlan) -> str:
     """One line per launch (kind, pattern, domain, buffers read and written), nodes indented."""
-    names: dict[int, str] = {}
     lines = [f"plan: {len(plan.launches)} launches, params {plan.params}, outputs {plan.outputs}"]
-    order = [n for l in plan.launches for n in l.nodes]
-    for i, n in enumerate(order):
-        names[id(n)] = f"%{i}"
+    names = {id(n): f"%{i}" for i, n in enumerate(n for l in plan.launches for n in l.nodes)}
     for l in plan.launches:
         for n, b in l.reads:
             names.setdefault(id(n), repr(b))
