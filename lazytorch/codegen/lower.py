@@ -203,11 +203,14 @@ class _Lowering:
         """Kernel-scope values hoist ops over them out of every loop."""
         return self.kernel_stage if all(a in self.kernel_vars for a in args) else None
 
-    def cast(self, v: str, src: DType, dst: DType, stage: Stage) -> str:
-        if src == dst:
+    def cast(self, v: str, src: DType, dst: DType, stage: Stage, to: DType | None = None) -> str:
+        """v (register dtype src) as register dtype dst; `to`: the dtype the value is rounded to on
+        the way (a `to` node's own dtype: a cast to f16 computes in f32 but rounds to f16)."""
+        to = dst if to is None else to
+        if src == dst and to == dst:
             return v
         st = self.kernel_stage if v in self.kernel_vars else stage
-        out = self.emit(st, "cast", [v], dst, src=src, to=dst)
+        out = self.emit(st, "cast", [v], dst, src=src, to=to)
         if st is self.kernel_stage:
             self.kernel_vars.add(out)
         return out
@@ -313,13 +316,7 @@ class _Lowering:
             return self.emit(stage, "index", [], out, access=acc), out
         if n.op == "to":
             v, dt = self.value(n.inputs[0], stage, sp, scope)
-            if dt == out and n.dtype not in (D.float16, D.bfloat16):
-                return v, out
-            st = self.kernel_stage if v in self.kernel_vars else stage
-            r = self.emit(st, "cast", [v], out, src=dt, to=n.dtype)
-            if st is self.kernel_stage:
-                self.kernel_vars.add(r)
-            return r, out
+            return self.cast(v, dt, out, stage, to=n.dtype), out
         ins = [self.value(i, stage, sp, scope) for i in n.inputs]
         if n.op == "where":
             args = [self.cast(ins[0][0], ins[0][1], D.bool_, stage)]
