@@ -645,10 +645,7 @@ def _pad_to(g: Node, shape) -> Node:
     """g (smaller than `shape` in non-gathered dims, as gather allows) padded with zeros."""
     if tuple(g.shape) == tuple(shape):
         return g
-    pads = []
-    for have, want in zip(reversed(g.shape), reversed(shape)):
-        pads += [0, want - have]
-    return C("pad", g, pads)
+    return C("pad", g, [p for have, want in zip(reversed(g.shape), reversed(shape)) for p in (0, want - have)])
 
 
 @rule("index")
