@@ -57,19 +57,16 @@ def _can_cast(src: D.DType, dst: D.DType) -> bool:
 
 
 def _assign(op: OpDef, target: Tensor, result: Node, what: str) -> Tensor:
-    from .ir.build import call as build
     if not _can_cast(result.dtype, target.dtype):
         raise op_error(RuntimeError, op.name, f"result type {result.dtype.name} can't be cast to the desired "
                        f"output type {target.dtype.name} ({what})", {"result": result, what: target})
-    if tuple(result.shape) != tuple(target.shape):
-        if what == "out" and target._base is None:
-            pass
-        else:
-            raise op_error(RuntimeError, op.name, f"output with shape {list(target.shape)} doesn't match the "
-                           f"broadcast shape {list(result.shape)}", {"result": result, what: target},
-                           "an in-place op can't change its tensor's shape")
+    # (an `out=` tensor that is no view takes the result's shape, as torch resizes it)
+    if tuple(result.shape) != tuple(target.shape) and not (what == "out" and target._base is None):
+        raise op_error(RuntimeError, op.name, f"output with shape {list(target.shape)} doesn't match the "
+                       f"broadcast shape {list(result.shape)}", {"result": result, what: target},
+                       "an in-place op can't change its tensor's shape")
     if result.dtype is not target.dtype:
-        result = build("to", result, target.dtype)
+        result = call("to", result, target.dtype)
     target._rebind(result, op.name)
     return target
 
@@ -163,8 +160,7 @@ def make_inplace(op: OpDef, name: str):
 def make_operator(op: OpDef, dunder: str):
     fn = make_function(op, op.name)
     if dunder.startswith("__i") and dunder != "__invert__":   # __invert__ (~x) is not in-place
-        inplace = make_inplace(op, dunder)
-        return inplace
+        return make_inplace(op, dunder)
     if dunder.startswith("__r") and dunder not in ("__rshift__",):
         def reflected(self, other):
             return fn(other, self)               # (fn takes the fast path itself)

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import views as V
-from ..ir.build import call, contiguous, view_of
+from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
+from ..ir.build import contiguous, view_of
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
@@ -44,10 +45,6 @@ SAVES_NOTHING = frozenset({"add", "sub", "neg", "sum", "view", "contiguous", "cl
 
 
 # ---------------------------------------------------------------- small builders
-
-def C(name: str, *args, **kwargs) -> Node:
-    return call(name, *args, **kwargs)
-
 
 def zeros(shape, dtype: D.DType) -> Node:
     return fill(tuple(shape), 0.0 if dtype.is_floating_point else 0, dtype)
@@ -594,7 +591,7 @@ def _view(a, out, g):
 
 @rule("view_assign")
 def _view_assign(a, out, g):
-    spec, value = a["view"], a["src"]
+    spec = a["view"]
     cleared = Node("view_assign", (g, zeros(spec.shape, g.dtype)), {"view": spec}, g.shape, g.dtype)
     return {"self": cleared, "src": view_of(contiguous(g), spec)}
 
@@ -648,10 +645,7 @@ def _pad_to(g: Node, shape) -> Node:
     """g (smaller than `shape` in non-gathered dims, as gather allows) padded with zeros."""
     if tuple(g.shape) == tuple(shape):
         return g
-    pads = []
-    for have, want in zip(reversed(g.shape), reversed(shape)):
-        pads += [0, want - have]
-    return C("pad", g, pads)
+    return C("pad", g, [p for have, want in zip(reversed(g.shape), reversed(shape)) for p in (0, want - have)])
 
 
 @rule("index")
@@ -768,7 +762,7 @@ def _norm_dims(x: Node, normalized_shape) -> list[int]:
 
 @rule("layer_norm")
 def _layer_norm(a, out, g):
-    x, w, b, eps = a["self"], a.get("weight"), a.get("bias"), a.get("eps", 1e-5)
+    x, w, eps = a["self"], a.get("weight"), a.get("eps", 1e-5)
     dims = _norm_dims(x, a["normalized_shape"])
     mu = C("mean", x, dims, True)
     xc = C("sub", x, mu)

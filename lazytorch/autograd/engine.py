@@ -122,7 +122,7 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     value (state.track), so they can be differentiated again (higher-order gradients)."""
     grads: dict[int, list[Node]] = {}          # node -> the cotangents reaching it so far
     for r, g in zip(roots, root_grads):
-        _add(grads, r, g)
+        grads.setdefault(id(r), []).append(g)
     wanted = {id(n) for n in capture}
     captured: dict[int, Node] = {}
     with set_grad_enabled(create_graph):
@@ -146,14 +146,10 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
                 raise RuntimeError(FREED)
             for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g)):
                 if gi is not None:
-                    _add(grads, inp, gi)
+                    grads.setdefault(id(inp), []).append(gi)
             if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
                 rec.freed = True
     return captured
-
-
-def _add(grads: dict[int, list[Node]], node: Node, g: Node) -> None:
-    grads.setdefault(id(node), []).append(g)
 
 
 def accumulate_leaf(tensor, g: Node) -> None:

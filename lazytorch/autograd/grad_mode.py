@@ -25,15 +25,17 @@ class _GradMode:
         MODE.enabled = self._prev
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with self.__class__.__new__(self.__class__).__init_copy(self):
-                return fn(*args, **kwargs)
-        return wrapped
+        mode = self.mode
 
-    def __init_copy(self, other: "_GradMode") -> "_GradMode":
-        self.mode = other.mode
-        return self
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):            # (the previous mode kept per call: reentrant)
+            prev = MODE.enabled
+            MODE.enabled = mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                MODE.enabled = prev
+        return wrapped
 
 
 class no_grad(_GradMode):  # noqa: N801  (torch's name)
@@ -67,15 +69,5 @@ class set_grad_enabled(_GradMode):  # noqa: N801
         MODE.enabled = self._prev
 
     def __call__(self, fn):
-        mode = self.mode
         MODE.enabled = self._prev               # as a decorator it applies only inside fn
-
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            prev = MODE.enabled
-            MODE.enabled = mode
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                MODE.enabled = prev
-        return wrapped
+        return super().__call__(fn)

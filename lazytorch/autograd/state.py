@@ -29,10 +29,6 @@ class Mode:
         self.enabled = True
         self.any_leaf = False
 
-    @property
-    def tracking(self) -> bool:
-        return self.any_leaf
-
 
 MODE = Mode()
 
@@ -57,10 +53,6 @@ NO_GRAD: "weakref.WeakSet[Node]" = weakref.WeakSet()
 
 # Ops whose result never carries a gradient (integer/bool results are filtered by dtype).
 NON_DIFFERENTIABLE = frozenset({"full", "iota", "argmax", "argmin"})
-
-
-def requires_grad(node: Node) -> bool:
-    return node in RECORDS
 
 
 def register_leaf(node: Node, tensor) -> None:

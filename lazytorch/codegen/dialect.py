@@ -53,6 +53,10 @@ class Dialect:
         return self.register[dt.name]
 
 
+# What the GPU targets' tables share: the GPU templates (shaders/gpu_*.j2) and what they call.
+GPU_FIELDS = dict(templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
+                  restrict="", gpu=True, template_helpers={"rows": frozenset({"lt_shuffle_down"})})
+
 INT_C = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
 # (short name, C type, unsigned C type) of each integer type, for the preamble templates
 INT_TYPES = [(D.BY_NAME[n].short, c, "u" + c.lstrip("u") if not c.startswith("u") else c)

@@ -3,13 +3,13 @@
 Both targets render through the same templates (shaders/gpu_*.j2) and launch through MLX, so one
 path serves both: dtype legality (no float64 on either), 0-d float64 scalars read as float32,
 lowering, rendering (whose Rendered carries the grid and threadgroup), the header cut to the
-helpers the kernel calls, and the MlxCall.  A target is one row of GPU_TARGETS.
+helpers the kernel calls, and the MlxCall.  A target is one row of GPU_CALLS: its MlxCall class,
+which also spells (or refuses) its buffer dtypes.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Callable, NamedTuple
 
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
@@ -23,22 +23,13 @@ from .targets import cuda, metal
 ERROR_FLAG = "lt_err"
 
 
-class GpuTarget(NamedTuple):
-    name: str                                    # dialect name
-    call_type: type[MlxCall]
-    type_name: Callable[[DType, str], str]       # raises TypeError for dtypes the target lacks
-
-
-GPU_TARGETS: dict[str, GpuTarget] = {
-    "metal": GpuTarget("metal", metal.MetalCall, metal.type_name),
-    "cuda": GpuTarget("cuda", cuda.CudaCall, cuda.type_name),
-}
+GPU_CALLS: dict[str, type[MlxCall]] = {"metal": metal.MetalCall, "cuda": cuda.CudaCall}   # by dialect name
 
 
 def check_dtypes(launch, target: str) -> None:
     """No float64 on the GPU: name the op and dtype instead of computing something else.  0-d
     float64 params (Python scalars) are the exception: they are read as float32 (narrow_scalars)."""
-    type_name = GPU_TARGETS[target].type_name
+    type_name = GPU_CALLS[target].type_name       # (raises TypeError for dtypes the target lacks)
     for n in launch.nodes:
         if n.op not in ("param", "scalar"):
             type_name(n.dtype, n.op)
@@ -82,7 +73,7 @@ def mlx_call(target: str, rendered: Rendered, head: str) -> MlxCall:
     # after the kernel's own outputs (the backends pair outputs with the launch's writes in order,
     # so these extra ones are ignored): a grid combine's scratch, then the error flag, last
     scratch = rendered.scratch
-    return GPU_TARGETS[target].call_type(
+    return GPU_CALLS[target](
         name=f"lt_{digest}",
         input_names=tuple(a.name for a in ins),
         output_names=tuple(a.name for a in outs) + tuple(n for n, _, _ in scratch) + ((ERROR_FLAG,) if flag else ()),

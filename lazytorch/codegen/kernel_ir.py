@@ -15,7 +15,6 @@ from typing import Any
 
 from ..ir.dtypes import DType
 
-SCOPES = ("kernel", "row", "elem")
 I32_LIMIT = 2**31 - 1
 
 
@@ -111,21 +110,3 @@ class Kernel:
     @property
     def numel(self) -> int:
         return self.outer_numel * self.inner_numel
-
-    def describe(self) -> str:
-        """A compact text form for tests and debugging."""
-        lines = [f"kernel {self.name} {self.pattern} outer={list(self.outer)} inner={list(self.inner)} "
-                 f"{self.index_type} {'contiguous' if self.contiguous else 'strided'}"]
-        for a in self.args:
-            lines.append(f"  arg {a.name}: {a.dtype.short} {a.role}")
-        for i, ac in enumerate(self.accesses):
-            lines.append(f"  access {i}: arg={ac.arg} outer={list(ac.outer)} inner={list(ac.inner)} off={ac.offset}")
-        for s in self.stages:
-            lines.append(f"  stage {s.scope}")
-            for op in s.ops:
-                lines.append(f"    {op.var}: {op.dtype.short} = {op.op}({', '.join(op.args)}){op.attrs or ''}")
-            for r in s.reduces:
-                lines.append(f"    {r.acc}: {r.dtype.short} {r.op}= {r.value}")
-            for st in s.stores:
-                lines.append(f"    store access{st.access} <- {st.value}")
-        return "\n".join(lines)

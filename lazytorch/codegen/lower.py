@@ -203,11 +203,14 @@ class _Lowering:
         """Kernel-scope values hoist ops over them out of every loop."""
         return self.kernel_stage if all(a in self.kernel_vars for a in args) else None
 
-    def cast(self, v: str, src: DType, dst: DType, stage: Stage) -> str:
-        if src == dst:
+    def cast(self, v: str, src: DType, dst: DType, stage: Stage, to: DType | None = None) -> str:
+        """v (register dtype src) as register dtype dst; `to`: the dtype the value is rounded to on
+        the way (a `to` node's own dtype: a cast to f16 computes in f32 but rounds to f16)."""
+        to = dst if to is None else to
+        if src == dst and to == dst:
             return v
         st = self.kernel_stage if v in self.kernel_vars else stage
-        out = self.emit(st, "cast", [v], dst, src=src, to=dst)
+        out = self.emit(st, "cast", [v], dst, src=src, to=to)
         if st is self.kernel_stage:
             self.kernel_vars.add(out)
         return out
@@ -313,13 +316,7 @@ class _Lowering:
             return self.emit(stage, "index", [], out, access=acc), out
         if n.op == "to":
             v, dt = self.value(n.inputs[0], stage, sp, scope)
-            if dt == out and n.dtype not in (D.float16, D.bfloat16):
-                return v, out
-            st = self.kernel_stage if v in self.kernel_vars else stage
-            r = self.emit(st, "cast", [v], out, src=dt, to=n.dtype)
-            if st is self.kernel_stage:
-                self.kernel_vars.add(r)
-            return r, out
+            return self.cast(v, dt, out, stage, to=n.dtype), out
         ins = [self.value(i, stage, sp, scope) for i in n.inputs]
         if n.op == "where":
             args = [self.cast(ins[0][0], ins[0][1], D.bool_, stage)]
@@ -396,9 +393,8 @@ class _Lowering:
         outer = _merge(outer_dims, self.I, strides)
         inner = _merge(inner_dims, self.I, strides)
         accesses = []
-        for arg, s, off in self.raw_access:
-            accesses.append(Access(arg, tuple(_group_stride(g, s, self.I) for g in outer),
-                                   tuple(_group_stride(g, s, self.I) for g in inner), off))
+        for arg, s, off in self.raw_access:      # (a merged dim steps by the stride of its last dim)
+            accesses.append(Access(arg, tuple(s[g[-1]] for g in outer), tuple(s[g[-1]] for g in inner), off))
         osz = tuple(_size(g, self.I) for g in outer)
         isz = tuple(_size(g, self.I) for g in inner)
         cont = V.contiguous_strides(osz + isz)
@@ -420,10 +416,6 @@ def _merge(dims: list[int], I, strides) -> list[list[int]]:
                 continue
         groups.append([d])
     return groups
-
-
-def _group_stride(group: list[int], s, I) -> int:
-    return s[group[-1]]
 
 
 def _size(dims, I) -> int:

@@ -147,10 +147,7 @@ def _ceil(a: int, b: int) -> int:
 
 
 def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def linear_geometry(numel: int) -> Geometry:

@@ -142,12 +142,9 @@ def _pool_args(op: str, a: Args, nd: int, args: dict) -> tuple:
         if len(values) != nd:
             raise op_error(RuntimeError, op, f"{name} must be a single int or a tuple of {nd} ints, got "
                            f"{list(values)}", args)
-    if min(kernel) <= 0:
-        raise op_error(RuntimeError, op, f"kernel_size must be greater than zero, but got {list(kernel)}", args)
-    if min(stride) <= 0:
-        raise op_error(RuntimeError, op, f"stride must be greater than zero, but got {list(stride)}", args)
-    if min(dilation) <= 0:
-        raise op_error(RuntimeError, op, f"dilation must be greater than zero, but got {list(dilation)}", args)
+    for name, values in (("kernel_size", kernel), ("stride", stride), ("dilation", dilation)):
+        if min(values) <= 0:
+            raise op_error(RuntimeError, op, f"{name} must be greater than zero, but got {list(values)}", args)
     for p, k, d in zip(padding, kernel, dilation):
         if p < 0 or p > (d * (k - 1) + 1) // 2:
             raise op_error(RuntimeError, op, f"pad should be at most half of effective kernel size, but got pad={p}, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 from . import meta
 from . import views as V
@@ -211,10 +212,7 @@ def _expand(x: Node, labels: list[Label], sizes: dict) -> Node:
 
 
 def _output_labels(rhs: str | None, labels: list[list[Label]], ell: list, equation: str) -> list[Label]:
-    counts: dict = {}
-    for ls in labels:
-        for l in ls:
-            counts[l] = counts.get(l, 0) + 1
+    counts = Counter(l for ls in labels for l in ls)
     if rhs is None:                              # implicit: ellipsis dims, then letters used once, sorted
         return ell + sorted(l for l, c in counts.items() if c == 1 and not isinstance(l, tuple))
     out = []

@@ -436,6 +436,12 @@ def _slogdet(op, a):
             host_call("slogdet_log", (x,), x.shape[:-2], x.dtype))
 
 
+def _batch_expanded(op: str, A: Node, B: Node, args: dict | None = None) -> tuple[Node, Node]:
+    """A and B (batches of matrices) expanded to their broadcast batch shape."""
+    batch = meta.broadcast_shapes(op, A.shape[:-2], B.shape[:-2], args=args)
+    return call("expand", A, batch + A.shape[-2:]), call("expand", B, batch + B.shape[-2:])
+
+
 def _solve_shapes(op: str, A: Node, B: Node):
     _square(op, A)
     if A.dtype is not B.dtype:
@@ -446,10 +452,7 @@ def _solve_shapes(op: str, A: Node, B: Node):
     if Bm.shape[-2] != A.shape[-1]:
         raise op_error(RuntimeError, op, f"Incompatible shapes of A and B for the equation AX = B "
                        f"({list(A.shape[-2:])} and {list(Bm.shape[-2:])})", {"A": A, "B": B})
-    batch = meta.broadcast_shapes(op, A.shape[:-2], Bm.shape[:-2], args={"A": A, "B": B})
-    Ab = call("expand", A, batch + A.shape[-2:])
-    Bb = call("expand", Bm, batch + Bm.shape[-2:])
-    return Ab, Bb, vector
+    return (*_batch_expanded(op, A, Bm, {"A": A, "B": B}), vector)
 
 
 @linalg_op("linalg_solve")
@@ -592,10 +595,8 @@ def _lstsq(op, a):
     m, n = A.shape[-2:]
     vector = B.ndim == A.ndim - 1
     Bm = call("unsqueeze", B, -1) if vector else B
-    batch = meta.broadcast_shapes("linalg.lstsq", A.shape[:-2], Bm.shape[:-2])
-    Ab = call("expand", A, batch + A.shape[-2:])
-    Bb = call("expand", Bm, batch + Bm.shape[-2:])
-    sol = host_call("lstsq", (Ab, Bb), batch + (n, Bm.shape[-1]), A.dtype)
+    Ab, Bb = _batch_expanded("linalg.lstsq", A, Bm)
+    sol = host_call("lstsq", (Ab, Bb), Ab.shape[:-2] + (n, Bm.shape[-1]), A.dtype)
     driver = a["driver"] or "gelsy"
     empty = fill((0,), 0, A.dtype)
     residuals = empty
@@ -627,9 +628,7 @@ def _solve_triangular(op, a):
         out = call("linalg_solve_triangular", call("transpose", A, -2, -1), call("transpose", B, -2, -1),
                    upper=not a["upper"], left=True, unitriangular=a["unitriangular"])
         return call("transpose", out, -2, -1)
-    batch = meta.broadcast_shapes("linalg.solve_triangular", A.shape[:-2], B.shape[:-2])
-    Ab = call("expand", A, batch + A.shape[-2:])
-    Bb = call("expand", B, batch + B.shape[-2:])
+    Ab, Bb = _batch_expanded("linalg.solve_triangular", A, B)
     return host_call("solve_triangular", (Ab, Bb), Bb.shape, A.dtype, upper=bool(a["upper"]),
                    unit=bool(a["unitriangular"]))
 

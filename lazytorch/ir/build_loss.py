@@ -138,12 +138,17 @@ def _bce_logits(op: str, a: Args):
     return loss, None, x.dtype
 
 
-def _difference(op: str, a: Args) -> tuple[Node, Node, dict]:
+def _operands(op: str, a: Args) -> tuple[Node, dict, Node, Node]:
+    """(input, the error arguments, input and target in opmath, broadcast together): both floating."""
     x, t = a["self"], a["target"]
     args = {"input": x, "target": t}
     _floating(op, args)
-    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
-    return call("abs", call("sub", xf, tf)), promoted([x, t]), args
+    return (x, args, *_broadcast(op, in_opmath(x), in_opmath(t)))
+
+
+def _difference(op: str, a: Args) -> tuple[Node, Node, dict]:
+    x, args, xf, tf = _operands(op, a)
+    return call("abs", call("sub", xf, tf)), promoted([x, a["target"]]), args
 
 
 def _weighted(op: str, loss: Node, x: Node, w, args: dict) -> tuple[Node, Node | None]:
@@ -183,10 +188,7 @@ def _huber(op: str, a: Args):
 
 
 def _kl_div(op: str, a: Args):
-    x, t = a["self"], a["target"]
-    args = {"input": x, "target": t}
-    _floating(op, args)
-    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
+    x, _, xf, tf = _operands(op, a)
     if a["log_target"]:
         loss = call("mul", call("exp", tf), call("sub", tf, xf))
     else:                                        # xlogy(t, t) - t * x: a zero target contributes 0
@@ -198,10 +200,7 @@ def _kl_div(op: str, a: Args):
 
 
 def _poisson_nll(op: str, a: Args):
-    x, t = a["self"], a["target"]
-    args = {"input": x, "target": t}
-    _floating(op, args)
-    xf, tf = _broadcast(op, in_opmath(x), in_opmath(t))
+    x, _, xf, tf = _operands(op, a)
     if a["log_input"]:
         loss = call("sub", call("exp", xf), call("mul", tf, xf))
     else:
@@ -383,10 +382,9 @@ LOSSES: dict[str, Callable] = {
 def loss(op: OpDef, schema: Schema, a: Args) -> Node:
     reduction = _reduction(op.name, a, ("batchmean",) if op.name == "kl_div" else ())
     per_element, denominator, dtype = LOSSES[op.name](op.name, a)
-    if isinstance(denominator, tuple):           # kl_div: 'batchmean' divides by the batch size
-        denominator = None
+    if isinstance(denominator, tuple):           # kl_div's ("batch", size): 'batchmean' divides by it
+        (_, batch), denominator = denominator, None
         if reduction == "batchmean":
-            batch = a["self"].shape[0] if a["self"].ndim else 1
             return call("to", call("div", call("sum", per_element), float(batch)), dtype)
     return call("to", _reduce(per_element, reduction, denominator), dtype)
 

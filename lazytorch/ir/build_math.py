@@ -13,7 +13,7 @@ import math
 from . import dtypes as D
 from . import meta
 from .build import Args, call
-from .creation import fill, fill_constant, random_node
+from .creation import fill, fill_constant, random_like
 from .errors import op_error, wrap_dim
 from .families import OpFamily
 from .host import host_call, host_value
@@ -188,20 +188,17 @@ _signed_inf("isneginf", -math.inf)
 
 # ---------------------------------------------------------------- binary functions
 
-@formula("xlogy")
-def _xlogy(a):
-    x, y, dt = promoted_pair(a, floating=True)
-    r = call("mul", x, call("log", y))
-    zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill_constant((), 0, dt), r)
+def _xlog_form(name: str, log: str):
+    """x * log(y) (log1p), 0 where x == 0 unless y is NaN."""
+    @formula(name)
+    def fn(a):
+        x, y, dt = promoted_pair(a, floating=True)
+        zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
+        return where(zero, fill_constant((), 0, dt), call("mul", x, call(log, y)))
 
 
-@formula("special_xlog1py")
-def _xlog1py(a):
-    x, y, dt = promoted_pair(a, floating=True)
-    r = call("mul", x, call("log1p", y))
-    zero = call("logical_and", call("eq", x, 0), call("logical_not", call("isnan", y)))
-    return where(zero, fill_constant((), 0, dt), r)
+_xlog_form("xlogy", "log")
+_xlog_form("special_xlog1py", "log1p")
 
 
 @formula("hypot")
@@ -470,12 +467,8 @@ def _rrelu(a):
     require_float("rrelu", x)
     if not a["training"]:
         return call("leaky_relu", x, (lower + upper) / 2)
-    slope = call("add", call("mul", _uniform_like(x), upper - lower), lower)
+    slope = call("add", call("mul", random_like("rand", x), upper - lower), lower)
     return where(call("ge", x, 0), x, call("mul", x, in_dtype(slope, x.dtype)))
-
-
-def _uniform_like(x: Node) -> Node:
-    return random_node("rand", x.shape, x.dtype if x.dtype is D.float64 else D.float32)
 
 
 # ---------------------------------------------------------------- reductions

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes as D
 from .build import Args, call
-from .creation import no_bool_ramp, fill, generator, random_node
+from .creation import no_bool_ramp, fill, generator, random_like
 from .errors import op_error
 from .families import OpFamily
 from .host import from_values, host_value
@@ -105,10 +105,6 @@ def _copy(op, a):
     return call("expand", v, x.shape) if v.shape != x.shape else call("clone", v)
 
 
-def _uniform(x: Node) -> Node:
-    return random_node("rand", x.shape, D.float64 if x.dtype is D.float64 else D.float32)
-
-
 def _floating(op: str, x: Node) -> None:
     if not x.dtype.is_floating_point:
         raise op_error(RuntimeError, op, f"not implemented for '{x.dtype.name}'", {"self": x},
@@ -125,7 +121,7 @@ def _uniform_fill(op, a):
     _floating(op, x)
     if lo > hi:
         raise op_error(RuntimeError, op, f"expects to return a [from, to) range, but found from={lo} > to={hi}", {"self": x})
-    return _cast(call("add", call("mul", _uniform(x), hi - lo), lo), x)
+    return _cast(call("add", call("mul", random_like("rand", x), hi - lo), lo), x)
 
 
 @misc_op("normal")
@@ -134,7 +130,7 @@ def _normal_fill(op, a):
     _floating(op, x)
     if std < 0:
         raise op_error(RuntimeError, op, f"expects std >= 0.0, but found std {std}", {"self": x})
-    n = random_node("randn", x.shape, D.float64 if x.dtype is D.float64 else D.float32)
+    n = random_like("randn", x)
     return _cast(call("add", call("mul", n, std), mean), x)
 
 
@@ -142,7 +138,7 @@ def _normal_fill(op, a):
 def _log_normal(op, a):
     x, mean, std = a["self"], float(a["mean"]), float(a["std"])
     _floating(op, x)
-    n = random_node("randn", x.shape, D.float64 if x.dtype is D.float64 else D.float32)
+    n = random_like("randn", x)
     return _cast(call("exp", call("add", call("mul", n, std), mean)), x)
 
 
@@ -152,14 +148,15 @@ def _exponential(op, a):
     _floating(op, x)
     if lambd <= 0:
         raise op_error(RuntimeError, op, f"expects lambda > 0.0, but found lambda={lambd}", {"self": x})
-    return _cast(call("div", call("neg", call("log1p", call("neg", _uniform(x)))), lambd), x)
+    return _cast(call("div", call("neg", call("log1p", call("neg", random_like("rand", x)))), lambd), x)
 
 
 @misc_op("cauchy")
 def _cauchy(op, a):
     x, median, sigma = a["self"], float(a["median"]), float(a["sigma"])
     _floating(op, x)
-    return _cast(call("add", call("mul", call("tan", call("mul", call("sub", _uniform(x), 0.5), math.pi)), sigma), median), x)
+    t = call("tan", call("mul", call("sub", random_like("rand", x), 0.5), math.pi))
+    return _cast(call("add", call("mul", t, sigma), median), x)
 
 
 @misc_op("geometric")
@@ -167,7 +164,7 @@ def _geometric(op, a):
     x, p = a["self"], float(a["p"])
     if not 0 < p < 1:
         raise op_error(RuntimeError, op, f"geometric_ expects p to be in (0, 1), but got p={p}", {"self": x})
-    u = call("log1p", call("neg", _uniform(x)))
+    u = call("log1p", call("neg", random_like("rand", x)))
     return _cast(call("ceil", call("div", u, math.log1p(-p))), x)
 
 
@@ -199,7 +196,7 @@ def _bernoulli(op, a):
     if p is None and not x.dtype.is_floating_point:
         raise op_error(RuntimeError, op, f"not implemented for '{x.dtype.name}'", {"self": x},
                        "the probabilities must be floating point")
-    return _cast(call("lt", _uniform(x), probs), x)
+    return _cast(call("lt", random_like("rand", x), probs), x)
 
 
 # ---------------------------------------------------------------- complex numbers

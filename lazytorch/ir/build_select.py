@@ -20,16 +20,15 @@ def _dim(op: str, x: Node, dim: int) -> int:
     return wrap_dim(op, dim, x.ndim, {"self": x})
 
 
-def _as_1d(x: Node) -> Node:
-    return call("reshape", x, (1,)) if x.ndim == 0 else x
+def _along(op: str, x0: Node, dim: int) -> tuple[int, Node]:
+    """The wrapped dim, and x0 as at least 1-d (a 0-d input is one element along dim 0)."""
+    return _dim(op, x0, dim), (call("reshape", x0, (1,)) if x0.ndim == 0 else x0)
 
 
-def _values(x: Node, d: int, idx: Node) -> Node:
-    return call("gather", x, d, idx)
-
-
-def _finish(x0: Node, values: Node, idx: Node, d: int, keepdim: bool):
-    """Undo the 0-d promotion and drop the reduced dim unless keepdim."""
+def _finish(x0: Node, x: Node, idx: Node, d: int, keepdim: bool):
+    """(values, indices): x's values at idx along d, with the 0-d promotion undone and the reduced
+    dim dropped unless keepdim."""
+    values = call("gather", x, d, idx)
     if x0.ndim == 0:
         return call("reshape", values, ()), call("reshape", idx, ())
     if not keepdim:
@@ -45,12 +44,11 @@ def _check_sortable(op: str, x: Node) -> None:
 @builder("sort")
 def sort(op: OpDef, schema: Schema, a: Args):
     x0 = a["self"]
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+    d, x = _along(op.name, x0, a["dim"])
     idx = host_call("argsort", (x,), x.shape, D.int64, dim=d, descending=bool(a["descending"]))
     if op.name == "argsort":
         return idx if x0.ndim else call("reshape", idx, ())
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 @builder("msort")
@@ -62,14 +60,13 @@ def msort(op: OpDef, schema: Schema, a: Args):
 @builder("topk")
 def topk(op: OpDef, schema: Schema, a: Args):
     x0, k = a["self"], a["k"]
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+    d, x = _along(op.name, x0, a["dim"])
     if not 0 <= k <= x.shape[d]:
         raise op_error(RuntimeError, op.name, f"selected index k={k} is out of range for dim {d} of size "
                        f"{x.shape[d]}", {"self": x0}, f"k must be in 0..{x.shape[d]}")
     shape = x.shape[:d] + (k,) + x.shape[d + 1:]
     idx = host_call("topk", (x,), shape, D.int64, k=k, dim=d, largest=bool(a["largest"]))
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 def _reduced_index(x: Node, d: int, fn: str, **params) -> Node:
@@ -81,13 +78,12 @@ def _reduced_index(x: Node, d: int, fn: str, **params) -> Node:
 def kthvalue(op: OpDef, schema: Schema, a: Args):
     x0, k = a["self"], a["k"]
     _check_sortable(op.name, x0)
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+    d, x = _along(op.name, x0, a["dim"])
     if not 1 <= k <= x.shape[d]:
         raise op_error(IndexError, op.name, f"k={k} is out of range for dim {d} of size {x.shape[d]}", {"self": x0},
                        f"k must be in 1..{x.shape[d]}")
     idx = _reduced_index(x, d, "kthvalue", k=k)
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("median")
@@ -100,34 +96,31 @@ def median(op: OpDef, schema: Schema, a: Args):
             return call("full", (), float("nan"), dtype=x0.dtype)
         flat = call("reshape", x0, (-1,))
         idx = _reduced_index(flat, 0, "median", ignore_nan=ignore_nan)
-        return call("reshape", _values(flat, 0, idx), ())
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+        return call("reshape", call("gather", flat, 0, idx), ())
+    d, x = _along(op.name, x0, a["dim"])
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty: median of an empty dimension is undefined",
                        {"self": x0})
     idx = _reduced_index(x, d, "median", ignore_nan=ignore_nan)
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("mode")
 def mode(op: OpDef, schema: Schema, a: Args):
     x0 = a["self"]
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+    d, x = _along(op.name, x0, a["dim"])
     if x.shape[d] == 0:
         raise op_error(IndexError, op.name, f"dim {d} is empty", {"self": x0})
     idx = _reduced_index(x, d, "mode")
-    return _finish(x0, _values(x, d, idx), idx, d, a["keepdim"])
+    return _finish(x0, x, idx, d, a["keepdim"])
 
 
 @builder("cumextreme")
 def cumextreme(op: OpDef, schema: Schema, a: Args):
     x0 = a["self"]
-    d = _dim(op.name, x0, a["dim"])
-    x = _as_1d(x0)
+    d, x = _along(op.name, x0, a["dim"])
     idx = host_call("cumextreme", (x,), x.shape, D.int64, dim=d, maximum=op.name == "cummax")
-    return _finish(x0, _values(x, d, idx), idx, d, True)
+    return _finish(x0, x, idx, d, True)
 
 
 @builder("scan_host")

@@ -160,13 +160,9 @@ def _atleast(x: Node, n: int) -> Node:
     return call("reshape", x, shape)
 
 
-def _tensors(a: Args) -> tuple[Node, ...]:
-    return tuple(a["tensors"])
-
-
 @shape_op("hstack")
 def _hstack(op, a):
-    ts = tuple(_atleast(t, 1) for t in _tensors(a))
+    ts = tuple(_atleast(t, 1) for t in a["tensors"])
     return call("cat", ts, 0 if ts and ts[0].ndim == 1 else 1)
 
 
@@ -177,12 +173,12 @@ _STACKS = {"vstack": (2, 0), "dstack": (3, 2)}
 @shape_op(*_STACKS)
 def _stack_along(op, a):
     ndim, dim = _STACKS[op]
-    return call("cat", tuple(_atleast(t, ndim) for t in _tensors(a)), dim)
+    return call("cat", tuple(_atleast(t, ndim) for t in a["tensors"]), dim)
 
 
 @shape_op("column_stack")
 def _column_stack(op, a):
-    ts = tuple(call("reshape", t, (t.numel, 1)) if t.ndim <= 1 else t for t in _tensors(a))
+    ts = tuple(call("reshape", t, (t.numel, 1)) if t.ndim <= 1 else t for t in a["tensors"])
     return call("cat", ts, 1)
 
 
@@ -253,14 +249,14 @@ def _tile(op, a):
 
 @shape_op("broadcast_tensors")
 def _broadcast_tensors(op, a):
-    ts = _tensors(a)
+    ts = a["tensors"]
     shape = meta.broadcast_shapes(op, *(t.shape for t in ts), args={f"tensors[{i}]": t for i, t in enumerate(ts)})
     return tuple(t if t.shape == shape else call("expand", t, shape) for t in ts)
 
 
 @shape_op("meshgrid")
 def _meshgrid(op, a):
-    ts = _tensors(a)
+    ts = a["tensors"]
     indexing = a["indexing"] or "ij"
     if indexing not in ("ij", "xy"):
         raise op_error(ValueError, op, f"indexing must be 'ij' or 'xy', got '{indexing}'")
@@ -279,7 +275,7 @@ def _meshgrid(op, a):
 
 @shape_op("cartesian_prod")
 def _cartesian_prod(op, a):
-    ts = _tensors(a)
+    ts = a["tensors"]
     if len(ts) == 1:
         return ts[0]
     grids = call("meshgrid", ts, indexing="ij")
@@ -288,8 +284,8 @@ def _cartesian_prod(op, a):
 
 @shape_op("block_diag")
 def _block_diag(op, a):
-    ts = [t if t.ndim == 2 else call("reshape", t, (1, -1) if t.ndim == 1 else (1, 1)) for t in _tensors(a)]
-    for t in _tensors(a):
+    ts = [t if t.ndim == 2 else call("reshape", t, (1, -1) if t.ndim == 1 else (1, 1)) for t in a["tensors"]]
+    for t in a["tensors"]:
         if t.ndim > 2:
             raise op_error(RuntimeError, op, f"input tensors must have 2 or fewer dimensions, got {t.ndim}", {"t": t})
     if not ts:

@@ -103,6 +103,12 @@ def random_node(op: str, size: tuple[int, ...], dtype: D.DType) -> Node:
                                            dtype), size, dtype)
 
 
+def random_like(op: str, x: Node) -> Node:
+    """rand or randn values of x's shape, drawn in float64 for a float64 x, else in float32 (the
+    variates a random initialiser transforms before casting to x's dtype)."""
+    return random_node(op, x.shape, D.float64 if x.dtype is D.float64 else D.float32)
+
+
 @builder("random")
 def random(op: OpDef, schema: Schema, a: dict) -> Node:
     return random_node(op.name, check_size(op.name, a["size"]), _float_dtype(op.name, a.get("dtype")))
@@ -202,9 +208,8 @@ def linspace(op: OpDef, schema: Schema, a: dict) -> Node:
     if steps <= 1:                                # torch fills without its kernel (bool included)
         return fill((steps,), start, dtype)
     no_bool_ramp(op.name, dtype)
-    if not dtype.is_floating_point:
-        _check_float_ends(op.name, ends, dtype)
     if not dtype.is_floating_point:               # torch converts the ends to the dtype first
+        _check_float_ends(op.name, ends, dtype)
         start, end = (float(np.array(int(v)).astype(dtype.np)) for v in (start, end))
     rd = _rounding(dtype)                         # torch computes float linspace in the dtype itself
     s, e = rd(start), rd(end)

@@ -60,8 +60,6 @@ ALL: tuple[DType, ...] = (bool_, uint8, int8, int16, int32, int64, float16, bflo
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
 BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": float64,
                 "long": int64, "int": int32, "short": int16})
-FLOATS = (float16, bfloat16, float32, float64)
-INTS = (uint8, int8, int16, int32, int64)
 
 _FROM_NUMPY = {np.dtype(d.storage): d for d in ALL if d is not bfloat16}
 

@@ -125,7 +125,6 @@ def reshape(v: ViewSpec, shape: tuple[int, ...]) -> ViewSpec | None:
             new_strides[ni] = 1
             ni += 1
             continue
-        chunk_start = oi
         numel = old[oi][0]
         while oi + 1 < len(old) and old[oi][1] == old[oi + 1][0] * old[oi + 1][1]:
             oi += 1
@@ -148,7 +147,6 @@ def reshape(v: ViewSpec, shape: tuple[int, ...]) -> ViewSpec | None:
         for d in reversed(dims):
             new_strides[d] = acc
             acc *= shape[d]
-        del chunk_start
     return ViewSpec(tuple(shape), tuple(new_strides), v.offset)
 
 

@@ -182,9 +182,13 @@ class _BatchNorm(Module):
         m = self.momentum
         if m is None:                              # cumulative moving average
             m = 1.0 / float(self.num_batches_tracked.item())
+        self._blend(mean, var, m, "batch_norm")
+
+    def _blend(self, mean: Tensor, var: Tensor, m: float, what: str) -> None:
+        """running statistics <- (1 - m) * running + m * the batch's, in place."""
         dt = self.running_mean.dtype
-        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, "batch_norm")
-        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, "batch_norm")
+        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, what)
+        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, what)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
@@ -230,9 +234,7 @@ class _InstanceNorm(_BatchNorm):
         mean = input.mean(dim=dims).mean(0)
         var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
         m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
-        dt = self.running_mean.dtype
-        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, "instance_norm")
-        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, "instance_norm")
+        self._blend(mean, var, m, "instance_norm")
 
 
 InstanceNorm1d, InstanceNorm2d, InstanceNorm3d = _per_dims(_InstanceNorm, "InstanceNorm", "_spatial", (1, 2, 3))

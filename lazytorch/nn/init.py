@@ -27,23 +27,22 @@ def _shape(tensor: Tensor) -> tuple[int, ...]:
     return tuple(tensor.shape)
 
 
+# torch's recommended gains (leaky_relu's depends on its slope: calculate_gain)
+_GAINS = {**dict.fromkeys(("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                           "conv_transpose3d", "sigmoid"), 1.0), "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
+          "selu": 3.0 / 4}
+
+
 def calculate_gain(nonlinearity: str, param=None) -> float:
-    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-              "conv_transpose3d", "sigmoid")
-    if nonlinearity in linear:
-        return 1.0
-    if nonlinearity == "tanh":
-        return 5.0 / 3
-    if nonlinearity == "relu":
-        return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else param
         if isinstance(slope, bool) or not isinstance(slope, (int, float)):
             raise ValueError(f"negative_slope {slope} not a valid number")
         return math.sqrt(2.0 / (1 + slope ** 2))
-    if nonlinearity == "selu":
-        return 3.0 / 4
-    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    gain = _GAINS.get(nonlinearity) if isinstance(nonlinearity, str) else None
+    if gain is None:
+        raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    return gain
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:

@@ -149,18 +149,17 @@ class Module:
         return mod
 
     def get_parameter(self, target: str) -> Parameter:
-        path, _, name = target.rpartition(".")
-        mod = self.get_submodule(path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
-        return mod._parameters[name]
+        return self._get_member(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        return self._get_member(target, "_buffers", "buffer")
+
+    def _get_member(self, target: str, table: str, kind: str):
         path, _, name = target.rpartition(".")
         mod = self.get_submodule(path)
-        if name not in mod._buffers:
-            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
-        return mod._buffers[name]
+        if name not in mod.__dict__[table]:
+            raise AttributeError(f"{type(mod).__name__} has no {kind} `{name}`")
+        return mod.__dict__[table][name]
 
     # ---------------------------------------------------------------- traversal
     def named_modules(self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True):
@@ -176,8 +175,7 @@ class Module:
             yield from module.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self) -> Iterator["Module"]:
-        for _, m in self.named_modules():
-            yield m
+        return (m for _, m in self.named_modules())
 
     def named_children(self):
         seen = set()
@@ -187,8 +185,7 @@ class Module:
                 yield name, module
 
     def children(self) -> Iterator["Module"]:
-        for _, m in self.named_children():
-            yield m
+        return (m for _, m in self.named_children())
 
     def _named_members(self, table: str, prefix: str, recurse: bool, remove_duplicate: bool = True):
         seen = set()
@@ -205,15 +202,13 @@ class Module:
         yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
         yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
+        return (b for _, b in self.named_buffers(recurse=recurse))
 
     # ---------------------------------------------------------------- modes and in-place changes
     def train(self, mode: bool = True) -> "Module":

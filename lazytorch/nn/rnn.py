@@ -129,7 +129,7 @@ class RNNBase(Module):
         return hx
 
     def forward(self, input: Tensor, hx=None):
-        from .. import stack
+        from .. import cat, stack
         batched = self._check_input(input)
         lstm = self.mode == "LSTM"
         if not batched:
@@ -153,7 +153,7 @@ class RNNBase(Module):
                 outs.append(seq)
                 h_n.append(h)
                 c_n.append(c)
-            x = outs[0] if directions == 1 else _cat_last(outs)
+            x = outs[0] if directions == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         output, h_n = x, stack(h_n)
@@ -181,11 +181,6 @@ class RNNBase(Module):
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}" + _nondefault(
             self, proj_size=0, num_layers=1, bias=True, batch_first=False, dropout=0, bidirectional=False)
-
-
-def _cat_last(parts: list[Tensor]) -> Tensor:
-    from .. import cat
-    return cat(parts, -1)
 
 
 class RNN(RNNBase):

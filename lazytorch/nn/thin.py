@@ -100,17 +100,15 @@ def _rrelu(m, x):
 
 
 def _pad_rows(dims: int) -> list[Thin]:
-    rows = []
-    for kind, mode in (("Reflection", "reflect"), ("Replication", "replicate"), ("Circular", "circular")):
-        rows.append(Thin(f"{kind}Pad{dims}d", lambda m, x, mode=mode: F.pad(x, m.padding, mode),
-                         (("padding", REQUIRED),), repr="{padding}",
-                         convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
+    pairs = {"padding": lambda v, _: _ntuple(v, 2 * dims)}        # (left, right) per padded dim
+    rows = [Thin(f"{kind}Pad{dims}d", lambda m, x, mode=mode: F.pad(x, m.padding, mode), (("padding", REQUIRED),),
+                 repr="{padding}", convert=pairs)
+            for kind, mode in (("Reflection", "reflect"), ("Replication", "replicate"), ("Circular", "circular"))]
     rows.append(Thin(f"ZeroPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", 0.0),
-                     (("padding", REQUIRED),), repr="{padding}",
-                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
+                     (("padding", REQUIRED),), repr="{padding}", convert=pairs))
     rows.append(Thin(f"ConstantPad{dims}d", lambda m, x: F.pad(x, m.padding, "constant", m.value),
                      (("padding", REQUIRED), ("value", REQUIRED)), repr="padding={padding}, value={value}",
-                     convert={"padding": lambda v, _, n=2 * dims: _ntuple(v, n)}))
+                     convert=pairs))
     return rows
 
 

@@ -163,18 +163,11 @@ class Transformer(Module):
         layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
                           layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first,
                           bias=bias, dtype=dtype)
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            self.encoder = TransformerEncoder(TransformerEncoderLayer(d_model, nhead, **layer_args),
-                                              num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            self.decoder = TransformerDecoder(TransformerDecoderLayer(d_model, nhead, **layer_args),
-                                              num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        norm = lambda: LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)   # noqa: E731
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, **layer_args), num_encoder_layers, norm())
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, **layer_args), num_decoder_layers, norm())
         self._reset_parameters()
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
 

@@ -32,6 +32,8 @@ matmul's library launch instead (`try_library_bias`) and the rest forms that fol
 """
 from __future__ import annotations
 
+import math
+
 from ..ir.node import Node
 from ..ir.registry import ops
 from .horizontal import bits, merge_independent
@@ -75,9 +77,7 @@ def launch_kind(op: str) -> str:
 def _launch_kind(op: str) -> str:
     if op in LIBRARY:
         return "library"
-    if op in INLINED:
-        return "kernel"
-    if op in REDUCTIONS or is_pointwise(op):
+    if op in INLINED or op in REDUCTIONS or is_pointwise(op):
         return "kernel"
     return "reference"
 
@@ -88,13 +88,6 @@ def keep_shape(I: tuple[int, ...], R: tuple[int, ...]) -> tuple[int, ...]:
 
 def drop_shape(I: tuple[int, ...], R: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s for d, s in enumerate(I) if d not in R)
-
-
-def row_size(I: tuple[int, ...], R: tuple[int, ...]) -> int:
-    n = 1
-    for d in R:
-        n *= I[d]
-    return n
 
 
 class Group:
@@ -491,8 +484,9 @@ class Fuser:
                             return self.refuse(option, n, "reads a reduced value without its kept dims")
                         revisits = True
                 n_after = any(role[i] == "reduced" or i in after for i in in_group)
-        if revisits and R is not None and row_size(I, R) > ROW_LIMIT:
-            return self.refuse(option, n, f"row of {row_size(I, R)} elements exceeds the row limit {ROW_LIMIT}")
+        if revisits and R is not None and math.prod(I[d] for d in R) > ROW_LIMIT:
+            return self.refuse(option, n, f"row of {math.prod(I[d] for d in R)} elements exceeds the row limit "
+                               f"{ROW_LIMIT}")
         if single:                              # (a group's reads never hold its members)
             reads = first.reads
             fresh = {i for i in direct + through if i not in members and i not in reads}

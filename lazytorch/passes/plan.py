@@ -21,9 +21,6 @@ from ..ir.dtypes import DType
 from ..ir.node import Node, type_str
 from ..ir.printer import format_node
 
-KINDS = ("kernel", "library", "reference")
-PATTERNS = ("pointwise", "reduce", "row", "library", "reference")
-
 
 @dataclass(frozen=True, eq=False, slots=True)     # (slots: one per param, temp and output; half the build cost)
 class BufferRef:
@@ -118,11 +115,8 @@ class KernelPlan:
 
 def format_plan(plan: KernelPlan) -> str:
     """One line per launch (kind, pattern, domain, buffers read and written), nodes indented."""
-    names: dict[int, str] = {}
     lines = [f"plan: {len(plan.launches)} launches, params {plan.params}, outputs {plan.outputs}"]
-    order = [n for l in plan.launches for n in l.nodes]
-    for i, n in enumerate(order):
-        names[id(n)] = f"%{i}"
+    names = {id(n): f"%{i}" for i, n in enumerate(n for l in plan.launches for n in l.nodes)}
     for l in plan.launches:
         for n, b in l.reads:
             names.setdefault(id(n), repr(b))

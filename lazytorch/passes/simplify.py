@@ -32,6 +32,8 @@ _WIDER = {
 }
 INVOLUTIONS = frozenset({"neg", "bitwise_not"})
 IDENTITY_OPS = frozenset({"mul", "div", "add", "sub"}) | INVOLUTIONS    # the ops `identities` rewrites
+# op -> (its unit, the operand positions a unit may take: the other operand is the result)
+_UNITS = {"mul": (1, (1, 0)), "div": (1, (1,)), "add": (0, (1, 0)), "sub": (0, (1,))}
 
 
 def is_const(n: Node) -> bool:
@@ -74,16 +76,12 @@ def identities(n: Node) -> Node | None:
     ins = n.inputs
     if n.op not in INVOLUTIONS and ins[0] is not ins[1] and ins[0].op != "scalar" and ins[1].op != "scalar":
         return None                     # (every rule below needs a constant operand, x - x or an involution)
-    if n.op in ("mul", "div") and len(ins) == 2 and const_value(ins[1]) == 1 and not ins[1].dtype.is_bool:
-        return _same(ins[0], n)
-    if n.op == "mul" and len(ins) == 2 and const_value(ins[0]) == 1 and not ins[0].dtype.is_bool:
-        return _same(ins[1], n)
-    if n.op in ("add", "sub") and len(ins) == 2 and const_value(ins[1]) == 0 and not ins[1].dtype.is_bool \
-            and n.attrs.get("alpha", 1) == 1:
-        return _same(ins[0], n)
-    if n.op == "add" and len(ins) == 2 and const_value(ins[0]) == 0 and not ins[0].dtype.is_bool \
-            and n.attrs.get("alpha", 1) == 1:
-        return _same(ins[1], n)
+    unit = _UNITS.get(n.op)
+    if unit is not None and len(ins) == 2 and n.attrs.get("alpha", 1) == 1:
+        value, sides = unit
+        for k in sides:                 # x * 1, 1 * x, x / 1, x + 0, 0 + x, x - 0 (no bool constant)
+            if const_value(ins[k]) == value and not ins[k].dtype.is_bool:
+                return _same(ins[1 - k], n)
     if n.op == "sub" and ins and ins[0] is ins[1] and not n.dtype.is_floating_point and n.dtype.category:
         # x - x is 0 only without NaN or infinity: integers only
         return Node("full", (Node.scalar(0, n.dtype),), {"size": n.shape, "dtype": n.dtype}, n.shape, n.dtype)

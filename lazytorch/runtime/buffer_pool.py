@@ -6,6 +6,7 @@ array (and every view of it) is garbage.  Small arrays bypass the pool (malloc i
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 
@@ -27,9 +28,7 @@ class BufferPool:
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        n = 1
-        for s in shape:
-            n *= s
+        n = math.prod(shape)
         nbytes = n * dtype.itemsize
         if nbytes < MIN_BYTES:
             self.stats["small"] += 1
@@ -56,8 +55,3 @@ class BufferPool:
             if self.pooled + block.nbytes <= self.limit:
                 self.free.setdefault(block.nbytes, []).append(block)
                 self.pooled += block.nbytes
-
-    def clear(self) -> None:
-        with self.lock:
-            self.free.clear()
-            self.pooled = 0

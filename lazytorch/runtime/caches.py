@@ -51,10 +51,6 @@ class LRU:
         with self._lock:
             return key in self._entries
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
     def info(self) -> KernelCacheInfo:
         with self._lock:
             return KernelCacheInfo(self.hits, self.misses, len(self._entries), self.evictions, self.maxsize)

@@ -285,7 +285,7 @@ def load_indexed(structure: str, make: Callable[[], tuple[Sequence[str], tuple[s
     entry = _read_index(digest) if early is None else None
     if entry is not None:
         keys, names = entry
-        libs = [_remembered(k, lambda k=k: _load_known(k, tc)) for k in keys]
+        libs = [_remembered(k, lambda k=k: _load(None, k, tc)) for k in keys]
         if all(lib is not None for lib in libs):
             return Indexed(tuple(libs), names)
     units, names = early or make()
@@ -309,18 +309,6 @@ def _read_index(digest: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         return (), ()
     keys = tuple(line.split(" "))
     return (keys, tuple(names)) if all(len(k) == 32 for k in keys) else None
-
-
-def _load_known(key: str, tc: Toolchain) -> ctypes.CDLL | None:
-    """The cached library `key` if its entry is valid (None: the caller renders and rebuilds it)."""
-    with _lock:
-        path = cache_dir() / f"{key}.so"
-        if not _valid(path, report=False):     # (load() reports and rebuilds it)
-            return None
-        stats["disk_hits"] += 1
-        if "-fopenmp" in tc.flags:
-            threads.prepare_openmp()
-        return ctypes.CDLL(str(path))
 
 
 _version: list[str] = []
@@ -347,13 +335,18 @@ def code_version() -> str:
     return _version[0]
 
 
-def _load(source: str, key: str, tc: Toolchain) -> ctypes.CDLL:
+def _load(source: str | None, key: str, tc: Toolchain) -> ctypes.CDLL | None:
+    """The library `key`, compiled from `source` unless its cache entry is valid.  Without a source
+    (a key from the plan index): None when the entry is not valid, and the caller renders and
+    rebuilds it (then load() reports the bad entry)."""
     with _lock:
         path = cache_dir() / f"{key}.so"
         if path in _just_built:             # (load_all compiled it a moment ago)
             _just_built.discard(path)
-        elif _valid(path):
+        elif _valid(path, report=source is not None):
             stats["disk_hits"] += 1
+        elif source is None:
+            return None
         else:
             _compile(source, path, tc)
         if "-fopenmp" in tc.flags:

@@ -187,9 +187,6 @@ class MlxBackend(Backend):
         mx = _mx()     # one device-to-host read for all of a run's flags
         return bool((flags[0] if len(flags) == 1 else mx.any(mx.stack(flags))).item())
 
-    def to_host(self, buf: Buffer) -> np.ndarray:
-        return np.asarray(buf)
-
     def synchronize(self) -> None:
         synchronize()
 
@@ -416,10 +413,7 @@ def library_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:
     def product(a, b, c):
         if flat:
             a, b = a.reshape(-1, a.shape[-1]), b.reshape(b.shape[-2:])
-        if c is None:
-            out = mx.matmul(a, b)
-        else:
-            out = mx.addmm(c.reshape(-1) if flat else c, a, b)
+        out = mx.matmul(a, b) if c is None else mx.addmm(c.reshape(-1) if flat else c, a, b)
         return out.reshape(out_shape) if flat else out      # (a fresh, row-contiguous array)
 
     def fn(reads: Sequence[Any]) -> list[Any]:

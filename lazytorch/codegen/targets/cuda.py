@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...ir import dtypes as D
 from ...ir.dtypes import DType
-from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect, libm_suffix
+from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, GPU_FIELDS, INT_C, Dialect, libm_suffix
 from ..mlx_call import MlxCall, TemplateValue, gpu_type_name
 
 # The type names MLX writes for each dtype in the kernel signature.  float64 is left out: MLX's CUDA
@@ -142,12 +142,8 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "(({T})(int64_t)({0}))",
           "float16": "__half2float(__float2half_rn((float)({0})))",
           "bfloat16": "__bfloat162float(__float2bfloat16_rn((float)({0})))", "*": "(({T})({0}))"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="cuda_preamble.cuh.j2",
-    in_qualifier="const",
-    restrict="",
-    gpu=True,
-    template_helpers={"rows": frozenset({"lt_shuffle_down"})},
+    **GPU_FIELDS,
     extra={   # the GPU templates' thread vocabulary (see targets/metal.py for Metal's)
         "global_id": "blockIdx.x * (size_t)blockDim.x + threadIdx.x", "group_id": "blockIdx.x",
         "local_id": "threadIdx.x", "local_size": "blockDim.x",

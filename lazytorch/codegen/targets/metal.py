@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...ir import dtypes as D
 from ...ir.dtypes import DType
-from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, INT_C, Dialect
+from ..dialect import C_CHECKED, C_MATH, FLOAT_FUNCS, GPU_FIELDS, INT_C, Dialect
 from ..mlx_call import MlxCall, TemplateValue, gpu_type_name
 
 
@@ -200,12 +200,8 @@ DIALECT = Dialect(
     cast={"bool": "(({0}) != 0)", "uint8": "{T}(int64_t({0}))",
           "float16": "float(float16_t({0}))", "bfloat16": "float(bfloat16_t({0}))",
           "*": "{T}({0})"},
-    templates={"linear": "gpu_linear.j2", "rows": "gpu_rows.j2", "columns": "gpu_columns.j2"},
     preamble="metal_preamble.metal.j2",
-    in_qualifier="const",
-    restrict="",
-    gpu=True,
-    template_helpers={"rows": frozenset({"lt_shuffle_down"})},
+    **GPU_FIELDS,
     extra={   # the GPU templates' thread vocabulary (shared with the CUDA table)
         "global_id": "thread_position_in_grid.x", "group_id": "threadgroup_position_in_grid.x",
         "local_id": "thread_position_in_threadgroup.x", "local_size": "threads_per_threadgroup.x",

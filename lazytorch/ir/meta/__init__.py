@@ -106,7 +106,7 @@ def promoted(nodes: list[Node]) -> DType:
     return result_type([(n.dtype, rank(n)) for n in nodes])
 
 
-from . import linalg, misc, nn, pointwise, reduction, shape_ops  # noqa: E402,F401  (register the rules)
+from . import linalg, nn, pointwise, reduction, shape_ops  # noqa: E402,F401  (register the rules)
 from . import conv  # noqa: E402,F401
 from . import shape  # noqa: E402,F401  (indexing rules)
 from .pointwise import compute_dtype  # noqa: E402,F401

@@ -1,7 +1,6 @@
 """Meta rules of linear algebra: matmul's shape (torch's 1-D and batch broadcasting rules) and dtype."""
 from __future__ import annotations
 
-from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import op_error
 from ..node import Node

@@ -1,4 +1,4 @@
-"""Meta rules of pointwise ops: broadcasting and type promotion."""
+"""Meta rules of pointwise ops: broadcasting and type promotion; casts."""
 from __future__ import annotations
 
 from .. import dtypes as D
@@ -203,3 +203,20 @@ def addc(op: OpDef, a: Args) -> tuple[Shape, DType]:
                        "use floating point tensor1 and tensor2")
     _check_scalar_fits(op, "value", a.get("value"), out, nodes)
     return shape, out
+
+
+@rule("cast")
+def cast(op: OpDef, a: Args) -> tuple[Shape, DType]:
+    """x.to(dtype): same shape; the dtype is a dtype (any spelling D.as_dtype takes) or a tensor's."""
+    x: Node = a["self"]
+    target = a["dtype"]
+    target = getattr(target, "node", target)
+    if isinstance(target, Node):
+        return x.shape, target.dtype
+    try:
+        return x.shape, D.as_dtype(target)
+    except TypeError:
+        raise op_error(TypeError, op.name, f"{target!r} is not a dtype", {"self": x},
+                       f"valid dtypes: {', '.join(d.name for d in D.ALL)}") from None
+
+

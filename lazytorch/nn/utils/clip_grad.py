@@ -29,10 +29,7 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
             # one sqrt over the sum of the squared sums, added as 0-d values (no stack: a host
             # concatenation); the adds and the clip factor fuse into a reduction's kernel
             squares = [(g * g).sum() for g in grads]
-            total = squares[0]
-            for sq in squares[1:]:
-                total = total + sq
-            total = total.sqrt()
+            total = sum(squares[1:], squares[0]).sqrt()      # (added left to right)
         else:
             norms = stack([g.norm(norm_type) for g in grads])
             total = norms.amax() if math.isinf(norm_type) else norms.norm(norm_type)

@@ -35,7 +35,7 @@ def decomposes(*names: str, applies: Callable[[Node], bool] | None = None):
     return register
 
 
-def back(x: Node, dtype: D.DType) -> Node:
+def cast(x: Node, dtype: D.DType) -> Node:
     return x if x.dtype is dtype else B("to", x, dtype)
 
 

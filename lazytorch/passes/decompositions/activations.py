@@ -12,7 +12,7 @@ import math
 from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.node import Node
-from . import back, decomposes, opmath
+from . import cast, decomposes, opmath
 
 
 def _where_positive(x: Node, negative: Node) -> Node:
@@ -38,13 +38,13 @@ def gelu(node: Node, self: Node, approximate: str = "none") -> Node:
         cdf = B("mul", B("add", B("tanh", inner), 1), 0.5)
     else:
         cdf = B("mul", B("add", B("erf", B("mul", x, 1 / math.sqrt(2))), 1), 0.5)
-    return back(B("mul", x, cdf), node.dtype)
+    return cast(B("mul", x, cdf), node.dtype)
 
 
 @decomposes("silu")
 def silu(node: Node, self: Node) -> Node:
     x = opmath(self)
-    return back(B("mul", x, B("sigmoid", x)), node.dtype)
+    return cast(B("mul", x, B("sigmoid", x)), node.dtype)
 
 
 def _softplus(x: Node, beta, threshold) -> Node:
@@ -54,13 +54,13 @@ def _softplus(x: Node, beta, threshold) -> Node:
 
 @decomposes("softplus")
 def softplus(node: Node, self: Node, beta=1, threshold=20) -> Node:
-    return back(_softplus(opmath(self), beta, threshold), node.dtype)
+    return cast(_softplus(opmath(self), beta, threshold), node.dtype)
 
 
 @decomposes("mish")
 def mish(node: Node, self: Node) -> Node:
     x = opmath(self)
-    return back(B("mul", x, B("tanh", _softplus(x, 1, 20))), node.dtype)
+    return cast(B("mul", x, B("tanh", _softplus(x, 1, 20))), node.dtype)
 
 
 @decomposes("elu")
@@ -68,26 +68,26 @@ def elu(node: Node, self: Node, alpha=1, scale=1, input_scale=1) -> Node:
     """x * scale for x > 0, else alpha * scale * expm1(x * input_scale)."""
     x = opmath(self)
     negative = B("mul", B("mul", B("expm1", B("mul", x, input_scale)), alpha), scale)
-    return back(B("where", B("gt", x, 0), B("mul", x, scale), negative), node.dtype)
+    return cast(B("where", B("gt", x, 0), B("mul", x, scale), negative), node.dtype)
 
 
 @decomposes("leaky_relu")
 def leaky_relu(node: Node, self: Node, negative_slope=0.01) -> Node:
     x = opmath(self)
-    return back(_where_positive(x, B("mul", x, negative_slope)), node.dtype)
+    return cast(_where_positive(x, B("mul", x, negative_slope)), node.dtype)
 
 
 @decomposes("hardtanh")
 def hardtanh(node: Node, self: Node, min_val=-1, max_val=1) -> Node:
-    return back(B("minimum", B("maximum", opmath(self), as_node(min_val)), as_node(max_val)), node.dtype)
+    return cast(B("minimum", B("maximum", opmath(self), as_node(min_val)), as_node(max_val)), node.dtype)
 
 
 @decomposes("hardsigmoid")
 def hardsigmoid(node: Node, self: Node) -> Node:
-    return back(B("div", _relu6_of_shifted(opmath(self)), 6), node.dtype)
+    return cast(B("div", _relu6_of_shifted(opmath(self)), 6), node.dtype)
 
 
 @decomposes("hardswish")
 def hardswish(node: Node, self: Node) -> Node:
     x = opmath(self)
-    return back(B("div", B("mul", x, _relu6_of_shifted(x)), 6), node.dtype)
+    return cast(B("div", B("mul", x, _relu6_of_shifted(x)), 6), node.dtype)

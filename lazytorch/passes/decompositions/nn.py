@@ -14,7 +14,7 @@ from ...ir import dtypes as D
 from ...ir.build import call as B
 from ...ir.build_nn import attention_weights
 from ...ir.node import Node
-from . import LIBRARY_FORMS, back, decomposes, opmath
+from . import LIBRARY_FORMS, cast, decomposes, opmath
 
 
 # ---------------------------------------------------------------- softmax family
@@ -42,12 +42,12 @@ def _input(self: Node, dtype) -> Node:
 
 @decomposes("softmax")
 def softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
-    return back(softmax_of(_input(self, dtype), dim), node.dtype)
+    return cast(softmax_of(_input(self, dtype), dim), node.dtype)
 
 
 @decomposes("log_softmax")
 def log_softmax(node: Node, self: Node, dim: int, dtype=None) -> Node:
-    return back(log_softmax_of(_input(self, dtype), dim), node.dtype)
+    return cast(log_softmax_of(_input(self, dtype), dim), node.dtype)
 
 
 # ---------------------------------------------------------------- norms
@@ -73,7 +73,7 @@ def layer_norm(node: Node, self: Node, normalized_shape, weight=None, bias=None,
     centred = B("sub", x, _mean(x, dims))
     var = _mean(B("mul", centred, centred), dims)            # biased, as torch's layer_norm
     y = B("mul", centred, B("rsqrt", B("add", var, eps)))
-    return back(_affine(y, weight, bias), node.dtype)
+    return cast(_affine(y, weight, bias), node.dtype)
 
 
 @decomposes("rms_norm")
@@ -83,7 +83,7 @@ def rms_norm(node: Node, self: Node, normalized_shape, weight=None, eps=None) ->
         eps = float(np.finfo(x.dtype.np).eps)
     dims = list(range(x.ndim - len(normalized_shape), x.ndim))
     y = B("mul", x, B("rsqrt", B("add", _mean(B("mul", x, x), dims), eps)))
-    return back(_affine(y, weight, None), node.dtype)
+    return cast(_affine(y, weight, None), node.dtype)
 
 
 # ---------------------------------------------------------------- linear
@@ -127,7 +127,7 @@ def cross_entropy(node: Node, self: Node, target: Node, weight=None, size_averag
     classes = self.shape[cdim]
     if target.dtype.is_floating_point:
         loss = _probability_target(weighted, opmath(target), cdim, classes, label_smoothing)
-        return back(_reduce(loss, reduction, self.numel / classes if classes else 0), node.dtype)
+        return cast(_reduce(loss, reduction, self.numel / classes if classes else 0), node.dtype)
     valid = B("ne", target, ignore_index)
     pick = _picker(target, valid, cdim)
     nll = B("where", valid, B("neg", pick(weighted)), 0.0)
@@ -138,7 +138,7 @@ def cross_entropy(node: Node, self: Node, target: Node, weight=None, size_averag
         smooth = B("where", valid, B("neg", B("sum", weighted, cdim)), 0.0)
         loss = B("add", B("mul", loss, 1.0 - label_smoothing),
                  B("mul", _reduce(smooth, reduction, denominator), label_smoothing / classes))
-    return back(loss, node.dtype)
+    return cast(loss, node.dtype)
 
 
 def _picker(target: Node, valid: Node, cdim: int):
@@ -170,9 +170,9 @@ def mse_loss(node: Node, self: Node, target: Node, size_average=None, reduce=Non
     d = B("sub", opmath(self), opmath(target))
     sq = B("mul", d, d)
     if weight is None:
-        return back(_reduce(sq, reduction, sq.numel), node.dtype)
+        return cast(_reduce(sq, reduction, sq.numel), node.dtype)
     sq = B("mul", sq, opmath(weight))
-    return back(_reduce(sq, reduction, B("sum", opmath(weight))), node.dtype)
+    return cast(_reduce(sq, reduction, B("sum", opmath(weight))), node.dtype)
 
 
 # ---------------------------------------------------------------- attention
@@ -183,7 +183,7 @@ def scaled_dot_product_attention(node: Node, query: Node, key: Node, value: Node
                                  enable_gqa: bool = False) -> Node:
     q, k, v = opmath(query), opmath(key), opmath(value)
     mask = attn_mask if attn_mask is None or attn_mask.dtype.is_bool else opmath(attn_mask)
-    return back(B("matmul", attention_weights(q, k, mask, is_causal, scale), v), node.dtype)
+    return cast(B("matmul", attention_weights(q, k, mask, is_causal, scale), v), node.dtype)
 
 
 FUSED_ATTENTION_DTYPES = (D.float32, D.float16, D.bfloat16)

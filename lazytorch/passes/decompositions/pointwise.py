@@ -6,16 +6,11 @@ half results are rounded once, as torch's kernels do.
 """
 from __future__ import annotations
 
-from ...ir import dtypes as D
 from ...ir.build import call as B
 from ...ir.meta import compute_dtype
 from ...ir.node import Node
 from ...ir.registry import get
-from . import back, decomposes
-
-
-def cast(x: Node, dtype: D.DType) -> Node:
-    return x if x.dtype is dtype else B("to", x, dtype)
+from . import cast, decomposes
 
 
 def in_compute(op: str, *nodes: Node) -> tuple[Node, ...]:
@@ -30,7 +25,7 @@ def add_alpha(node: Node, self: Node, other: Node, alpha=1) -> Node | None:
         return None
     x, y = in_compute(node.op, self, other)
     # alpha is converted to the compute dtype first, as torch's kernels do (bool: alpha=-1 is True)
-    return back(B(node.op, x, B("mul", y, cast(alpha, y.dtype))), node.dtype)
+    return cast(B(node.op, x, B("mul", y, cast(alpha, y.dtype))), node.dtype)
 
 
 @decomposes("div")
@@ -51,7 +46,7 @@ def round_decimals(node: Node, self: Node, decimals: int = 0) -> Node | None:
         out = B("div", B("round", B("mul", x, scale)), scale)
     else:
         out = B("mul", B("round", B("div", x, scale)), scale)
-    return back(out, node.dtype)
+    return cast(out, node.dtype)
 
 
 @decomposes("square")
@@ -78,7 +73,7 @@ def lerp(node: Node, self: Node, end: Node, weight: Node) -> Node:
     diff = B("sub", e, x)
     low = B("add", x, B("mul", w, diff))
     high = B("sub", e, B("mul", diff, B("sub", 1, w)))
-    return back(B("where", B("lt", B("abs", w), 0.5), low, high), node.dtype)
+    return cast(B("where", B("lt", B("abs", w), 0.5), low, high), node.dtype)
 
 
 @decomposes("addcmul", "addcdiv")
@@ -86,7 +81,7 @@ def addc(node: Node, self: Node, tensor1: Node, tensor2: Node, value=1) -> Node:
     x, a, b = in_compute("add", cast(self, node.dtype), cast(tensor1, node.dtype), cast(tensor2, node.dtype))
     prod = B("mul" if node.op == "addcmul" else "div", a, b)
     scaled = prod if not isinstance(value, Node) else B("mul", prod, value)
-    return back(B("add", x, scaled), node.dtype)
+    return cast(B("add", x, scaled), node.dtype)
 
 
 @decomposes("masked_fill")

@@ -11,14 +11,7 @@ from ...ir.build import as_node
 from ...ir.build import call as B
 from ...ir.build_linalg_extra import matrix_norm
 from ...ir.node import Node
-from . import back, decomposes, opmath
-
-
-def _count(x: Node, dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    return n
+from . import cast, decomposes, opmath
 
 
 def _input(self: Node, dtype) -> Node:
@@ -27,12 +20,12 @@ def _input(self: Node, dtype) -> Node:
 
 
 def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
-    return B("div", B("sum", x, dims, keepdim), _count(x, dims))
+    return B("div", B("sum", x, dims, keepdim), math.prod(x.shape[d] for d in dims))
 
 
 @decomposes("mean")
 def mean(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = False, dtype=None) -> Node:
-    return back(_mean(_input(self, dtype), dim, keepdim), node.dtype)
+    return cast(_mean(_input(self, dtype), dim, keepdim), node.dtype)
 
 
 def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool) -> Node:
@@ -41,17 +34,18 @@ def _var(node: Node, self: Node, dim: tuple[int, ...], correction, keepdim: bool
     centered = B("sub", x, _mean(x, dim, True))
     squares = B("sum", B("mul", centered, centered), dim, keepdim)
     correction = 1 if correction is None else correction
-    return B("div", squares, B("maximum", B("sub", _count(x, dim), correction), as_node(0)))
+    count = math.prod(x.shape[d] for d in dim)
+    return B("div", squares, B("maximum", B("sub", count, correction), as_node(0)))
 
 
 @decomposes("var")
 def var(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
-    return back(_var(node, self, dim, correction, keepdim), node.dtype)
+    return cast(_var(node, self, dim, correction, keepdim), node.dtype)
 
 
 @decomposes("std")
 def std(node: Node, self: Node, dim, correction=None, keepdim: bool = False) -> Node:
-    return back(B("sqrt", _var(node, self, dim, correction, keepdim)), node.dtype)
+    return cast(B("sqrt", _var(node, self, dim, correction, keepdim)), node.dtype)
 
 
 @decomposes("logsumexp")
@@ -59,9 +53,9 @@ def logsumexp(node: Node, self: Node, dim: tuple[int, ...], keepdim: bool = Fals
     """log(sum(exp(x - m))) + m with m the max, set to 0 where it is infinite (torch's form)."""
     x = opmath(B("to", self, node.dtype) if not self.dtype.is_floating_point else self)
     if x.numel == 0:                             # no max to subtract: log(sum(exp(x))) is log(0) or empty
-        return back(B("log", B("sum", B("exp", x), dim, keepdim)), node.dtype)
+        return cast(B("log", B("sum", B("exp", x), dim, keepdim)), node.dtype)
     total = B("sum", B("exp", B("sub", x, _finite_max(x, dim, True))), dim, keepdim)
-    return back(B("add", B("log", total), _finite_max(x, dim, keepdim)), node.dtype)
+    return cast(B("add", B("log", total), _finite_max(x, dim, keepdim)), node.dtype)
 
 
 def _finite_max(x: Node, dim: tuple[int, ...], keepdim: bool) -> Node:
@@ -76,7 +70,7 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
     x = _input(self, dtype)
     a = B("abs", x)
     if p == "nuc":                               # singular values: linalg's matrix norm (a host LAPACK call)
-        return back(matrix_norm("norm", x, "nuc", (-2, -1) if dim is None else dim, keepdim), node.dtype)
+        return cast(matrix_norm("norm", x, "nuc", (-2, -1) if dim is None else dim, keepdim), node.dtype)
     if isinstance(p, str):
         if p != "fro":
             raise ValueError(f"norm: p='{p}' is not a norm order; valid: a number, 'fro' or 'nuc'")
@@ -94,4 +88,4 @@ def norm(node: Node, self: Node, p=2, dim=None, keepdim: bool = False, dtype=Non
         out = B("sum", B("to", B("ne", x, 0), x.dtype), dim, keepdim)
     else:
         out = B("pow", B("sum", B("pow", a, p), dim, keepdim), 1.0 / p)
-    return back(out, node.dtype)
+    return cast(out, node.dtype)

@@ -52,7 +52,7 @@ def _forward(x, w, stride, padding, dilation, groups):
 
 def _transposed(x, w, stride, padding, dilation, groups, out_shape):
     nd = x.ndim - 2
-    cg, og = x.shape[1] // groups, w.shape[1]
+    cg = x.shape[1] // groups
     parts = []
     for g in range(groups):
         cols = np.tensordot(x[:, g * cg:(g + 1) * cg], w[g * cg:(g + 1) * cg], axes=([1], [0]))  # (N, *S, Og, *K)

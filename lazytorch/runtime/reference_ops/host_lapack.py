@@ -35,26 +35,6 @@ def _failures(a, factor) -> np.ndarray:
     return out
 
 
-@host("info")
-def info(a):
-    return _failures(a, np.linalg.inv)
-
-
-@host("det")
-def det(a):
-    return np.linalg.det(a) if np.size(a) else np.ones(np.shape(a)[:-2])
-
-
-@host("slogdet_sign")
-def slogdet_sign(a):
-    return np.linalg.slogdet(a)[0] if np.size(a) else np.ones(np.shape(a)[:-2])
-
-
-@host("slogdet_log")
-def slogdet_log(a):
-    return np.linalg.slogdet(a)[1] if np.size(a) else np.zeros(np.shape(a)[:-2])
-
-
 @host("logdet")
 def logdet(a):
     sign, log = np.linalg.slogdet(a) if np.size(a) else (np.ones(np.shape(a)[:-2]), np.zeros(np.shape(a)[:-2]))
@@ -90,19 +70,8 @@ def cholesky(a, upper: bool = False, lenient: bool = False):
     return _cholesky(sym, upper, lenient)
 
 
-@host("cholesky_info")
-def cholesky_info(a):
-    return _failures(a, lambda m: np.linalg.cholesky(np.tril(m) + np.tril(m, -1).T))
-
-
-@host("qr_q")
-def qr_q(a, mode: str):
-    return np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")[0]
-
-
-@host("qr_r")
-def qr_r(a, mode: str):
-    return np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")[1]
+def _qr(a, mode: str):
+    return np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
 
 
 def _svd(a, full: bool):
@@ -116,16 +85,6 @@ def _svd(a, full: bool):
     return np.linalg.svd(a, full_matrices=full)
 
 
-@host("svd_u")
-def svd_u(a, full: bool):
-    return _svd(a, full)[0]
-
-
-@host("svd_vh")
-def svd_vh(a, full: bool):
-    return _svd(a, full)[2]
-
-
 @host("svdvals")
 def svdvals(a):
     if np.size(a) == 0:
@@ -133,14 +92,23 @@ def svdvals(a):
     return np.linalg.svd(a, compute_uv=False)
 
 
-@host("eigvalsh")
-def eigvalsh(a, uplo: str):
-    return np.linalg.eigvalsh(a, UPLO=uplo) if np.size(a) else np.zeros(np.shape(a)[:-1])
-
-
-@host("eigh_vectors")
-def eigh_vectors(a, uplo: str):
-    return np.linalg.eigh(a, UPLO=uplo)[1] if np.size(a) else np.zeros(np.shape(a))
+# One host function per result (a host_call has one): the parts of the multi-output LAPACK calls,
+# and the single calls that are one expression.  Empty batches answer what torch does.
+HOST_LAPACK = {
+    "info": lambda a: _failures(a, np.linalg.inv),
+    "cholesky_info": lambda a: _failures(a, lambda m: np.linalg.cholesky(np.tril(m) + np.tril(m, -1).T)),
+    "det": lambda a: np.linalg.det(a) if np.size(a) else np.ones(np.shape(a)[:-2]),
+    "slogdet_sign": lambda a: np.linalg.slogdet(a)[0] if np.size(a) else np.ones(np.shape(a)[:-2]),
+    "slogdet_log": lambda a: np.linalg.slogdet(a)[1] if np.size(a) else np.zeros(np.shape(a)[:-2]),
+    "qr_q": lambda a, mode: _qr(a, mode)[0],
+    "qr_r": lambda a, mode: _qr(a, mode)[1],
+    "svd_u": lambda a, full: _svd(a, full)[0],
+    "svd_vh": lambda a, full: _svd(a, full)[2],
+    "eigvalsh": lambda a, uplo: np.linalg.eigvalsh(a, UPLO=uplo) if np.size(a) else np.zeros(np.shape(a)[:-1]),
+    "eigh_vectors": lambda a, uplo: np.linalg.eigh(a, UPLO=uplo)[1] if np.size(a) else np.zeros(np.shape(a)),
+}
+for _name, _fn in HOST_LAPACK.items():
+    host(_name)(_fn)
 
 
 @host("pinv")

@@ -8,6 +8,8 @@ import numpy as np
 from . import host
 
 _IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
+# each reduce's accumulation (ufunc.at: repeated indices accumulate in index order)
+_ACCUMULATE = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 
 
 def _key(index, dim: int, shape_of_self) -> tuple:
@@ -47,14 +49,7 @@ def scatter(x, index, src, dim: int, reduce: str | None, include_self: bool = Tr
     if not include_self:
         fill = _IDENTITY.get(reduce, _extreme(out.dtype, reduce == "amax"))
         out[key] = fill
-    if reduce in ("sum", "mean"):
-        np.add.at(out, key, vals)
-    elif reduce == "prod":
-        np.multiply.at(out, key, vals)
-    elif reduce == "amax":
-        np.maximum.at(out, key, vals)
-    else:
-        np.minimum.at(out, key, vals)
+    _ACCUMULATE[reduce].at(out, key, vals)
     if reduce == "mean":
         count = np.full(out.shape, 1 if include_self else 0, np.int64)
         np.add.at(count, key, 1)

@@ -60,8 +60,7 @@ def median(x, dim: int, ignore_nan: bool):
             m = n - nans
             return np.where(m > 0, (m - 1) // 2, 0 if n == 0 else n - nans)
         return np.where(nans > 0, n - nans, (n - 1) // 2)   # a NaN row answers its first NaN
-    out = _order_pick(x, dim, lambda n, nans: np.minimum(position(n, nans), max(n - 1, 0)))
-    return out
+    return _order_pick(x, dim, lambda n, nans: np.minimum(position(n, nans), max(n - 1, 0)))
 
 
 @host("mode")
@@ -134,7 +133,7 @@ def quantile(x, q, dim, keepdim: bool, interpolation: str, ignore_nan: bool, out
     fn = np.nanquantile if ignore_nan else np.quantile
     x = np.asarray(x, dtype=np.float64)
     q = np.asarray(q, dtype=np.float64)
-    ndim, axis = x.ndim, dim
+    axis = dim
     if axis is None or x.ndim == 0:
         x, axis = x.reshape(-1), 0
     out = fn(x, q, axis=axis, keepdims=keepdim, method=interpolation)

@@ -17,10 +17,6 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
 
 
-def _round_half_even(x):
-    return np.round(x)
-
-
 def _sign(x):
     if x.dtype == np.bool_:
         return x.copy()
@@ -76,7 +72,7 @@ UNARY = {
     "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin, "cos": np.cos,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
     "cosh": np.cosh, "tanh": np.tanh, "erf": _erf, "floor": np.floor, "ceil": np.ceil,
-    "round": _round_half_even, "trunc": np.trunc, "isnan": np.isnan, "isinf": np.isinf,
+    "round": np.round, "trunc": np.trunc, "isnan": np.isnan, "isinf": np.isinf,   # (np.round: half to even, as torch)
     "isfinite": np.isfinite, "logical_not": np.logical_not, "bitwise_not": np.invert,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
 }

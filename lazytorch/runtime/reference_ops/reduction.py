@@ -24,12 +24,9 @@ def _reduce(fn):
     return run
 
 
-REF["sum"] = _reduce(np.sum)
-REF["prod"] = _reduce(np.prod)
-REF["amax"] = _reduce(np.max)
-REF["amin"] = _reduce(np.min)
-REF["any"] = _reduce(np.any)
-REF["all"] = _reduce(np.all)
+for _name, _fn in {"sum": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min, "any": np.any,
+                   "all": np.all}.items():
+    REF[_name] = _reduce(_fn)
 
 
 def _argreduce(fn):
@@ -55,8 +52,7 @@ def _argreduce(fn):
     return run
 
 
-REF["argmax"] = _argreduce(np.argmax)
-REF["argmin"] = _argreduce(np.argmin)
+REF["argmax"], REF["argmin"] = _argreduce(np.argmax), _argreduce(np.argmin)
 
 
 @ref("cumsum")
