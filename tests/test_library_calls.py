@@ -374,6 +374,29 @@ def test_mlx_runs_start_the_gpu_and_synchronize_waits_for_the_last():
     mx.eval(out.array)
 
 
+def test_mx_compile_replay_tells_the_sign_of_a_zero_scalar():
+    """-0.0 == 0.0 in Python; a trace baked with one must not serve the other (1 / (x * s))."""
+    from types import SimpleNamespace as NS
+    import mlx.core as mx
+    from lazytorch.ir import dtypes as D
+    from lazytorch.runtime.mlx import MlxBuffer, MxCompiledPlan
+
+    class Executor:                      # out = 1 / (x * s)
+        plan = NS(params=[NS(slot=0), NS(slot=1)], scalar_slots=frozenset({1}),
+                  outputs=[NS(dtype=D.float32)], launches=[None])
+        params = [(0, lambda v, d: v, D.float32), (1, lambda v, d: v, D.float32)]
+        backend = NS(any_flag_set=lambda flags: False)
+
+        def run(self, args, deferred=None):
+            return [MlxBuffer(1 / (args[0].array * args[1]), D.float32)]
+
+    ex = MxCompiledPlan(Executor())
+    x = MlxBuffer(mx.array(np.ones(3, np.float32)), D.float32)
+    for s in (0.0, 0.0, 0.0, -0.0, -0.0, 0.0):
+        (out,) = ex.run([x, s])
+        np.testing.assert_array_equal(np.asarray(out), np.full(3, np.copysign(np.inf, s), np.float32))
+
+
 def test_mx_compile_replay_keeps_one_trace_per_scalar_values():
     """Python scalars are frozen into a trace (kernels compiled ahead take them by value): the
     replay keeps a trace per tuple of scalar values, reuses it when the values repeat, and runs

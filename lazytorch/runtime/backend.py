@@ -30,6 +30,7 @@ buffers are not numpy arrays), and register it with `runtime.register_backend(na
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -45,6 +46,15 @@ def to_float32(value: float) -> float:
     float32's range becomes infinity without numpy's overflow warning (a Python float read in
     float32 arithmetic is a float32 scalar param: passes/legalize.py)."""
     return ctypes.c_float(value).value
+
+
+def scalar_key(value: Any) -> Any:
+    """A Python scalar as part of the key of what was compiled or captured with it baked in (an
+    mx.compile trace, a CUDA graph): the value, and for a float zero its sign too (-0.0 == 0.0 in
+    Python, so a dict would hand a trace of one to the other; 1 / (x * s) tells them apart)."""
+    if value == 0 and isinstance(value, (float, np.floating)):
+        return (value, math.copysign(1.0, value))
+    return value
 
 
 class Executable(Protocol):

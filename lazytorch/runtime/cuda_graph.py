@@ -26,12 +26,12 @@ on its first sight (every run of a test suite then goes through a graph).
 """
 from __future__ import annotations
 
-import math
 import os
 import weakref
 from collections import OrderedDict
 from typing import Any, Sequence
 
+from .backend import scalar_key
 from .executor import PlanExecutor, raise_first_set
 
 MAX_GRAPHS = 4          # per plan
@@ -68,11 +68,7 @@ def _identity(buf: Any):
     if ptr is not None:
         return ptr
     value = getattr(buf, "value", None)
-    if value is None:
-        return None
-    if value == 0:                       # (-0.0 == 0.0, but kernels given them differ: 1 / (x * s))
-        return ("zero", math.copysign(1.0, value))
-    return ("value", value)
+    return None if value is None else ("value", scalar_key(value))
 
 
 class GraphedPlan:
