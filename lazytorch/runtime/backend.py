@@ -57,6 +57,10 @@ def scalar_key(value: Any) -> Any:
     return value
 
 
+def negative_zero(value: Any) -> bool:
+    return value == 0 and isinstance(value, (float, np.floating)) and math.copysign(1.0, value) < 0
+
+
 class Executable(Protocol):
     """A prepared plan.  `run(args)` takes one value per plan param slot (a buffer for buffer
     params, a Python number for scalar params) and returns one buffer per plan output."""

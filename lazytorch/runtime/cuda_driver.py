@@ -31,6 +31,7 @@ import functools
 import math
 import os
 import threading
+import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -98,9 +99,10 @@ class Device:
     """The driver state of GPU 0: its primary context (made current on every thread that calls
     `current`), one non-blocking stream, its memory pool (kept, not released to the OS between
     runs) and a cuBLAS handle on the stream.  While a CUDA graph is captured on the stream
-    (runtime/cuda_graph.py), `capturing` lists the buffers made meanwhile: the graph keeps them."""
+    (runtime/cuda_graph.py), `capturing` holds the memory the capture hands out
+    (cuda_graph.Capture: `blocks` handed out, `free` of them by size, weak references `made`)."""
 
-    capturing: list | None = None
+    capturing: "Capture | None" = None
     _side: c_void_p | None = None
 
     def __init__(self) -> None:
@@ -161,26 +163,45 @@ class Device:
         the next owner queues runs after them (torch's caching allocator reasons the same way)."""
         if nbytes == 0:
             return 0
+        if self.capturing is not None:
+            return self._capture_alloc(nbytes)
         blocks = self._cached.get(nbytes)
         if blocks:
             self.cached_bytes -= nbytes
             return blocks.pop()
+        return self._fresh(nbytes, self.stream)
+
+    def _fresh(self, nbytes: int, stream: c_void_p) -> int:
         ptr = c_uint64()
-        # (while a graph is captured, an allocation on the stream would become a node of the
-        # graph: the block comes from a side stream, ready before the capture goes on)
-        stream = self.stream if self.capturing is None else self.side_stream()
         result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, stream)
-        if result == _OUT_OF_MEMORY and (self.cached_bytes or not self._trimmed):
+        if result == _OUT_OF_MEMORY and self.capturing is None and (self.cached_bytes or not self._trimmed):
             self.release()              # the cached blocks and the pool's reserve, then once more
             result = self.cu.cuMemAllocAsync(ctypes.byref(ptr), nbytes, stream)
-        if result == _OUT_OF_MEMORY:
+        if result == _OUT_OF_MEMORY:    # (during a capture at once: the plain run releases and retries)
             raise OutOfMemoryError(f"CUDA out of memory: cannot allocate {nbytes} bytes for a buffer "
                               "(free tensors that are no longer needed, or use smaller batches)")
         self.check(result, f"cuMemAllocAsync({nbytes})")
-        if stream is not self.stream:
-            self.check(self.cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
         self._trimmed = False
         return ptr.value
+
+    def _capture_alloc(self, nbytes: int) -> int:
+        """A block for a buffer made during a capture: one the capture freed already (its last
+        reader is recorded before the next user: one stream records a chain), else a cached or
+        new one, which the graph owns from now on.  A new one comes from a side stream, ready
+        before the capture goes on (on the stream it would become a node of the graph)."""
+        cap = self.capturing
+        blocks = cap.free.get(nbytes)
+        if blocks:
+            return blocks.pop()
+        blocks = self._cached.get(nbytes)
+        if blocks:
+            self.cached_bytes -= nbytes
+            ptr = blocks.pop()
+        else:
+            ptr = self._fresh(nbytes, self.side_stream())
+            self.check(self.cu.cuStreamSynchronize(self.side_stream()), "cuStreamSynchronize")
+        cap.blocks.add(ptr)
+        return ptr
 
     def side_stream(self) -> c_void_p:
         if self._side is None:
@@ -192,7 +213,10 @@ class Device:
     def release(self) -> None:
         """Returns every cached block to the driver and the pool's unused memory to the GPU
         (on an allocation that fails; what torch.cuda.empty_cache does), after the release hooks
-        let go of what they hold (CUDA graphs and their buffers)."""
+        let go of what they hold (CUDA graphs and their buffers).  Not during a capture, whose
+        stream takes no frees or waits."""
+        if self.capturing is not None:
+            return
         for hook in self.release_hooks:
             hook()
         for blocks in self._cached.values():
@@ -208,8 +232,12 @@ class Device:
         """Keeps the block for the next buffer of its size, up to MAX_CACHED_BYTES in all."""
         if not ptr:
             return
+        cap = self.capturing
+        if cap is not None and ptr in cap.blocks:      # (for the capture's later buffers)
+            cap.free.setdefault(nbytes, []).append(ptr)
+            return
         # (no free on the stream while a graph is captured: it would become a node of the graph)
-        if self.cached_bytes + nbytes <= MAX_CACHED_BYTES or self.capturing is not None:
+        if self.cached_bytes + nbytes <= MAX_CACHED_BYTES or cap is not None:
             self._cached.setdefault(nbytes, []).append(ptr)
             self.cached_bytes += nbytes
         else:
@@ -256,11 +284,12 @@ class Device:
         self.launcher(fn, grid, block, shared, params)()
 
     # ---- CUDA graphs (runtime/cuda_graph.py decides when)
-    def begin_capture(self, keep: list) -> None:
-        """Work queued on the stream from now on is recorded, not run; buffers made meanwhile go
-        to `keep`.  Relaxed mode: cuBLAS and the side stream's allocations are allowed."""
+    def begin_capture(self, capture: "Capture") -> None:
+        """Work queued on the stream from now on is recorded, not run; the memory handed out
+        meanwhile is the capture's.  Relaxed mode: cuBLAS and the side stream's allocations are
+        allowed."""
         self.check(self.cu.cuStreamBeginCapture_v2(self.stream, 2), "cuStreamBeginCapture")   # RELAXED
-        self.capturing = keep
+        self.capturing = capture
 
     def end_capture(self) -> c_void_p | None:
         """The recorded work as an executable graph; None where the capture failed (a launch
@@ -280,8 +309,7 @@ class Device:
             self.check(result, "cuGraphLaunch")
 
     def destroy_graph(self, exe: c_void_p) -> None:
-        """After the launches queued so far (which may be replays of it) have finished."""
-        self.synchronize()
+        """(A replay still running finishes first: the driver frees the graph after it.)"""
         self.cu.cuGraphExecDestroy(exe)
 
 
@@ -313,8 +341,8 @@ class DeviceBuffer:
         self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize if nbytes is None else nbytes
         dev = device()
         self.ptr = dev.alloc(self.nbytes)
-        if dev.capturing is not None:        # (a buffer a graph writes lives as long as the graph)
-            dev.capturing.append(self)
+        if dev.capturing is not None:        # (see Capture.made)
+            dev.capturing.made.append(weakref.ref(self))
 
     def __del__(self) -> None:
         try:

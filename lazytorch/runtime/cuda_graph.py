@@ -8,19 +8,26 @@ run is one driver call: on an H100, W5 (an MLP) 245 -> 216 us and W7 (20 ops on 
 
 A graph holds what its launches were given: buffer addresses, and the Python scalars kernels take
 by value.  So a replay is keyed on exactly those -- the address of each param and output buffer
-and the value of each scalar -- and is correct whatever the buffers hold.  The buffers the launches
-make (temps, contiguous copies) are made during the capture and kept by the graph, so no later
-buffer takes their memory.  Keys repeat in a loop: a call's output reuses a freed block of its size
-(`Device.alloc`), so outputs alternate between one or two addresses.  A key is captured the second
-time it is seen (a key seen once may never come again: a capture costs a run's host time and an
-instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan whose
-keys churn through more than that (ten results kept alive in a list, say) stops capturing once it
-has evicted MAX_GRAPHS graphs, and replays the graphs it has.
+and the value of each scalar (a zero with its sign) -- and is correct whatever the buffers hold.
+The memory the launches take during the capture (temps, contiguous copies) is the graph's
+(`Capture`): a block freed during the capture serves the capture's later buffers, as in a plain
+run (one stream records a chain), so a graph keeps its run's peak, and no later buffer takes that
+memory while the graph lives.  Keys repeat in a loop: a call's output reuses a freed block of its
+size (`Device.alloc`), so outputs alternate between one or two addresses.  A key is captured the
+second time it is seen (a key seen once may never come again: a capture costs a run's host time and
+an instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan
+whose keys churn through more than that (ten results kept alive in a list, say) stops capturing
+once it has evicted MAX_GRAPHS graphs, and replays the graphs it has.  A graph keeps its launches'
+error flags, not their checks (whose error closures hold the run's inputs, which would pin those
+addresses): a flag set after a replay reruns the plan plainly, which raises the launch's error.
 
 Not captured: plans with host launches, traced runs (LAZYTORCH_DEBUG), plans whose outputs are not
-each written by one launch, and any run while more than one thread uses the device (work another
-thread queues on the stream would land in the graph).  A capture that fails -- a launch that reads
-a buffer on the host, say -- turns graphs off for that plan; the run then happens as usual.
+each written by one launch, and every run once a second thread has used the device (work another
+thread queues on the stream would land in the graph; `Device.current` makes a new thread wait for
+a capture in progress).  A capture that fails -- a launch that reads a buffer on the host, memory
+that runs out (a capture may not release the cache: its stream takes no frees) -- hands its memory
+back and turns graphs off for that plan; the run then happens as usual.  An interrupt ends the
+capture first.  Memory running out elsewhere drops every graph (`drop_all`, a release hook).
 LAZYTORCH_CUDA_GRAPHS=0 turns them off altogether; LAZYTORCH_CUDA_GRAPHS=always captures a key
 on its first sight (every run of a test suite then goes through a graph).
 """
@@ -28,11 +35,11 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Sequence
 
 from .backend import scalar_key
-from .executor import PlanExecutor, raise_first_set
+from .executor import PlanExecutor
 
 MAX_GRAPHS = 4          # per plan
 MAX_SEEN = 16           # keys remembered per plan, waiting for their second run
@@ -48,15 +55,39 @@ def sights() -> int:
     return {"0": 0, "always": 1}.get(os.environ.get("LAZYTORCH_CUDA_GRAPHS", ""), 2)
 
 
-class _Graph:
-    """An executable graph, the buffers it writes that no caller owns, and its deferred checks."""
+class Capture:
+    """The memory of a CUDA graph being captured: every block handed out meanwhile (`blocks`; the
+    graph owns them once the capture ends), those of them freed during it (`free`, by size), and
+    weak references to the buffers made during it (`made`: those still alive at its end stay
+    with the graph, so no later owner frees their block while the graph writes it)."""
 
-    def __init__(self, dev, exe, keep: list, checks: list):
-        self.dev, self.exe, self.keep, self.checks = dev, exe, keep, checks
+    def __init__(self) -> None:
+        self.blocks: set[int] = set()
+        self.free: dict[int, list[int]] = {}
+        self.made: list = []
+
+    def alive(self) -> list:
+        return [b for b in (r() for r in self.made) if b is not None]
+
+    def freed(self) -> list[tuple[int, int]]:
+        """(address, bytes) of the capture's blocks no buffer holds."""
+        return [(ptr, n) for n, ptrs in self.free.items() for ptr in ptrs]
+
+
+class _Graph:
+    """An executable graph, the memory its launches write that no caller owns (buffers still alive
+    when its capture ended, and freed blocks), and the error flags its launches set."""
+
+    def __init__(self, dev, exe, capture, flags: list):
+        self.dev, self.exe, self.flags = dev, exe, flags
+        self.keep, self.blocks = capture.alive(), capture.freed()
 
     def __del__(self) -> None:
         try:
-            self.dev.destroy_graph(self.exe)
+            if self.exe is not None:
+                self.dev.destroy_graph(self.exe)
+            for ptr, nbytes in self.blocks:
+                self.dev.free(ptr, nbytes)
         except Exception:               # (interpreter shutdown: the driver may be gone)
             pass
 
@@ -78,11 +109,11 @@ class GraphedPlan:
         self.executor, self.plan, self.dev = executor, executor.plan, dev
         self.first = sight == 1
         plan = executor.plan
-        written = [b.id for launch in plan.launches for _, b in launch.writes]
+        written = Counter(b.id for launch in plan.launches for _, b in launch.writes)
         outputs = [o.id for o in plan.outputs]
         self.on = (executor.host_launches == 0 and not executor.traced and executor.memory is None
                    and bool(plan.launches) and len(set(outputs)) == len(outputs)
-                   and all(written.count(o) == 1 for o in outputs))
+                   and all(written[o] == 1 for o in outputs))
         self.out_meta = [(tuple(o.shape), o.dtype) for o in plan.outputs]
         self.param_slots = [i for i, _, _ in executor.params]
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
@@ -92,8 +123,9 @@ class GraphedPlan:
             _plans.add(self)
 
     def run(self, args: Sequence[Any], deferred: list | None = None) -> list:
-        ex = self.executor
-        if not self.on or len(self.dev.threads) > 1:
+        ex, dev = self.executor, self.dev
+        dev.current()                   # (a thread new to the device counts before the test)
+        if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
         env = ex.bind(args)
         empty = ex.backend.empty
@@ -103,19 +135,17 @@ class GraphedPlan:
         if graph is None:
             if None in key or not (self.first or key in self.seen) or self.evictions >= MAX_GRAPHS:
                 self._remember(key)
-                return ex.run_bound(env, deferred, outs)
+                return ex.run_bound(env, None, outs)
             graph = self._capture(env, outs, key)
             if graph is None:
-                return ex.run_bound(env, deferred, outs)
+                return ex.run_bound(env, None, outs)
         else:
             self.graphs.move_to_end(key)
-        self.dev.launch_graph(graph.exe)
-        STATS["replays"] += 1
-        if graph.checks:
-            if deferred is not None:
-                deferred.extend(graph.checks)
-            elif ex.backend.any_flag_set([c.flag for c, _ in graph.checks]):
-                raise_first_set(graph.checks)
+            STATS["replays"] += 1
+        dev.launch_graph(graph.exe)
+        if graph.flags and ex.backend.any_flag_set(graph.flags):
+            ex.run(args)                # the plain run raises the launch's own error
+            raise AssertionError("a CUDA graph's launch set an error flag that the plain run did not")
         return outs
 
     def _remember(self, key: tuple) -> None:
@@ -128,15 +158,17 @@ class GraphedPlan:
         with dev.capture_lock:
             if len(dev.threads) > 1:
                 return None
-            keep: list = []
-            checks: list = []
-            dev.begin_capture(keep)
+            capture, checks = Capture(), []
+            dev.begin_capture(capture)
             try:
                 self.executor.run_bound(list(env), checks, outs)
-            except Exception:           # (a real error is raised again by the plain run)
+            except BaseException as e:  # (a real error is raised again by the plain run)
                 exe = dev.end_capture()
                 if exe is not None:
                     dev.destroy_graph(exe)
+                _Graph(dev, None, capture, [])      # (its memory back to the cache)
+                if not isinstance(e, Exception):
+                    raise               # (Ctrl-C: the capture is ended first)
                 exe = None
             else:
                 exe = dev.end_capture()
@@ -146,7 +178,9 @@ class GraphedPlan:
             STATS["failures"] += 1
             return None
         STATS["captures"] += 1
-        graph = self.graphs[key] = _Graph(dev, exe, keep, checks)
+        # (the flags alone: the checks' error closures hold the run's inputs, which would pin
+        # their addresses; a set flag reruns the plan plainly, which raises the error)
+        graph = self.graphs[key] = _Graph(dev, exe, capture, [c.flag for c, _ in checks])
         self.seen.pop(key, None)
         if len(self.graphs) > MAX_GRAPHS:
             self.graphs.popitem(last=False)

@@ -20,7 +20,7 @@ from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
-from .backend import Backend, Buffer, LaunchFn, scalar_key, to_float32
+from .backend import Backend, Buffer, LaunchFn, negative_zero, scalar_key, to_float32
 from .caches import LRU
 from .reference import run_node
 from .executor import DeferredCheck, PlanExecutor, kernel_error
@@ -316,7 +316,7 @@ class MxCompiledPlan:
             fn = traces.get(key)
         except TypeError:               # (an unhashable scalar value)
             return ex.run(args)
-        if fn is None and any(type(k) is tuple and k[1] < 0 for k in key):
+        if fn is None and any(negative_zero(v) for v in values):
             return ex.run(args)         # (mx.compile folds a constant -0.0 into 0.0: 1 / (x * s))
         if fn is None:
             if len(traces) >= self.MAX_TRACES:
