@@ -189,3 +189,14 @@ def test_scalar_arguments_packed_into_the_frame_keep_their_values():
     b = lt.from_numpy(np.array([True, False, True]))
     for fill in (2.0, -7.5):
         np.testing.assert_array_equal(lt.where(b, x, fill).numpy(), np.where([True, False, True], x.numpy(), fill))
+
+
+def test_buffer_addresses_read_from_the_array_match_numpys():
+    # runtime/cpu.py reads an ndarray's data pointer from the object itself (one field after its
+    # header); it must be the address numpy reports, for views, empty and read-only arrays too
+    from lazytorch.runtime import cpu
+    assert cpu._DATA_AT                                  # the probe found the field
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    ro = np.frombuffer(b"abcdefgh", np.uint8)
+    for arr in (base, base[1:, 2:], base.T, base[:, ::2], np.zeros(0), ro, np.float64(2.0) * np.ones(())):
+        assert cpu._address(arr) == arr.__array_interface__["data"][0]

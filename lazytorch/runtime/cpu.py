@@ -97,17 +97,27 @@ _PACK_FORMATS = {ctypes.c_double: "d", ctypes.c_float: "f", ctypes.c_bool: "?"} 
 
 
 def _address(arr: np.ndarray) -> int:
-    # ctypes' view of a writable buffer is ~4x cheaper than __array_interface__ (every launch
-    # takes one address per argument); read-only and empty arrays take the general route
+    # An ndarray's data pointer is the field after its object header (numpy's PyArrayObject, whose
+    # layout is numpy's C ABI; checked once below): reading it is ~2x cheaper than ctypes' view of
+    # the buffer and ~4x than __array_interface__, and every launch takes one address per buffer
+    # argument.  ctypes scalars (the host fallback's arguments) have their own address.
+    if arr.__class__ is np.ndarray and _DATA_AT:
+        return _word(id(arr) + _DATA_AT).value
     if arr.__class__ in _CTYPE_SCALARS:
         return ctypes.addressof(arr)
-    try:
-        return ctypes.addressof(_char.from_buffer(arr))
-    except (TypeError, ValueError):
-        return arr.__array_interface__["data"][0]
+    return arr.__array_interface__["data"][0]
 
 
-_char = ctypes.c_char
+def _data_field() -> int:
+    """Where an ndarray's data pointer lies in the object (right after the object header), or 0
+    where a probe finds it elsewhere (every address then goes through __array_interface__)."""
+    probe = np.zeros(3, np.int8)[1:]
+    at = object.__basicsize__
+    return at if _word(id(probe) + at).value == probe.__array_interface__["data"][0] else 0
+
+
+_word = ctypes.c_void_p.from_address
+_DATA_AT = _data_field()
 
 
 class CpuBackend(Backend):
