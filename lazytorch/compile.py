@@ -36,7 +36,7 @@ from .passes.pipeline import compile_plan
 from .ir.creation import generator
 from .realize import eval_nodes, keep_uploads, options_for
 from .runtime import backend_name, get_backend
-from .tensor import Tensor
+from .tensor import Tensor, holding
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MAX_VISITED = 100_000          # objects looked at when discovering captured tensors
@@ -313,7 +313,7 @@ class Entry:
         outs = self.executable.run(values) if self.executable is not None else ()
         if self.single:
             shape, dtype, key = self.out_meta[0]
-            return Tensor(Node.computed(outs[0], shape, dtype, key))
+            return holding(Node.computed(outs[0], shape, dtype, key))
         nodes = [Node.computed(buf, shape, dtype, key) for (shape, dtype, key), buf in zip(self.out_meta, outs)]
         if self.writes:                                  # replay in-place updates of state
             with _no_grad():                             # (as an optimizer step updates parameters)
@@ -357,7 +357,7 @@ class _Stale(Exception):
 def _output(o, nodes: list, leaves: list):
     kind = o[0]
     if kind == "out":
-        return Tensor(nodes[o[1]])
+        return holding(nodes[o[1]])
     if kind == "arg":
         return leaves[o[1]]
     if kind == "capture":

@@ -11,6 +11,7 @@ from them read a snapshot (`snapshot`): see "Data going out" below.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 
@@ -93,11 +94,15 @@ def share(buffer: np.ndarray) -> np.ndarray:
     """An array over `buffer`'s memory for the user.  The buffer counts as shared while that array
     or any view of it lives: its base is a memoryview, where numpy stops collapsing a view's base
     chain, so every view derived from it keeps it alive.  Read-only buffers are handed out as is."""
-    if not buffer.flags.writeable:
+    view = memoryview(buffer)
+    if view.readonly:
         return buffer
-    out = np.asarray(memoryview(buffer))
+    out = np.asarray(view)
     key = id(buffer)                     # stable while the memoryview keeps the buffer alive
-    SHARED.setdefault(key, []).append(weakref.ref(out, lambda ref, key=key: _release(key, ref)))
+    refs = SHARED.get(key)
+    if refs is None:
+        refs = SHARED[key] = []
+    refs.append(weakref.ref(out, functools.partial(_release, key)))
     return out
 
 

@@ -8,6 +8,8 @@ their node when the base is mutated, and an in-place op on them writes through i
 """
 from __future__ import annotations
 
+import functools
+import operator
 import weakref
 from typing import Any, Callable
 
@@ -57,21 +59,21 @@ def _compact() -> None:
 def live_pending() -> list[Node]:
     """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
     was realized are dropped here, so the list holds only what the next eval may need."""
-    # (most entries are dead, a chain's intermediates: a comprehension drops them at a third of
-    # the loop's cost per entry)
-    alive = [ref for ref in _LIVE if ref() is not None]
+    # (most entries are dead, a chain's intermediates: map and filter drop them without a Python
+    # step per entry.  A repeat is the same tensor, since weakref.ref(t) returns t's existing
+    # reference, which also makes `keep` reuse the entries)
     nodes, keep, seen = [], [], set()
-    for ref in alive:             # (a dead reference is unhashable: repeats are found by id)
-        t = ref()
-        if t is None or id(ref) in seen:
-            continue
+    for t in filter(_ALIVE, map(operator.call, _LIVE)):
         node = t._node
-        if node.op != "buffer":
-            seen.add(id(ref))
+        if node.op != "buffer" and id(t) not in seen:
+            seen.add(id(t))
             nodes.append(node)
-            keep.append(ref)
+            keep.append(weakref.ref(t))
     _LIVE[:] = keep
     return nodes
+
+
+_ALIVE = functools.partial(operator.is_not, None)
 
 
 class Tensor:
@@ -476,10 +478,22 @@ class Tensor:
         return strides if dim is None else strides[dim]
 
 
+def holding(node: Node) -> "Tensor":
+    """`Tensor(node)` for a realized node (lt.compile's outputs), inlined: the constructor's call
+    costs as much as its body."""
+    t = _new(Tensor)
+    t._node = node
+    t._base = t._spec = t._grad = None
+    t._base_version = t._version = 0
+    if _MODE.any_leaf:
+        _grad.track(node)
+    return t
+
+
 def pending(node: Node) -> "Tensor":
     """`Tensor(node)` for a node just built that is not a view and not a buffer, inlined (the
     fast path of `x * 2.0` makes one per op; the constructor's call costs as much as its body)."""
-    t = _new(Tensor)
+    t = _new(Tensor)                     # (holding's body: a second frame per op costs ~5%)
     t._node = node
     t._base = t._spec = t._grad = None
     t._base_version = t._version = 0

@@ -174,3 +174,29 @@ def test_memory_plan_shares_blocks_between_temps_that_do_not_overlap():
     for k in range(4):
         expect = np.tanh(expect @ np.linspace(1, -1, 64).reshape(8, 8)) * (1 + k)
     np.testing.assert_allclose(y.numpy(), expect, rtol=1e-4, atol=1e-5)
+
+
+def test_scalar_arguments_packed_into_the_frame_keep_their_values():
+    # a run writes its float and bool arguments into the frame's storage with struct (runtime/cpu.py
+    # CpuExecutor._run); a float beyond float32's range becomes inf, as the kernel's cast made it
+    lt.set_backend("cpu")
+    x = lt.from_numpy(np.array([1.0, -2.0, 0.5], np.float32))
+    f = lambda s, t: x * s + t                                # noqa: E731  (one plan, new values)
+    with np.errstate(over="ignore"):
+        for s, t in [(2.0, 1.0), (1e300, 0.25), (-1e300, 3), (float("nan"), 1.0), (3, -0.5)]:
+            want = x.numpy() * np.float32(s) + np.float32(t)
+            np.testing.assert_array_equal(f(s, t).numpy(), want)
+    b = lt.from_numpy(np.array([True, False, True]))
+    for fill in (2.0, -7.5):
+        np.testing.assert_array_equal(lt.where(b, x, fill).numpy(), np.where([True, False, True], x.numpy(), fill))
+
+
+def test_buffer_addresses_read_from_the_array_match_numpys():
+    # runtime/cpu.py reads an ndarray's data pointer from the object itself (one field after its
+    # header); it must be the address numpy reports, for views, empty and read-only arrays too
+    from lazytorch.runtime import cpu
+    assert cpu._DATA_AT                                  # the probe found the field
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    ro = np.frombuffer(b"abcdefgh", np.uint8)
+    for arr in (base, base[1:, 2:], base.T, base[:, ::2], np.zeros(0), ro, np.float64(2.0) * np.ones(())):
+        assert cpu._address(arr) == arr.__array_interface__["data"][0]
