@@ -10,6 +10,7 @@ Float64 is refused on both (no doubles on the GPU); 0-d float64 Python scalars a
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any, Callable, NamedTuple, Sequence
@@ -27,7 +28,13 @@ from .executor import DeferredCheck, PlanExecutor, kernel_error
 from . import nvrtc
 
 
+@functools.lru_cache(maxsize=1)
 def _mx():
+    # MLX multiplies float32 with TF32 on CUDA unless told not to (relative error ~1e-3 where torch
+    # computes full float32); it reads MLX_ENABLE_TF32 once, at its first matmul, so the default is
+    # set before lazytorch first hands MLX anything (metal-emu's library launches included; a
+    # user's own setting wins)
+    os.environ.setdefault("MLX_ENABLE_TF32", "0")
     import mlx.core as mx
     return mx
 
@@ -167,10 +174,6 @@ class MlxBackend(Backend):
         mx = _mx()
         if not factory.available(mx):
             raise RuntimeError(factory.unavailable)
-        if factory.matmul_on_device:
-            # MLX multiplies float32 with TF32 unless told not to (relative error ~1e-3 where torch
-            # computes full float32); it reads MLX_ENABLE_TF32 once, at its first matmul
-            os.environ.setdefault("MLX_ENABLE_TF32", "0")
         self.name, self.factory = name, factory
         self._make = factory.make(mx)
         self._ahead = factory.ahead()
