@@ -48,17 +48,16 @@ def to_float32(value: float) -> float:
     return ctypes.c_float(value).value
 
 
+def negative_zero(value: Any) -> bool:
+    """-0.0 (== 0.0 in Python, but 1 / (x * s) tells them apart)."""
+    return value == 0 and isinstance(value, (float, np.floating)) and math.copysign(1.0, value) < 0
+
+
 def scalar_key(value: Any) -> Any:
     """A Python scalar as part of the key of what was compiled or captured with it baked in (an
-    mx.compile trace, a CUDA graph): the value, and for a float zero its sign too (-0.0 == 0.0 in
-    Python, so a dict would hand a trace of one to the other; 1 / (x * s) tells them apart)."""
-    if value == 0 and isinstance(value, (float, np.floating)):
-        return (value, math.copysign(1.0, value))
-    return value
-
-
-def negative_zero(value: Any) -> bool:
-    return value == 0 and isinstance(value, (float, np.floating)) and math.copysign(1.0, value) < 0
+    mx.compile trace, a CUDA graph): the value, with -0.0 apart from 0.0 (a dict would hand a
+    trace of one to the other)."""
+    return ("-0.0",) if negative_zero(value) else value
 
 
 class Executable(Protocol):

@@ -3,8 +3,8 @@ with one cuGraphLaunch.
 
 A run of the driver runtime pays host time for every launch (a kernel ~2 us, a cuBLAS GEMM
 ~15 us on an H100 host), and the GPU idles while the first launch is prepared.  Replayed as a graph, a
-run is one driver call: on an H100, W5 (an MLP) 245 -> 216 us and W7 (20 ops on 1,024 elements) 20 ->
-9 us, launch to synchronised result (benchmarks/gpu_graph_probe.py).
+run is one driver call: on an H100, W5 (an MLP) 238 -> 225 us and W7 (20 ops on 1,024 elements) 23 ->
+19 us per lt.compile call, synchronised (benchmarks/gpu_graph_probe.py, A/B in one process).
 
 A graph holds what its launches were given: buffer addresses, and the Python scalars kernels take
 by value.  So a replay is keyed on exactly those -- the address of each param and output buffer

@@ -205,7 +205,7 @@ class PlanExecutor:
                 for i in frees:
                     env[i] = None
             if checks and deferred is None and self.backend.any_flag_set([c.flag for c, _ in checks]):
-                raise_first_set(checks)
+                _raise_first(checks)
         finally:
             if temps is not None and outputs is None and len(arenas) < MAX_ARENAS:
                 arenas.append(temps)
@@ -222,7 +222,7 @@ class PlanExecutor:
         return self._into_outputs
 
 
-def raise_first_set(checks: list[tuple[DeferredCheck, Launch]]) -> None:
+def _raise_first(checks: list[tuple[DeferredCheck, Launch]]) -> None:
     """Raises the error of the first launch (in plan order) whose deferred flag is set."""
     for check, launch in checks:
         if bool(np.asarray(check.flag)):
