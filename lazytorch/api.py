@@ -12,11 +12,13 @@ import re
 import types
 from typing import Any, Callable
 
+from .call_memo import CHECK as MEMO_CHECK, memo_for, signature, verify
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
-from .ir.node import SITE, TRACE, Node, user_site
+from .ir.host import READS as HOST_READS
+from .ir.node import EPOCH, SITE, TRACE, Node, user_site
 from .ir.registry import OpDef, ops
 from .tensor import PENDING_PARTS, Tensor, alias, pending
 
@@ -88,6 +90,7 @@ def _input_alias(kwargs: dict, op: OpDef | None = None) -> dict:
 
 def make_function(op: OpDef, name: str):
     fast = fast_builder(op.name)
+    memo = memo_for(op)
 
     def fn(*args, out=None, **kwargs):
         if "creation" in op.tags and "requires_grad" in kwargs:
@@ -98,13 +101,25 @@ def make_function(op: OpDef, name: str):
             node = fast(*args)
             if node is not None:
                 return pending(node)
+        sig = signature(args, kwargs) if memo is not None and out is None else None
+        if sig is not None:
+            made = memo.replay(*sig, args, _wrap)
+            if made is not None:
+                if MEMO_CHECK:
+                    verify(op.name, made, general(args, out, kwargs))
+                return made
         # Every node the general route builds names the same user line: found once here, not
         # per node (a view or a composite builds several)
         site = SITE.site
         if site is None and TRACE[0]:
             SITE.site = user_site(2)
         try:
-            return general(args, out, kwargs)
+            if sig is None:
+                return general(args, out, kwargs)
+            epoch, reads = EPOCH[0], HOST_READS[0]
+            result = general(args, out, kwargs)
+            memo.record(*sig, result, epoch, reads)
+            return result
         finally:
             SITE.site = site
 

@@ -18,6 +18,7 @@ from .node import Node
 from .registry import OpDef
 
 HOST_VALUE: Callable[[Node], np.ndarray] | None = None
+READS = [0]       # host_value calls so far: a builder that read data is not replayed (call_memo.py)
 
 
 def host_call(fn: str, inputs, shape, dtype: D.DType, **params) -> Node:
@@ -47,6 +48,7 @@ def host_value(node: Node) -> np.ndarray:
     """The value of `node` as numpy (bfloat16 widened to float32), evaluating it first if pending."""
     if HOST_VALUE is None:
         raise RuntimeError("host_value: no evaluator installed (import lazytorch first)")
+    READS[0] += 1
     return HOST_VALUE(node)
 
 

@@ -1,0 +1,169 @@
+"""lazytorch/call_memo.py: a Tensor API call seen before is replayed from its recording instead of
+taking the general route.  A replay must build what the general route builds (values against
+torch, program keys, aliasing, provenance), new values must flow in, and calls whose build
+depends on more than the signature (data read at build time, random draws, the same tensor twice,
+a zero's sign in an attribute) must not be replayed wrongly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import lazytorch as lt
+from lazytorch import api, call_memo
+from lazytorch.ir.graph import program
+
+F, TF = lt.nn.functional, torch.nn.functional
+rng = np.random.default_rng(0)
+
+
+def arr(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def general_calls(monkeypatch):
+    """How many calls took the general route (api.general's `call`) since the fixture started."""
+    count = [0]
+    real = api.call
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(api, "call", counted)
+    return count
+
+
+# (name, lazytorch call, torch call, input shapes): each runs three times on new data
+CASES = [
+    ("linear", lambda m, x, w, b: m.nn.functional.linear(x, w, b), [(2, 5, 8), (6, 8), (6,)]),
+    ("layer_norm", lambda m, x, w, b: m.nn.functional.layer_norm(x, (8,), w, b), [(3, 8), (8,), (8,)]),
+    ("softmax", lambda m, x: m.nn.functional.softmax(x, dim=-1), [(4, 7)]),
+    ("gelu_tanh", lambda m, x: m.nn.functional.gelu(x, approximate="tanh"), [(5, 3)]),
+    ("masked_fill", lambda m, x, y: x.masked_fill(y > 0, float("-inf")), [(3, 4), (3, 4)]),
+    ("where_bcast", lambda m, x, y: m.where(x > 0, x, y), [(3, 1, 4), (2, 4)]),
+    ("clamp", lambda m, x: m.clamp(x, min=-0.5, max=0.25), [(6,)]),
+    ("view_transpose", lambda m, x: x.view(2, 3, 4).transpose(0, 2).contiguous(), [(6, 4)]),
+    ("split", lambda m, x: m.stack(x.split(2, dim=1)), [(3, 6)]),
+    ("max_dim", lambda m, x: m.max(x, dim=1).indices.to(m.float32) + m.max(x, dim=1).values, [(4, 5)]),
+    ("tril_ones", lambda m, x: x * m.tril(m.ones(4, 4)), [(4, 4)]),
+    ("matmul", lambda m, x, y: x @ y.transpose(-2, -1), [(2, 3, 5), (2, 4, 5)]),
+    ("sum_keepdim", lambda m, x: x.sum(dim=(0, 2), keepdim=True), [(2, 3, 4)]),
+    ("zero_d", lambda m, x: m.maximum(x, x.sum()), [()]),
+    ("empty", lambda m, x: m.nn.functional.softmax(x, dim=0), [(0, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", CASES, ids=[c[0] for c in CASES])
+def test_replays_compute_what_torch_computes(name, fn, shapes, backend, general_calls):
+    for i in range(3):
+        data = [arr(*s) for s in shapes]
+        before = general_calls[0]
+        got = fn(lt, *[lt.from_numpy(d) for d in data])
+        built = general_calls[0] - before
+        want = fn(torch, *[torch.from_numpy(d) for d in data])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        if i == 2:
+            assert built == 0, f"{name}: the third call took the general route {built} times"
+
+
+def test_a_replay_builds_the_general_routes_program(monkeypatch):
+    x, w, b = (lt.from_numpy(a) for a in (arr(2, 8), arr(4, 8), arr(4)))
+    replayed = [F.linear(x, w, b) for _ in range(2)][1]
+    monkeypatch.setattr(call_memo, "ENABLED", False)
+    monkeypatch.setattr(api, "memo_for", call_memo.memo_for)
+    fresh = api.make_function(api.ops()["linear"], "linear")(x, w, b)
+    assert program([replayed._node]).key == program([fresh._node]).key
+    assert replayed._node is not fresh._node and replayed._node.inputs[0] is x._node
+
+
+def test_runtime_numbers_take_each_calls_value(backend):
+    x = arr(5)
+    for v in (0.5, -1.0, 0.5, 2.0):
+        got = lt.from_numpy(x).masked_fill(lt.from_numpy(x) > 0, v).numpy()
+        np.testing.assert_array_equal(got, np.where(x > 0, np.float32(v), x))
+
+
+def test_a_zeros_sign_in_an_attribute_is_kept():
+    x = lt.from_numpy(arr(2, 3))
+    for eps in (0.0, -0.0, 0.0, -0.0):              # (layer_norm's eps is a float attribute)
+        node = F.layer_norm(x, (3,), eps=eps)._node
+        assert repr(node.attrs["eps"]) == repr(eps)
+
+
+def test_the_same_tensor_twice_is_not_mistaken_for_two(backend):
+    a, b = arr(4), arr(4)
+    x, y = lt.from_numpy(a), lt.from_numpy(b)
+    for _ in range(2):
+        np.testing.assert_array_equal(lt.maximum(x, y).numpy(), np.maximum(a, b))
+        both = lt.maximum(x, x)
+        assert len(program([both._node]).leaves) == 1
+        np.testing.assert_array_equal(both.numpy(), a)
+
+
+def test_a_value_read_at_build_time_is_not_replayed(backend):
+    for v in (1.5, 2.5, 3.5):
+        fill = lt.tensor(v)
+        fill.numpy()                           # realized: full() reads its value when it builds
+        np.testing.assert_array_equal(lt.full((2,), fill).numpy(), [v, v])
+
+
+def test_random_calls_draw_anew():
+    x = lt.ones(1000)
+    masks = [(F.dropout(x, 0.5, training=True) > 0).numpy() for _ in range(3)]
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+
+
+def test_replayed_views_alias_their_base(backend):
+    base = arr(6, 4)
+    for _ in range(3):
+        x = lt.from_numpy(base.copy())
+        v = x.view(2, 3, 4).transpose(0, 2)
+        assert v._base is x
+        v.mul_(2.0)                            # writes through into x
+        np.testing.assert_array_equal(x.numpy(), base * 2)
+
+
+def test_a_replayed_node_names_the_users_line():
+    x = lt.from_numpy(arr(3, 4))
+    nodes = [F.softmax(x, dim=-1)._node for _ in range(3)]
+    assert all(n.origin is not None and n.origin.startswith("test_call_memo.py:") for n in nodes)
+    assert len({n.origin for n in nodes}) == 1
+
+
+def test_errors_are_raised_every_time():
+    x, w = lt.from_numpy(arr(2, 8)), lt.from_numpy(arr(4, 7))
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="linear"):
+            F.linear(x, w)
+
+
+def test_parameters_and_modules_replay(backend, general_calls):
+    layer = lt.nn.Linear(8, 3)
+    ref = torch.nn.Linear(8, 3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(layer.weight.numpy()))
+        ref.bias.copy_(torch.from_numpy(layer.bias.numpy()))
+    for i in range(3):
+        x = arr(5, 8)
+        before = general_calls[0]
+        got = layer(lt.from_numpy(x)).numpy()
+        if i == 2:
+            assert general_calls[0] == before
+        np.testing.assert_allclose(got, ref(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_demo_block_replays_into_one_cached_program(on_cpu):
+    """Built three times, the README block's lazy program is the same structure (one graph cache
+    entry) and compiles to the same kernels."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from gpt_block import block, random_input, random_weights
+    w = {k: lt.from_numpy(v) for k, v in random_weights(32).items()}
+    x = lt.from_numpy(random_input(2, 8, 32))
+    keys = {program([block(lt, x, w, 4)._node]).key for _ in range(3)}
+    assert len(keys) == 1
+    plans = [lt.kernel_plan(block(lt, x, w, 4)) for _ in range(2)]
+    assert [str(k) for k in plans[0].launches] == [str(k) for k in plans[1].launches]
+    assert len(plans[0].launches) == 13              # 7 kernels and 6 matmuls, as built the general way
