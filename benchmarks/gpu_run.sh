@@ -7,7 +7,8 @@
 #   bash benchmarks/gpu_run.sh setup profile        # benchmarks/gpu_profile.py: whole calls and CUPTI
 #       kernel time, every framework in one process -> $OUT/profile.log (WORKLOADS picks rows)
 #   bash benchmarks/gpu_run.sh cpu2                 # the cpu backend beside its CPU peers on two of the
-#       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2/ (CPU_WORKLOADS picks rows)
+#       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2_compete0/ (CPU_WORKLOADS picks rows,
+#       CPU_PEERS the peers); step cpu2busy: the same beside one competing process -> $OUT/cpu2_compete1/
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -95,8 +96,13 @@ profile() {
 
 cpu2() {
     OMP_NUM_THREADS=2 timeout ${CPU_TIMEOUT:-300} taskset -c 0,1 python3 -m benchmarks --device cpu \
-        --workloads ${CPU_WORKLOADS:-W7,W11,W9} --backends cpu --compiled cpu --peers torch,torch.compile,numpy \
-        --out "$OUT/cpu2" 2>&1 | tee "$OUT/cpu2.log" | grep -E "^  W|bandwidth"
+        --workloads ${CPU_WORKLOADS:-W7,W11,W9} --backends cpu --compiled cpu --peers ${CPU_PEERS:-torch,torch.compile,numpy} \
+        --compete ${CPU_COMPETE:-0} --out "$OUT/cpu2_compete${CPU_COMPETE:-0}" 2>&1 \
+        | tee "$OUT/cpu2_compete${CPU_COMPETE:-0}.log" | grep -E "^  W|bandwidth"
+}
+
+cpu2busy() {     # the same two cores beside one CPU-bound competing process (issue 14 part 1)
+    CPU_COMPETE=1 cpu2
 }
 
 bench() {

@@ -12,13 +12,12 @@ import re
 import types
 from typing import Any, Callable
 
-from .call_memo import CHECK as MEMO_CHECK, memo_for, signature, verify
+from .call_memo import CHECK as MEMO_CHECK, memo_for, reads_now, signature, verify
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
-from .ir.host import READS as HOST_READS
-from .ir.node import EPOCH, SITE, TRACE, Node, user_site
+from .ir.node import SITE, TRACE, Node, user_site
 from .ir.registry import OpDef, ops
 from .tensor import PENDING_PARTS, Tensor, alias, pending
 
@@ -106,7 +105,12 @@ def make_function(op: OpDef, name: str):
             made = memo.replay(*sig, args, _wrap)
             if made is not None:
                 if MEMO_CHECK:
-                    verify(op.name, made, general(args, out, kwargs))
+                    site = SITE.site
+                    SITE.site = site or user_site(2)
+                    try:
+                        verify(op.name, made, general(args, out, kwargs))
+                    finally:
+                        SITE.site = site
                 return made
         # Every node the general route builds names the same user line: found once here, not
         # per node (a view or a composite builds several)
@@ -116,9 +120,9 @@ def make_function(op: OpDef, name: str):
         try:
             if sig is None:
                 return general(args, out, kwargs)
-            epoch, reads = EPOCH[0], HOST_READS[0]
+            epoch, reads = reads_now()
             result = general(args, out, kwargs)
-            memo.record(*sig, result, epoch, reads)
+            memo.learn(*sig, result, epoch, reads)
             return result
         finally:
             SITE.site = site

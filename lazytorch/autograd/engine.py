@@ -13,7 +13,7 @@ import weakref
 from typing import Any, Iterable, Sequence
 
 from ..ir.build import TENSORISH, call, contiguous
-from ..ir.node import Node
+from ..ir.node import SITE, TRACE, Node, user_site
 from ..ir.registry import get
 from . import derivatives as R
 from .grad_mode import set_grad_enabled
@@ -125,6 +125,19 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
         grads.setdefault(id(r), []).append(g)
     wanted = {id(n) for n in capture}
     captured: dict[int, Node] = {}
+    # Every gradient node names the user's line that called backward: found once here, not by a
+    # walk up the stack per node built (as the Tensor API's general route does)
+    site = SITE.site
+    if site is None and TRACE[0]:
+        SITE.site = user_site(2)
+    try:
+        return _backward(roots, grads, retain_graph, accumulate, wanted, captured, create_graph)
+    finally:
+        SITE.site = site
+
+
+def _backward(roots: Sequence[Node], grads: dict[int, list[Node]], retain_graph: bool, accumulate: bool,
+              wanted: set[int], captured: dict[int, Node], create_graph: bool) -> dict[int, Node]:
     with set_grad_enabled(create_graph):
         for node in reversed(_order(roots)):
             parts = grads.pop(id(node), None)

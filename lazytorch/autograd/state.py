@@ -7,8 +7,8 @@ node (op, inputs, attributes), taken now because evaluating a node later replace
 its buffer (Node.realize) while backward still needs that history.  Nodes made with grad mode off
 are marked as not requiring grad, so later walks stop at them.
 
-Records live in a weak table keyed by node: a forward graph, with everything backward would save,
-lives as long as some tensor still reaches it, as torch's autograd graph does.
+Records live on their nodes (`Node.autograd`): a forward graph, with everything backward would
+save, lives as long as some tensor still reaches it, as torch's autograd graph does.
 
 This module imports no Tensor, so tensor.py can import it.
 """
@@ -48,8 +48,55 @@ class Record:
         self.freed = False
 
 
-RECORDS: "weakref.WeakKeyDictionary[Node, Record]" = weakref.WeakKeyDictionary()
-NO_GRAD: "weakref.WeakSet[Node]" = weakref.WeakSet()
+class _Records:
+    """Each grad-requiring node's Record, kept on the node itself (`Node.autograd`: None while not
+    classified, False when the node does not require grad, else its Record), so the table dies
+    with its nodes, as torch's autograd graph does, and a lookup is an attribute read (a weak
+    dictionary made a weak reference and called Node.__eq__ on every lookup: most of tracking's
+    cost).  The mapping interface the rest of lazytorch uses: `in`, get, [], del."""
+
+    __slots__ = ()
+
+    def __contains__(self, node: Node) -> bool:
+        return node.autograd.__class__ is Record
+
+    def get(self, node: Node, default=None):
+        rec = node.autograd
+        return rec if rec.__class__ is Record else default
+
+    def __getitem__(self, node: Node) -> Record:
+        rec = node.autograd
+        if rec.__class__ is not Record:
+            raise KeyError(node)
+        return rec
+
+    def __setitem__(self, node: Node, rec: Record) -> None:
+        node.autograd = rec
+
+    def __delitem__(self, node: Node) -> None:
+        self[node]
+        node.autograd = None
+
+
+class _NoGrad:
+    """The nodes classified as not requiring grad (`Node.autograd is False`), set-like."""
+
+    __slots__ = ()
+
+    def __contains__(self, node: Node) -> bool:
+        return node.autograd is False
+
+    def add(self, node: Node) -> None:
+        if node.autograd is None:
+            node.autograd = False
+
+    def discard(self, node: Node) -> None:
+        if node.autograd is False:
+            node.autograd = None
+
+
+RECORDS = _Records()
+NO_GRAD = _NoGrad()
 
 # Ops whose result never carries a gradient (integer/bool results are filtered by dtype).
 NON_DIFFERENTIABLE = frozenset({"full", "iota", "argmax", "argmin"})
@@ -66,17 +113,36 @@ def track(node: Node) -> None:
     """Classify `node` (and the unclassified nodes below it) as requiring grad or not."""
     if MODE.enabled:
         classify(node)
-    elif node not in RECORDS:
-        NO_GRAD.add(node)
+    elif node.autograd is None:
+        node.autograd = False
 
 
 def _known(node: Node) -> bool:
-    return node in RECORDS or node.op in LEAF_OPS or node in NO_GRAD
+    return node.autograd is not None or node.op in LEAF_OPS
 
 
 def classify(root: Node) -> bool:
-    if _known(root):
-        return root in RECORDS
+    state = root.autograd
+    if state is not None or root.op in LEAF_OPS:
+        return state.__class__ is Record
+    stack = [(root, iter(root.inputs))]
+    seen = {id(root)}
+    while stack:
+        node, rest = stack[-1]
+        for child in rest:
+            if id(child) not in seen and not _known(child):
+                seen.add(id(child))
+                stack.append((child, iter(child.inputs)))
+                break
+        else:
+            stack.pop()
+            needs = tuple([i.autograd.__class__ is Record for i in node.inputs])
+            if True in needs and node.dtype.is_floating_point and node.op not in NON_DIFFERENTIABLE:
+                snap = Node.with_key(node.op, node.inputs, node.attrs, node.shape, node.dtype, node.key)
+                node.autograd = Record(snap, needs)
+            else:
+                node.autograd = False
+    return root.autograd.__class__ is Record
     stack = [(root, iter(root.inputs))]
     seen = {id(root)}
     while stack:

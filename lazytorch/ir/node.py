@@ -34,7 +34,7 @@ LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
 class Node:
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "_key", "buffer", "value", "_origin", "tree",
-                 "__weakref__")
+                 "autograd", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType):
@@ -46,7 +46,7 @@ class Node:
         self.buffer = None
         self.value = None
         self._key = None
-        self.tree = None
+        self.tree = self.autograd = None
         self._origin = (SITE.site or user_site()) if TRACE[0] else None
 
     @classmethod
@@ -58,7 +58,7 @@ class Node:
         node.op, node.inputs, node.attrs, node.shape, node.dtype = op, inputs, attrs, shape, dtype
         node.buffer = node.value = None
         node._key = key
-        node.tree = None
+        node.tree = node.autograd = None
         node._origin = (SITE.site or user_site()) if TRACE[0] else None
         return node
 
@@ -69,7 +69,7 @@ class Node:
         no source line (the user's line is the compiled call, not where the value was built)."""
         node = cls.__new__(cls)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = "buffer", (), {}, shape, dtype
-        node.value = node._origin = node.tree = None
+        node.value = node._origin = node.tree = node.autograd = None
         node._key, node.buffer = key, buffer
         return node
 
@@ -83,7 +83,7 @@ class Node:
     def scalar(cls, value, dtype: DType) -> "Node":
         node = cls.__new__(cls)                 # (no source line: a number is not where work happens)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {}, (), dtype
-        node.buffer = node._origin = node.tree = None
+        node.buffer = node._origin = node.tree = node.autograd = None
         node._key = _SCALAR_KEYS.get(dtype) or _scalar_key(dtype)
         node.value = value
         return node
@@ -93,7 +93,7 @@ class Node:
         """A structural constant: the value is part of the structure (the key), not a runtime input."""
         node = cls.__new__(cls)
         node.op, node.inputs, node.attrs, node.shape, node.dtype = "scalar", (), {"value": value}, (), dtype
-        node.buffer = node._origin = node.tree = node._key = None
+        node.buffer = node._origin = node.tree = node._key = node.autograd = None
         node.value = value
         return node
 
