@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .ir import host
-from .ir.node import EPOCH, SITE, TRACE, Node, type_str, user_site
+from .ir.node import EPOCH, HOST_READS, SITE, TRACE, Node, type_str, user_site
 from .ir.registry import OpDef
 from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, signature
 from .tensor import Tensor, _wrap_views, pending
@@ -82,5 +81,5 @@ def verify(op: str, replayed: Any, built: Any) -> None:
 
 
 def reads_now() -> tuple[int, int]:
-    """(EPOCH, host.READS) now: what `learn` compares with after the general route ran."""
-    return EPOCH[0], host.READS[0]
+    """(EPOCH, HOST_READS) now: what `learn` compares with after the general route ran."""
+    return EPOCH[0], HOST_READS[0]

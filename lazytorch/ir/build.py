@@ -23,8 +23,8 @@ from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
-from . import host, replay
-from .node import _INSIDE, EPOCH, SITE, TRACE, Node, inside as classify, user_site
+from . import replay
+from .node import _INSIDE, EPOCH, HOST_READS, SITE, TRACE, Node, inside as classify, user_site
 from .promotion import opmath
 from .registry import OpDef, get
 from .schema import Schema, SchemaError, pack_int_list_varargs
@@ -186,7 +186,7 @@ def call(name: str, *args, **kwargs):
         if replay.CHECK:
             replay.verify(op.name, made, build_call(op, args, kwargs))
         return made
-    epoch, reads = EPOCH[0], host.READS[0]
+    epoch, reads = EPOCH[0], HOST_READS[0]
     result = build_call(op, args, kwargs)
     memo.learn(*sig, result, epoch, reads)
     return result

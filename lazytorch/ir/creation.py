@@ -21,8 +21,7 @@ import numpy as np
 from . import dtypes as D
 from .build import builder, call, constant, scalar
 from .errors import op_error
-from .host import READS as HOST_READS
-from .node import Node
+from .node import HOST_READS, Node
 from .registry import OpDef
 from .schema import Schema
 

@@ -14,11 +14,10 @@ import numpy as np
 
 from . import dtypes as D
 from .meta import Args, rule
-from .node import Node
+from .node import HOST_READS, Node
 from .registry import OpDef
 
 HOST_VALUE: Callable[[Node], np.ndarray] | None = None
-READS = [0]       # host_value calls so far: a builder that read data is not replayed (call_memo.py)
 
 
 def host_call(fn: str, inputs, shape, dtype: D.DType, **params) -> Node:
@@ -48,7 +47,7 @@ def host_value(node: Node) -> np.ndarray:
     """The value of `node` as numpy (bfloat16 widened to float32), evaluating it first if pending."""
     if HOST_VALUE is None:
         raise RuntimeError("host_value: no evaluator installed (import lazytorch first)")
-    READS[0] += 1
+    HOST_READS[0] += 1
     return HOST_VALUE(node)
 
 

@@ -20,7 +20,7 @@ scalars stay runtime scalars).
 A call is recorded only when replaying it is the same build (`record` refuses otherwise):
 - its made nodes read only the arguments' nodes, their bases and leaves it made (a builder that
   captured other state, or reached deeper into an argument's history, is not replayed);
-- it read no data and evaluated nothing (EPOCH and host.READS unchanged), drew no random numbers
+- it read no data and evaluated nothing (EPOCH and HOST_READS unchanged), drew no random numbers
   (ops tagged nondeterministic_seeded have no memo) and made no buffer;
 - its tensor arguments were distinct nodes (a call on `x, x` may build differently);
 - its results are nodes it made (a call returning an input, like `to` of the same dtype, is not).
@@ -33,9 +33,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import host
 from .dtypes import DType
-from .node import EPOCH, Node
+from .node import EPOCH, HOST_READS, Node
 from .registry import OpDef
 
 ENABLED = os.environ.get("LAZYTORCH_CALL_MEMO", "1") != "0"
@@ -224,8 +223,8 @@ class Memo:
 
     def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, reads: int) -> None:
         """Remember how the general route built `result` for this signature (`epoch` and `reads`:
-        EPOCH and host.READS before it ran), where replaying it is the same build."""
-        if EPOCH[0] != epoch or host.READS[0] != reads:
+        EPOCH and HOST_READS before it ran), where replaying it is the same build."""
+        if EPOCH[0] != epoch or HOST_READS[0] != reads:
             return
         rec = record(nodes, flat, result)
         if rec is None:

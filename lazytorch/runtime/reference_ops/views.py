@@ -15,7 +15,18 @@ def _view(node: Node, base):
     flat = np.ascontiguousarray(base).reshape(-1)
     if spec.numel == 0:
         return np.empty(spec.shape, dtype=base.dtype)
-    return np.ascontiguousarray(flat[V.storage_index(spec)]).reshape(spec.shape)  # 0-d stays 0-d
+    return np.array(strided(flat, spec), copy=True)
+
+
+def strided(flat: np.ndarray, spec: V.ViewSpec) -> np.ndarray:
+    """The view `spec` of a contiguous 1-d array as a numpy view of its memory (numpy checks that
+    every element lies inside it), not an index array of every element gathered (10x slower)."""
+    item = flat.itemsize
+    try:
+        return np.ndarray(spec.shape, flat.dtype, buffer=flat, offset=spec.offset * item,
+                          strides=tuple(s * item for s in spec.strides))
+    except (TypeError, ValueError):    # (a base exposing no buffer, an extent numpy refuses: gather)
+        return flat[V.storage_index(spec)].reshape(spec.shape)              # 0-d stays 0-d
 
 
 @ref("contiguous", "clone")
@@ -28,7 +39,11 @@ def _view_assign(node: Node, base, values):
     spec: V.ViewSpec = node.attrs["view"]
     out = np.array(base, copy=True).reshape(-1)
     if spec.numel:
-        out[V.storage_index(spec)] = values
+        target = strided(out, spec)
+        if target.base is out:
+            target[...] = values
+        else:                                  # (strided's fallback gathered a copy: scatter instead)
+            out[V.storage_index(spec)] = values
     return out.reshape(node.shape)
 
 
