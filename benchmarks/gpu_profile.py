@@ -4,6 +4,7 @@ records (they see MLX's kernels too) of a few calls: GPU kernels per call, kerne
 the busiest kernels, and the gap (whole call minus kernel time) that is host work and waiting.
 
     PYTHONPATH=$PWD python benchmarks/gpu_profile.py [W1,W2,W3,W4,W7] [--frameworks lt.compile,lazy,torch,torch.compile,mx.compile]
+        [--host-profile]     # and cProfile's busiest host functions of lazytorch's calls
 """
 from __future__ import annotations
 
@@ -70,10 +71,26 @@ def kernel_profile(call) -> tuple[float, float, list[tuple[str, float, int]]]:
     return count, total, top
 
 
+def host_profile(call, calls: int = 40) -> None:
+    """cProfile's busiest functions (own time) over `calls` calls, per call."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        call()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
+    print("\n".join("      " + line for line in out.getvalue().splitlines()[4:] if line.strip()), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workloads", nargs="?", default="W1,W2,W3,W4,W7")
     ap.add_argument("--frameworks", default="lt.compile,lazy,torch,torch.compile,mx.compile")
+    ap.add_argument("--host-profile", action="store_true", help="cProfile lazytorch's calls too")
     args = ap.parse_args()
     fws = frameworks(args.frameworks.split(","))
     rng = np.random.default_rng(0)
@@ -94,6 +111,8 @@ def main() -> None:
                   f"  kernel time {kern:7.1f} us  gap {med - kern:7.1f} us", flush=True)
             for name, us, n in top:
                 print(f"      {us:8.1f} us  x{n}  {name}")
+            if args.host_profile and fname in ("lazy", "lt.compile"):
+                host_profile(call)
         if ideal_bytes:
             print(f"{wname} bytes moved {ideal_bytes / 1e6:.1f} MB", flush=True)
     import lazytorch as lt

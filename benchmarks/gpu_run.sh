@@ -90,7 +90,7 @@ kernels() {
 }
 
 profile() {
-    timeout ${PROFILE_TIMEOUT:-400} python3 benchmarks/gpu_profile.py ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6} 2>&1 \
+    timeout ${PROFILE_TIMEOUT:-400} python3 benchmarks/gpu_profile.py ${WORKLOADS:-W1,W2,W3,W4,W7,W5,W6} ${PROFILE_ARGS:-} 2>&1 \
         | tee "$OUT/profile.log" | grep -v "^      "
 }
 

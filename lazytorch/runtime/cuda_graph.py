@@ -99,7 +99,9 @@ def _identity(buf: Any):
     if ptr is not None:
         return ptr
     value = getattr(buf, "value", None)
-    return None if value is None else ("value", scalar_key(value))
+    if value is None:
+        return None
+    return ("value", value if value else scalar_key(value))     # (only a zero can be -0.0)
 
 
 class GraphedPlan:
