@@ -12,7 +12,7 @@ import re
 import types
 from typing import Any, Callable
 
-from .call_memo import CHECK as MEMO_CHECK, memo_for, reads_now, signature, verify
+from .call_memo import CHECK as MEMO_CHECK, arguments_now, effects_now, memo_for, signature, verify
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
@@ -108,7 +108,9 @@ def make_function(op: OpDef, name: str):
                     site = SITE.site
                     SITE.site = site or user_site(2)
                     try:
-                        verify(op.name, made, general(args, out, kwargs))
+                        before = effects_now(), arguments_now(args, kwargs)
+                        built = general(args, out, kwargs)
+                        verify(op.name, made, built, before != (effects_now(), arguments_now(args, kwargs)))
                     finally:
                         SITE.site = site
                 return made
@@ -120,9 +122,9 @@ def make_function(op: OpDef, name: str):
         try:
             if sig is None:
                 return general(args, out, kwargs)
-            epoch, reads = reads_now()
+            epoch, effects = effects_now()
             result = general(args, out, kwargs)
-            memo.learn(*sig, result, epoch, reads)
+            memo.learn(*sig, result, epoch, effects)
             return result
         finally:
             SITE.site = site

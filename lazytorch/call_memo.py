@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .ir.node import EPOCH, HOST_READS, SITE, TRACE, Node, type_str, user_site
+from .ir.node import BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, type_str, user_site
 from .ir.registry import OpDef
 from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, signature
 from .tensor import Tensor, _wrap_views, pending
@@ -55,7 +55,7 @@ class CallMemo:
             return pending(result)
         return wrap(self.op, result)
 
-    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, reads: int) -> None:
+    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, effects: int) -> None:
         """Remember how the general route built `result` (a Tensor or a tuple of them)."""
         if isinstance(result, Tensor):
             made = result._node
@@ -63,11 +63,14 @@ class CallMemo:
             made = tuple(t._node for t in result)
         else:
             return
-        self.memo.learn(key, nodes, flat, made, epoch, reads)
+        self.memo.learn(key, nodes, flat, made, epoch, effects)
 
 
-def verify(op: str, replayed: Any, built: Any) -> None:
-    """Raise where a replayed call's result differs from the general route's (CHECK mode)."""
+def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
+    """Raise where a replayed call's result differs from the general route's, or where the general
+    route had effects (`effects`: a data read, an update, an evaluation) the replay skipped (CHECK mode)."""
+    if effects:
+        raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
     from .ir.graph import program
     mine = [replayed] if isinstance(replayed, Tensor) else list(replayed)
     theirs = [built] if isinstance(built, Tensor) else list(built)
@@ -80,6 +83,12 @@ def verify(op: str, replayed: Any, built: Any) -> None:
                              f"{[type_str(t._node) for t in theirs]} (at {[t._node.origin for t in theirs]})")
 
 
-def reads_now() -> tuple[int, int]:
-    """(EPOCH, HOST_READS) now: what `learn` compares with after the general route ran."""
-    return EPOCH[0], HOST_READS[0]
+def effects_now() -> tuple[int, int]:
+    """(EPOCH, BUILD_EFFECTS) now: what `learn` compares with after the general route ran."""
+    return EPOCH[0], BUILD_EFFECTS[0]
+
+
+def arguments_now(args: tuple, kwargs: dict) -> list:
+    """Each tensor argument's node and version now (CHECK mode: a build that changed one has
+    effects, whether or not it counted them in BUILD_EFFECTS)."""
+    return [(v._node, v._version) for v in (*args, *kwargs.values()) if isinstance(v, Tensor)]

@@ -180,3 +180,17 @@ def test_the_demo_block_replays_into_one_cached_program(on_cpu):
     plans = [lt.kernel_plan(block(lt, x, w, 4)) for _ in range(2)]
     assert [str(k) for k in plans[0].launches] == [str(k) for k in plans[1].launches]
     assert len(plans[0].launches) == 13              # 7 kernels and 6 matmuls, as built the general way
+
+
+def test_a_build_that_updates_its_arguments_runs_every_time(backend):
+    """batch_norm in training updates its running statistics in place while it builds: each call
+    must update them again, not replay only the result's nodes."""
+    x = arr(4, 3, 5)
+    rm, rv = lt.zeros(3), lt.ones(3)
+    trm, trv = torch.zeros(3), torch.ones(3)
+    for _ in range(3):
+        got = F.batch_norm(lt.from_numpy(x), rm, rv, training=True)
+        want = TF.batch_norm(torch.from_numpy(x), trm, trv, training=True)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-5, atol=1e-6)

@@ -24,7 +24,7 @@ from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from . import replay
-from .node import _INSIDE, EPOCH, HOST_READS, SITE, TRACE, Node, inside as classify, user_site
+from .node import _INSIDE, BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, inside as classify, user_site
 from .promotion import opmath
 from .registry import OpDef, get
 from .schema import Schema, SchemaError, pack_int_list_varargs
@@ -184,11 +184,12 @@ def call(name: str, *args, **kwargs):
     if rec is not None:
         made = rec.replay(sig[1], sig[2], (SITE.site or user_site(2)) if TRACE[0] else None)
         if replay.CHECK:
-            replay.verify(op.name, made, build_call(op, args, kwargs))
+            effects = EPOCH[0], BUILD_EFFECTS[0]
+            replay.verify(op.name, made, build_call(op, args, kwargs), effects != (EPOCH[0], BUILD_EFFECTS[0]))
         return made
-    epoch, reads = EPOCH[0], HOST_READS[0]
+    epoch, effects = EPOCH[0], BUILD_EFFECTS[0]
     result = build_call(op, args, kwargs)
-    memo.learn(*sig, result, epoch, reads)
+    memo.learn(*sig, result, epoch, effects)
     return result
 
 

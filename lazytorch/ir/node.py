@@ -192,9 +192,11 @@ SITE = _Site()
 # Bumped by every realize(): a node's `tree` summary (ir/build.py's fast path) is valid only in the
 # epoch it was made in, since a realize below it changes the program it stands for.
 EPOCH = [0]
-# Bumped by every read of data while building (ir/host.py host_value, a realized number's value):
-# a build that read data is not recorded for replay (ir/replay.py), since its nodes depend on it.
-HOST_READS = [0]
+# Bumped by everything a build may do besides making nodes -- a read of data (ir/host.py host_value,
+# a realized number's value), an in-place update of a tensor argument (tensor.py Tensor._rebind:
+# batch_norm's running statistics) --: a build that did any is not recorded for replay
+# (ir/replay.py), since replaying only its nodes would skip it or freeze what it read.
+BUILD_EFFECTS = [0]
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LINES: dict[tuple, str] = {}               # (code object, instruction offset) -> "file.py:12", interned
 

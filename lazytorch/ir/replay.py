@@ -20,7 +20,8 @@ scalars stay runtime scalars).
 A call is recorded only when replaying it is the same build (`record` refuses otherwise):
 - its made nodes read only the arguments' nodes, their bases and leaves it made (a builder that
   captured other state, or reached deeper into an argument's history, is not replayed);
-- it read no data and evaluated nothing (EPOCH and HOST_READS unchanged), drew no random numbers
+- it read no data, updated no argument in place and evaluated nothing (EPOCH and BUILD_EFFECTS
+  unchanged: ir/node.py), drew no random numbers
   (ops tagged nondeterministic_seeded have no memo) and made no buffer;
 - its tensor arguments were distinct nodes (a call on `x, x` may build differently);
 - its results are nodes it made (a call returning an input, like `to` of the same dtype, is not).
@@ -34,7 +35,7 @@ import os
 from typing import Any
 
 from .dtypes import DType
-from .node import EPOCH, HOST_READS, Node
+from .node import BUILD_EFFECTS, EPOCH, Node
 from .registry import OpDef
 
 ENABLED = os.environ.get("LAZYTORCH_CALL_MEMO", "1") != "0"
@@ -203,8 +204,11 @@ def record(nodes: list[Node], flat: tuple, result: Any) -> Recording | None:
     return Recording(steps, refs[0] if result.__class__ is Node else tuple(refs))
 
 
-def verify(op: str, replayed: Any, built: Any) -> None:
-    """Raise where a replayed call's nodes differ from the general build's (`LAZYTORCH_CALL_MEMO=check`)."""
+def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
+    """Raise where a replayed call's nodes differ from the general build's, or where the general
+    build had effects (`effects`) the replay skipped (`LAZYTORCH_CALL_MEMO=check`)."""
+    if effects:
+        raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
     from .graph import program
     mine = [replayed] if replayed.__class__ is Node else list(replayed)
     theirs = [built] if built.__class__ is Node else list(built)
@@ -221,10 +225,10 @@ class Memo:
     def __init__(self):
         self.table: dict[tuple, Recording] = {}
 
-    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, reads: int) -> None:
-        """Remember how the general route built `result` for this signature (`epoch` and `reads`:
-        EPOCH and HOST_READS before it ran), where replaying it is the same build."""
-        if EPOCH[0] != epoch or HOST_READS[0] != reads:
+    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, effects: int) -> None:
+        """Remember how the general route built `result` for this signature (`epoch` and `effects`:
+        EPOCH and BUILD_EFFECTS before it ran), where replaying it is the same build."""
+        if EPOCH[0] != epoch or BUILD_EFFECTS[0] != effects:
             return
         rec = record(nodes, flat, result)
         if rec is None:
