@@ -9,6 +9,8 @@
 #   bash benchmarks/gpu_run.sh cpu2                 # the cpu backend beside its CPU peers on two of the
 #       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2_compete0/ (CPU_WORKLOADS picks rows,
 #       CPU_PEERS the peers); step cpu2busy: the same beside one competing process -> $OUT/cpu2_compete1/
+#   AB_TREES="$HOME/w/before $PWD" bash benchmarks/gpu_run.sh setup ab   # the host path's stages
+#       (benchmarks/overhead.py: W7, the README demo, W9) of two trees on two quiet cores, alternating
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -99,6 +101,19 @@ cpu2() {
         --workloads ${CPU_WORKLOADS:-W7,W11,W9} --backends cpu --compiled cpu --peers ${CPU_PEERS:-torch,torch.compile,numpy} \
         --compete ${CPU_COMPETE:-0} --out "$OUT/cpu2_compete${CPU_COMPETE:-0}" 2>&1 \
         | tee "$OUT/cpu2_compete${CPU_COMPETE:-0}.log" | grep -E "^  W|bandwidth"
+}
+
+ab() {     # the host path's stages on two quiet cores, trees alternating (AB_TREES: "before after")
+    local round tree
+    for round in 1 2; do
+        for tree in ${AB_TREES:-$ROOT}; do
+            echo "--- round $round: $tree"
+            (cd "$tree" && export PYTHONPATH=/tmp/site:$tree OMP_NUM_THREADS=2 && \
+                taskset -c 0,1 python3 -m benchmarks.overhead --clock cpu 2>&1 | tail -n 2 && \
+                taskset -c 0,1 python3 -m benchmarks.overhead --demo --calls 60 2>&1 | tail -n 1 && \
+                taskset -c 0,1 python3 -m benchmarks.overhead --model W9 --calls 30 2>&1 | tail -n 1)
+        done
+    done
 }
 
 cpu2busy() {     # the same two cores beside one CPU-bound competing process (issue 14 part 1)

@@ -143,21 +143,3 @@ def classify(root: Node) -> bool:
             else:
                 node.autograd = False
     return root.autograd.__class__ is Record
-    stack = [(root, iter(root.inputs))]
-    seen = {id(root)}
-    while stack:
-        node, rest = stack[-1]
-        for child in rest:
-            if id(child) not in seen and not _known(child):
-                seen.add(id(child))
-                stack.append((child, iter(child.inputs)))
-                break
-        else:
-            stack.pop()
-            needs = tuple([i in RECORDS for i in node.inputs])
-            if True in needs and node.dtype.is_floating_point and node.op not in NON_DIFFERENTIABLE:
-                snap = Node.with_key(node.op, node.inputs, node.attrs, node.shape, node.dtype, node.key)
-                RECORDS[node] = Record(snap, needs)
-            else:
-                NO_GRAD.add(node)
-    return root in RECORDS
