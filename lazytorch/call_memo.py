@@ -25,13 +25,21 @@ def memo_for(op: OpDef) -> "CallMemo | None":
     return None if memo is None else CallMemo(op, memo)
 
 
+# A recording of a call that returned its tensor argument itself (`x.float()` of a float32 x, a
+# returns_self op: tensor.py `Tensor.to`'s rule, as torch's)
+SELF = "self"
+
+
 class CallMemo:
-    """One op's recordings, as the Tensor API replays and learns them."""
+    """One op's recordings, as the Tensor API replays and learns them (`op` None: indexing's,
+    whose results are views)."""
 
-    __slots__ = ("op", "memo", "view")
+    __slots__ = ("op", "memo", "view", "returns_self")
 
-    def __init__(self, op: OpDef, memo: Memo):
-        self.op, self.memo, self.view = op, memo, "view" in op.tags
+    def __init__(self, op: OpDef | None, memo: Memo):
+        self.op, self.memo = op, memo
+        self.view = op is None or "view" in op.tags
+        self.returns_self = op is not None and "returns_self" in op.tags
 
     def replay(self, key: tuple, nodes: list[Node], flat: tuple, args: tuple, wrap: Callable) -> Any:
         """The call's result built from its recording, or None (unknown, or a view call whose
@@ -39,6 +47,8 @@ class CallMemo:
         rec = self.memo.table.get(key)
         if rec is None:
             return None
+        if rec is SELF:
+            return args[0]
         if self.view:
             this = args[0] if args else None
             if not isinstance(this, Tensor):
@@ -57,6 +67,10 @@ class CallMemo:
 
     def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, effects: int) -> None:
         """Remember how the general route built `result` (a Tensor or a tuple of them)."""
+        if self.returns_self and result is next(iter(flat), None):
+            if (EPOCH[0], BUILD_EFFECTS[0]) == (epoch, effects):
+                self.memo.keep(key, SELF)
+            return
         if isinstance(result, Tensor):
             made = result._node
         elif isinstance(result, tuple) and result and all(isinstance(t, Tensor) for t in result):

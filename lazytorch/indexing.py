@@ -21,6 +21,8 @@ from .ir.errors import op_error
 from .ir.meta import broadcast_shapes
 from .ir.meta.shape import index_shape
 from .ir.node import Node
+from .call_memo import CallMemo, arguments_now, effects_now, verify
+from .ir.replay import CHECK, ENABLED, Memo, signature
 from .tensor import Tensor, alias
 
 
@@ -148,12 +150,56 @@ def _advanced(op: str, x: Node, adv: list[tuple[int, Node]], *extra) -> Node:
 
 
 def getitem(t: Tensor, key) -> Tensor:
+    sig = _memo_key(t, key) if MEMO is not None else None
+    if sig is not None:
+        made = MEMO.replay(*sig, (t,), None)
+        if made is not None:
+            if CHECK:
+                before = effects_now(), arguments_now((t,), {})
+                built = _getitem(t, key)
+                verify("getitem", made, built, before != (effects_now(), arguments_now((t,), {})))
+            return made
+        effects = effects_now()
+    result = _getitem(t, key)
+    if sig is not None:
+        MEMO.learn(*sig, result, *effects)
+    return result
+
+
+def _getitem(t: Tensor, key) -> Tensor:
     items = parse_key(key, t.ndim)
 
     def build(node: Node) -> Node:
         cur, adv = apply_basic(node, items)
         return _advanced("index", cur, adv) if adv else cur
     return alias(t, build)
+
+
+# `x[key]` with a basic key (ints, slices of ints, None, Ellipsis, bools) replays the views it
+# built the last time for the same tensor signature (call_memo.py); keys with tensors or lists
+# (advanced indexing, masks that need their values) take the general way every time.
+MEMO = CallMemo(None, Memo()) if ENABLED else None
+_BASIC = frozenset({int, bool, type(None), type(Ellipsis)})
+
+
+def _memo_key(t: Tensor, key) -> tuple | None:
+    """(signature, nodes, flat) of `t[key]` for the memo, or None (not a basic key)."""
+    parts = key if key.__class__ is tuple else (key,)
+    described = []
+    for k in parts:
+        c = k.__class__
+        if c in _BASIC:
+            described.append((c, k))
+        elif c is slice:
+            if not all(v is None or v.__class__ is int for v in (k.start, k.stop, k.step)):
+                return None
+            described.append((c, k.start, k.stop, k.step))
+        else:
+            return None
+    sig = signature((t,), {})
+    if sig is None:
+        return None
+    return (sig[0], key.__class__ is tuple, *described), sig[1], sig[2]
 
 
 def setitem(t: Tensor, key, value) -> None:

@@ -439,6 +439,11 @@ class Tensor:
 
         Naming a device selects it for the process (see lazytorch/device.py); the result is self
         when neither dtype nor copy asks for a new tensor, as in torch."""
+        if not kwargs and len(args) == 1 and args[0].__class__ is D.DType:     # to(dtype): most calls
+            if args[0] is self.dtype:
+                return self
+            from .ir.build import call
+            return Tensor(call("to", self.node, args[0]))
         from .device import select
         dev, dtype, copy = parse_to("to", args, kwargs)
         if dev is not None:

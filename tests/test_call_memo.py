@@ -194,3 +194,43 @@ def test_a_build_that_updates_its_arguments_runs_every_time(backend):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-5, atol=1e-6)
+
+
+KEYS = [(slice(None), -1, slice(None)), (Ellipsis, None), (slice(None), slice(1, 3)), 0, (1, slice(None, None, 2)),
+        (None, 0, Ellipsis), True]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[repr(k) for k in KEYS])
+def test_basic_indexing_replays_its_views(key, backend, monkeypatch):
+    import lazytorch.indexing as indexing
+    parsed = []
+    real = indexing.parse_key
+    monkeypatch.setattr(indexing, "parse_key", lambda *a: parsed.append(1) or real(*a))
+    for i in range(3):
+        a = arr(3, 4, 5)
+        x = lt.from_numpy(a.copy())
+        got = x[key]
+        np.testing.assert_array_equal(got.numpy(), a[key])
+        if got._base is not None:                     # a view: writes go through into x
+            got.mul_(2.0)
+            want = a.copy()
+            want[key] *= 2
+            np.testing.assert_array_equal(x.numpy(), want)
+    assert len(parsed) <= (3 if CHECK else 1)          # (an earlier backend may have recorded it)
+
+
+def test_indexing_a_view_and_advanced_keys(backend):
+    a = arr(3, 4, 5)
+    for _ in range(3):
+        x = lt.from_numpy(a)
+        t = x.transpose(0, 2)                         # a view: the replay's aliasing case is not alias's common one
+        np.testing.assert_array_equal(t[1, :, -1].numpy(), a.transpose(2, 1, 0)[1, :, -1])
+        idx = lt.tensor([2, 0])                       # advanced keys take the general way
+        np.testing.assert_array_equal(x[idx, 1].numpy(), a[[2, 0], 1])
+
+
+def test_a_call_returning_its_argument_replays_as_that_argument():
+    x, y = lt.from_numpy(arr(3)), lt.from_numpy(arr(3).astype(np.float64))
+    for _ in range(3):
+        assert x.float() is x and x.to(lt.float32) is x
+        assert y.float() is not y and y.float().dtype is lt.float32

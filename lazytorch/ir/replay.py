@@ -231,8 +231,10 @@ class Memo:
         if EPOCH[0] != epoch or BUILD_EFFECTS[0] != effects:
             return
         rec = record(nodes, flat, result)
-        if rec is None:
-            return
+        if rec is not None:
+            self.keep(key, rec)
+
+    def keep(self, key: tuple, rec: Any) -> None:
         if len(self.table) >= MAX_ENTRIES:
             self.table.clear()
         self.table[key] = rec
