@@ -21,6 +21,7 @@ from .ir.graph import to_networkx as _to_networkx
 from .ir.printer import dump_nodes as _dump_nodes
 from .ir.printer import to_dot as _to_dot
 from .ir.promotion import promote_types
+from .realize import LIVE as _LIVE
 from .realize import eval_tensors as _eval_tensors
 from .realize import show_kernels
 from .graph_cache import CacheInfo as _CacheInfo
@@ -35,7 +36,6 @@ from .runtime import caches as _kernel_caches
 from .runtime import set_backend
 from .runtime import threads as _threads
 from .tensor import Size, Tensor
-from .tensor import live_pending as _live_pending
 
 bool = bool_  # noqa: A001  (torch spells it lazytorch.bool)
 half, float, double, long, int, short = float16, float32, float64, int64, int32, int16  # noqa: A001
@@ -62,7 +62,7 @@ def eval(*tensors: Tensor) -> None:  # noqa: A001  (the product's verb, as in th
         return
     if _compile_tracing():              # inside an lt.compile trace: the compiled program evaluates all
         return
-    _eval_tensors(given, _live_pending())
+    _eval_tensors(given, _LIVE)
 
 
 def dump(*tensors: Tensor, after: str | None = None) -> str:

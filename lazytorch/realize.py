@@ -1,7 +1,7 @@
 """The driver: the one place that turns tensors into a program and a plan, and runs it.
 
 `program_for` collects the pending roots (plus the pending values live Python tensors hold in the
-same pending graph: see `synced_roots`), `plan_for` compiles a program (normalize leaves to params,
+same pending graph: see `LiveTensors`), `plan_for` compiles a program (normalize leaves to params,
 the passes with this backend's options, fusion into a KernelPlan), `eval_nodes` looks the program
 up in the graph cache (graph_cache.py, keyed on structure and backend, not data), compiles it on a
 miss (backend.prepare), runs it on the current leaf buffers and scalar values, and replaces each
@@ -17,10 +17,15 @@ naming the tensor and the user's line that built it, and how to cut its history 
 """
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 import os
+import threading
 import warnings
+import weakref
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Container, Iterable
 
 import numpy as np
 
@@ -62,70 +67,344 @@ def pending_roots(nodes: Iterable[Node]) -> list[Node]:
 
 
 def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
-    """The pending values of live tensors that share pending nodes with the program (LTC's
-    mark_step, limited to one pending graph): storing them too cuts the history wherever a user
-    can still reach, so a loop's next step starts from buffers instead of the whole past.
+    """The pending values in `live` that share pending nodes with the program (LTC's mark_step,
+    limited to one pending graph): storing them too cuts the history wherever a user can still
+    reach, so a loop's next step starts from buffers instead of the whole past.  (An eval of live
+    tensors asks `LIVE`, which finds the same ones without walking unrelated tensors.)
 
     A live node inside the program joins directly; one outside joins when its pending graph reads
-    a node of the program (walked once per eval, memoised across live nodes)."""
-    inside = {id(n) for n in prog.order if n.op not in LEAF_OPS}    # pending values, not shared data
-    related: dict[int, bool] = {}
-    extra: list[Node] = []
-    for n in live:
-        if n.realized or n.is_leaf:
-            continue
-        if id(n) in inside:
-            extra.append(n)
-        elif _reaches(n, inside, related):
-            extra.append(n)
-    return extra
+    a node of the program (walked once per call, memoised across live nodes)."""
+    inside = _pending_ids(prog.order)
+    memo: dict[int, bool] = {}
+    return [n for n in live
+            if n.op not in LEAF_OPS and (id(n) in inside or _reaches(n, inside, memo))]
 
 
-def _reaches(root: Node, inside: set[int], related: dict[int, bool]) -> bool:
-    """Whether root's pending graph reads a node whose id is in `inside` (iterative, memoised)."""
-    stack = [root]
-    seen: list[Node] = []
-    found = False
-    while stack and not found:
-        n = stack.pop()
-        known = related.get(id(n))
-        if known is not None:
-            found = known
-            continue
-        related[id(n)] = False
-        seen.append(n)
-        for i in n.inputs:
-            if id(i) in inside:
-                found = True
+def _pending_ids(order: Iterable[Node]) -> set[int]:
+    """The ids of a program's pending values (not its leaves: shared data is no shared history)."""
+    return {id(n) for n in order if n.op not in LEAF_OPS}
+
+
+def _reaches(root: Node, inside: set[int], memo: dict[int, bool]) -> bool:
+    """Whether root's pending graph reads a node whose id is in `inside`: a depth-first walk whose
+    answers `memo` keeps across roots (True for each node on the path found, False for each node
+    whose graph was walked through), so a graph shared by many live tensors is walked once."""
+    known = memo.get(id(root))
+    if known is not None:
+        return known
+    memo[id(root)] = False
+    path, rest = [root], [iter(root.inputs)]
+    while rest:
+        step = None
+        for i in rest[-1]:
+            if id(i) in inside or memo.get(id(i)):
+                for n in path:               # (every node on the path reads it; the others do not)
+                    memo[id(n)] = True
+                return True
+            if i.op not in LEAF_OPS and id(i) not in memo:
+                step = i
                 break
-            if not i.realized and not i.is_leaf:
-                stack.append(i)
-    if found:
-        related[id(root)] = True
-    return found
+        if step is None:
+            path.pop()
+            rest.pop()
+        else:
+            memo[id(step)] = False
+            path.append(step)
+            rest.append(iter(step.inputs))
+    return False
 
 
-def pending_readers(node: Node, live: Iterable[Node]) -> bool:
-    """Whether a live pending value reads the realized `node` (tensor.py `_share` snapshots it then)."""
-    inside, related = {id(node)}, {}
-    return any(not n.realized and _reaches(n, inside, related) for n in live)
-
-
-def program_for(nodes: Iterable[Node], live: Iterable[Node] = ()) -> tuple[list[Node], Program]:
-    """(roots, program) of the pending values of `nodes` and of the live values synced with them."""
+def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()) -> tuple[list[Node], Program]:
+    """(roots, program) of the pending values of `nodes` and of the live values synced with them
+    (`live`: LIVE, the live tensors, or the pending nodes to consider)."""
     roots = pending_roots(nodes)
     if not roots:
         return roots, Program([], (), [])
     prog = program(roots)
     ids = {id(r) for r in roots}
-    # (a live root itself, the common case, adds nothing: only other pending values are looked at)
-    others = [n for n in live if id(n) not in ids and n.op != "buffer" and n.op not in LEAF_OPS]
-    if others:
-        more = [n for n in synced_roots(prog, others) if id(n) not in ids and not ids.add(id(n))]
-        if more:
-            roots = roots + more
-            prog = program(roots)
+    if live is LIVE:
+        more = LIVE.synced(prog, roots)
+    else:
+        # (a live root itself, the common case, adds nothing: only other pending values are looked at)
+        others = [n for n in live if id(n) not in ids and n.op != "buffer" and n.op not in LEAF_OPS]
+        more = synced_roots(prog, others) if others else []
+    more = [n for n in more if id(n) not in ids and not ids.add(id(n))]
+    if more:
+        roots = roots + more
+        prog = program(roots)
     return roots, prog
+
+
+# ---------------------------------------------------------------- live tensors
+# An eval also stores the pending values of live tensors whose pending graphs share a node with
+# its program (`synced_roots`).  Finding them must not cost a look at every live tensor per eval:
+# a user holding N independent pending results and evaluating them one at a time would pay N^2.
+# So each live tensor is looked at once per value it is given:
+#  - `fresh`: weak references to the pending tensors made or rebound since an eval last looked
+#    (tensor.py appends one per tensor: its `_LIVE` is this list).  The next eval walks each
+#    against its program (`_reaches`): those that share a node are stored with it, the others
+#    are parked.
+#  - parked tensors are indexed by the nodes of their pending graphs, with reverse edges (which
+#    pending nodes read each node) and the tensors holding each node.  An eval climbs from its
+#    program's nodes up through pending readers to the parked tensors holding one: exactly those
+#    whose graphs share a node with it, and nothing unrelated is looked at.  A node only loses
+#    inputs after being indexed (realize() cuts them), so a climb stops at a realized reader; a
+#    tensor given another value is tracked again (fresh), and its old holding no longer counts.
+# The index holds weak references only: it keeps no graph or buffer alive.  What no climb can use
+# is swept once as much was added as was kept by the last sweep (amortised: O(1) per addition).
+SWEEP_AT = 4096
+
+
+class _Entry:
+    """A node of a parked graph: the pending nodes that read it, the parked tensors that hold it
+    (with their parking order)."""
+
+    __slots__ = ("node", "readers", "holders")
+
+    def __init__(self, node: Node):
+        self.node = weakref.ref(node)
+        self.readers: list[weakref.ref] = []
+        self.holders: list[tuple[int, weakref.ref]] = []
+
+
+class LiveTensors:
+    """The live pending tensors an eval may have to store with its program (see above).  One
+    instance, `LIVE`; `walked` counts the nodes its searches looked at (for tests)."""
+
+    def __init__(self) -> None:
+        self.fresh: list[weakref.ref] = []
+        self.index: dict[int, _Entry] = {}      # id(node) -> its entry (checked: ids are reused)
+        self.parked_epoch = -1                  # EPOCH when a tensor was last parked
+        self.added = 0                          # entries and holders added since the last sweep
+        self.sweep_at = SWEEP_AT
+        self.walked = 0
+        self._order = itertools.count()         # parking order: synced values stay oldest first
+        self._lock = threading.RLock()
+
+    # ---- what evals ask
+    def synced(self, prog: Program, roots: list[Node]) -> list[Node]:
+        """The pending values of live tensors, other than `roots`, that share pending nodes with
+        `prog` (parked ones oldest first, then fresh ones)."""
+        ids = {id(r) for r in roots}
+        with self._lock:
+            others = self._take(ids)
+            if not others and not self.index:
+                return []
+            inside = _pending_ids(prog.order)
+            fresh = self._split(others, inside)
+            parked = self._climb([n for n in prog.order if n.op not in LEAF_OPS], ids) if self.index else []
+        return parked + fresh
+
+    def alone(self, root: Node) -> bool:
+        """Whether no live tensor but root's own holds a pending value of root's tree (its summary
+        valid now), so that the tree can run alone.  Parked tensors cannot: their graphs were
+        complete when they were parked, and every node of a tree valid in a later epoch was
+        built after (ir/graph.py: a summary holds only in its epoch, and is made only from
+        operands' summaries of that epoch)."""
+        if root.tree[0] <= self.parked_epoch:
+            return False
+        if not self.fresh:
+            return True
+        with self._lock:
+            others = self._take((id(root),))
+            return not others or not self._split(others, _tree_ids(root))
+
+    def reads(self, node: Node) -> bool:
+        """Whether a live pending tensor reads `node` (realized: tensor.py `_share`)."""
+        if not self.index:
+            for t in filter(_ALIVE, map(operator.call, self.fresh)):
+                if t._node.op != "buffer":
+                    break
+            else:
+                return False             # (nothing pending, the common case: no lock, nothing to tidy)
+        with self._lock:
+            for ref, n in self._take(set()):
+                self._park(ref, n)
+            return bool(self._climb([node], set()))
+
+    def pending(self) -> list[Node]:
+        """Every live tensor's pending value: parked ones in parking order, then fresh ones."""
+        with self._lock:
+            held = []
+            for entry in self.index.values():
+                node = entry.node()
+                if node is not None and node.op != "buffer":
+                    held += [(k, ref, node) for k, ref in entry.holders]
+            held.sort(key=_first)
+            seen: set[int] = set()
+            nodes = []
+            for _, ref, node in held:
+                t = ref()
+                if t is not None and t._node is node and id(t) not in seen:
+                    seen.add(id(t))
+                    nodes.append(node)
+            fresh = self.fresh
+            n = len(fresh)
+            keep = []
+            for t in filter(_ALIVE, map(operator.call, fresh[:n])):
+                if t._node.op != "buffer" and id(t) not in seen:
+                    seen.add(id(t))
+                    keep.append(weakref.ref(t))
+                    nodes.append(t._node)
+            fresh[:n] = keep
+        return nodes
+
+    def compact(self) -> None:
+        """Drop fresh entries whose tensor died or was realized, and repeats (tensor.py: when the
+        list outgrows its threshold)."""
+        with self._lock:
+            fresh = self.fresh
+            n = len(fresh)
+            keep, seen = [], set()
+            for ref in fresh[:n]:
+                t = ref()
+                if t is not None and t._node.op != "buffer" and id(ref) not in seen:
+                    seen.add(id(ref))
+                    keep.append(ref)
+            fresh[:n] = keep
+
+    # ---- fresh tensors
+    def _take(self, roots: Container[int]) -> list[tuple[weakref.ref, Node]]:
+        """Empty `fresh`: (reference, pending value) of each live tensor it listed, once, less
+        those holding a root (kept: tracked until this eval stores them, or after it fails)."""
+        fresh = self.fresh
+        n = len(fresh)
+        taken: list[tuple[weakref.ref, Node]] = []
+        keep, seen = [], set()
+        # (most entries are dead, a chain's intermediates: map and filter drop them without a
+        # Python step per entry; weakref.ref(t) is t's existing reference)
+        for t in filter(_ALIVE, map(operator.call, fresh[:n])):
+            node = t._node
+            if node.op == "buffer" or id(t) in seen:
+                continue
+            seen.add(id(t))
+            if id(node) in roots:
+                keep.append(weakref.ref(t))
+            else:
+                taken.append((weakref.ref(t), node))
+        fresh[:n] = keep
+        return taken
+
+    def _split(self, others: list[tuple[weakref.ref, Node]], inside: set[int]) -> list[Node]:
+        """The values of `others` whose pending graphs read a node of `inside` (kept fresh until
+        stored); the other tensors are parked."""
+        related, memo = [], {}
+        for ref, node in others:
+            if id(node) in inside or _reaches(node, inside, memo):
+                related.append(node)
+                self.fresh.append(ref)
+            else:
+                self._park(ref, node)
+        self.walked += len(memo) + len(others)
+        return related
+
+    # ---- parked tensors
+    def _park(self, ref: weakref.ref, node: Node) -> None:
+        if self.added > self.sweep_at:
+            self._sweep()
+        entry = self._entry(node) or self._index(node)
+        entry.holders.append((next(self._order), ref))
+        self.added += 1
+        self.parked_epoch = EPOCH[0]
+
+    def _entry(self, node: Node) -> _Entry | None:
+        entry = self.index.get(id(node))
+        return entry if entry is not None and entry.node() is node else None
+
+    def _index(self, root: Node) -> _Entry:
+        """Enter root and the part of its pending graph not entered yet (whose readers it adds)."""
+        index = self.index
+        top = index[id(root)] = _Entry(root)
+        stack = [root]
+        walked = 0
+        while stack:
+            n = stack.pop()
+            walked += 1
+            ref = weakref.ref(n)
+            for i in n.inputs:
+                op = i.op
+                if op == "scalar" or op == "param":     # (a number has no other readers to find)
+                    continue
+                entry = index.get(id(i))
+                if entry is None or entry.node() is not i:
+                    entry = index[id(i)] = _Entry(i)
+                    if op != "buffer":
+                        stack.append(i)
+                entry.readers.append(ref)
+        self.walked += walked
+        self.added += walked
+        return top
+
+    def _climb(self, nodes: list[Node], roots: set[int]) -> list[Node]:
+        """The values of parked tensors (other than `roots`) whose pending graphs read one of
+        `nodes`: up the reverse edges from their entries, through pending readers only."""
+        index = self.index
+        stack, seen = [], set()
+        for n in nodes:
+            entry = index.get(id(n))
+            if entry is not None and entry.node() is n:
+                stack.append((n, entry))
+                seen.add(id(n))
+        found = []
+        while stack:
+            node, entry = stack.pop()
+            if node.op != "buffer" and id(node) not in roots:
+                for k, ref in entry.holders:
+                    t = ref()
+                    if t is not None and t._node is node:
+                        found.append((k, node))
+                        break
+            for ref in entry.readers:
+                r = ref()
+                if r is None or r.op == "buffer" or id(r) in seen:
+                    continue
+                seen.add(id(r))
+                above = index.get(id(r))
+                if above is not None and above.node() is r:
+                    stack.append((r, above))
+        self.walked += len(seen)
+        found.sort(key=_first)
+        return [node for _, node in found]
+
+    def _sweep(self) -> None:
+        """Drop what no climb can use: entries of dead nodes, dead or realized readers, stale
+        holders, and entries left with neither readers nor holders (no parked graph holds them)."""
+        keep: dict[int, _Entry] = {}
+        size = 0
+        for key, entry in self.index.items():
+            node = entry.node()
+            if node is None:
+                continue
+            readers = {}
+            for ref in entry.readers:
+                r = ref()
+                if r is not None and r.op != "buffer":
+                    readers[id(r)] = ref
+            entry.readers = list(readers.values())
+            entry.holders = [] if node.op == "buffer" else [
+                (k, ref) for k, ref in entry.holders if (t := ref()) is not None and t._node is node]
+            if entry.readers or entry.holders:
+                keep[key] = entry
+                size += 1 + len(entry.holders)
+        self.index = keep
+        self.added = 0
+        self.sweep_at = max(SWEEP_AT, size)
+
+
+def _tree_ids(root: Node) -> set[int]:
+    """The ids of root's pending nodes (a walk without keys: a tree's, at most MAX_TREE_NODES)."""
+    seen, stack = {id(root)}, [root]
+    while stack:
+        for i in stack.pop().inputs:
+            if i.op not in LEAF_OPS and id(i) not in seen:
+                seen.add(id(i))
+                stack.append(i)
+    return seen
+
+
+_ALIVE = functools.partial(operator.is_not, None)
+_first = operator.itemgetter(0)
+LIVE = LiveTensors()
 
 
 def options_for(backend: str) -> Options:
@@ -156,12 +435,16 @@ def _compile(order: list[Node], roots: list[Node], name: str) -> Compiled:
 
 # ---------------------------------------------------------------- evaluation
 
-def eval_nodes(nodes: Iterable[Node], live: Iterable[Node] = ()) -> None:
-    """Compute the pending `nodes` (and the `live` values synced with them) and cut the graph there."""
-    roots = pending_roots(nodes)
+def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()) -> None:
+    """Compute the pending `nodes` (and the `live` values synced with them: `LIVE` for the live
+    tensors) and cut the graph there."""
+    if nodes.__class__ is list and len(nodes) == 1:     # (one tensor's value, the common case)
+        roots = nodes if nodes[0].op != "buffer" else []
+    else:
+        roots = pending_roots(nodes)
     if not roots:
         return
-    if not isinstance(live, (list, tuple)):
+    if live is not LIVE and not isinstance(live, (list, tuple)):
         live = list(live)
     if len(roots) == 1 and roots[0].tree is not None and _eval_tree(roots[0], live):
         return
@@ -182,18 +465,21 @@ class _NotATree(Exception):
     """A tree summary disagreed with the program's walk (never expected: the slow path runs)."""
 
 
-def _eval_tree(root: Node, live: Iterable[Node]) -> bool:
+def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
     """Evaluate a root whose node carries a tree summary (ir/graph.py: tree keys) without walking
     its program: the graph cache is keyed by the tree id, the leaves come with the summary.  Only
-    when no other live tensor holds a pending value (synced_roots would add it); False: not done."""
+    when no other live tensor holds a pending value of the tree (the sync would add it); False:
+    not done."""
     epoch, tree, leaves, count, size = root.tree
     if epoch != EPOCH[0] or size > WARN_NODES:
         return False
     if len(leaves) != count:             # (the summary owns the first `count` of a shared list: ir/graph.py)
         leaves = leaves[:count]
-    for n in live:
-        if n is not root and n.op != "buffer" and n.op not in LEAF_OPS:
+    if live is LIVE:
+        if not LIVE.alone(root):
             return False
+    elif any(n is not root and n.op != "buffer" and n.op not in LEAF_OPS for n in live):
+        return False
     name = backend_name()
     try:
         compiled = CACHE.get_or_compile((("tree", tree), name), lambda: _compile_tree(root, leaves, name))
@@ -223,7 +509,7 @@ def keep_uploads(leaves: list[Node], backend: Backend) -> None:
             n.buffer = backend.adopt(n.buffer)
 
 
-def eval_tensors(tensors, live: Iterable[Node] = ()) -> None:
+def eval_tensors(tensors, live: "Iterable[Node] | LiveTensors" = ()) -> None:
     eval_nodes((t.node for t in tensors), live)
 
 

@@ -8,8 +8,6 @@ their node when the base is mutated, and an in-place op on them writes through i
 """
 from __future__ import annotations
 
-import functools
-import operator
 import weakref
 from typing import Any, Callable
 
@@ -23,16 +21,18 @@ from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
 from .ir.node import BUILD_EFFECTS, Node, type_str
 from .host_data import SHARED, is_shared, share, snapshot
-from .realize import eval_nodes, host_value, pending_readers
+from .realize import LIVE, eval_nodes, host_value
 
 
-# Pending tensors, weakly, in creation order: an eval also stores the pending values of live tensors
-# in the same pending graph (realize.synced_roots), so a loop's history is cut where a user can
-# still reach it.  Every op makes a tensor, so tracking one is an append of a plain weak reference
-# (no callback: a callback per tensor is a Python call at every tensor's death); dead and realized
-# entries are dropped when an eval lists them, or when the list outgrows twice its last live size
-# (repeats too: a re-tracked tensor's weak reference is the same object).
-_LIVE: list[weakref.ref] = []
+# Pending tensors made or rebound since an eval last looked, weakly, in creation order: an eval
+# also stores the pending values of live tensors in the same pending graph (realize.LIVE: it
+# walks these once, then parks the unrelated ones in an index), so a loop's history is cut where
+# a user can still reach it.  Every op makes a tensor, so tracking one is an append of a plain
+# weak reference (no callback: a callback per tensor is a Python call at every tensor's death);
+# dead and realized entries are dropped when an eval takes the list, or when it outgrows twice
+# its last live size (repeats too: a re-tracked tensor's weak reference is the same object).
+# Whatever gives a tracked tensor another pending node tracks it again (`_track`).
+_LIVE: list[weakref.ref] = LIVE.fresh
 _COMPACT_AT = [4096]                 # length at which the next append compacts the list
 _new = object.__new__
 
@@ -46,34 +46,14 @@ def _track(t: "Tensor") -> None:
 def _compact() -> None:
     """Drop entries whose tensor died or was realized, and repeats; let the list grow to twice
     what is left."""
-    keep, seen = [], set()
-    for ref in _LIVE:
-        t = ref()
-        if t is not None and t._node.op != "buffer" and id(ref) not in seen:
-            seen.add(id(ref))
-            keep.append(ref)
-    _LIVE[:] = keep
-    _COMPACT_AT[0] = max(4096, 2 * len(keep))
+    LIVE.compact()
+    _COMPACT_AT[0] = max(4096, 2 * len(_LIVE))
 
 
 def live_pending() -> list[Node]:
-    """The pending nodes live (non-view) tensors hold, oldest first.  Entries whose tensor died or
-    was realized are dropped here, so the list holds only what the next eval may need."""
-    # (most entries are dead, a chain's intermediates: map and filter drop them without a Python
-    # step per entry.  A repeat is the same tensor, since weakref.ref(t) returns t's existing
-    # reference, which also makes `keep` reuse the entries)
-    nodes, keep, seen = [], [], set()
-    for t in filter(_ALIVE, map(operator.call, _LIVE)):
-        node = t._node
-        if node.op != "buffer" and id(t) not in seen:
-            seen.add(id(t))
-            nodes.append(node)
-            keep.append(weakref.ref(t))
-    _LIVE[:] = keep
-    return nodes
-
-
-_ALIVE = functools.partial(operator.is_not, None)
+    """The pending nodes live (non-view) tensors hold, oldest first (cuda.synchronize evaluates
+    them all)."""
+    return LIVE.pending()
 
 
 class Tensor:
@@ -222,19 +202,21 @@ class Tensor:
             node = self._raw_node()
             if node.op == "buffer" and is_shared(base._node.buffer):
                 node = self._node = view_node(base._node, self._spec)   # writes through the root's array
+        readers = True
         if node.op != "buffer":
-            eval_nodes([node], live_pending())
+            eval_nodes([node], LIVE)
+            readers = False                      # (the eval stored every live value reading node)
         if node.buffer.__class__ is np.ndarray and node.dtype is not D.bfloat16:
-            return self._share()
+            return self._share(readers)
         return host_value(node)
 
-    def _share(self) -> np.ndarray:
+    def _share(self, readers: bool = True) -> np.ndarray:
         """The realized buffer as an array the user may write through (host_data "Data going out"):
-        results built from this tensor and still pending get a snapshot first (torch computed them)."""
+        results built from this tensor and still pending get a snapshot first (torch computed them).
+        `readers`: whether live pending values may read it (not right after an eval that stored them)."""
         node = self._node
-        if self._base is None and _LIVE and not is_shared(node.buffer):
-            live = live_pending()
-            if live and pending_readers(node, live) and node not in _grad.RECORDS:
+        if self._base is None and readers and not is_shared(node.buffer):
+            if LIVE.reads(node) and node not in _grad.RECORDS:
                 self._node = Node.from_buffer(node.buffer, node.shape, node.dtype)
                 node.buffer = np.array(node.buffer, copy=True)
                 self._version += 1               # views of this tensor re-derive: they share its data
@@ -431,6 +413,8 @@ class Tensor:
         if self._base is not None:
             raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self._node = self.detach()._node
+        if self._node.op != "buffer":
+            _track(self)                        # (a new pending node: see _LIVE)
         return self
 
     # ---- devices and dtype moves (lazytorch/device.py) ----
