@@ -6,7 +6,10 @@ deals).  Consecutive kernels and products run as one segment through the program
 (shaders/c_runner.c.j2): values, the error flag of a step inside a segment, the debug path."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
 import pytest
 
 import lazytorch as lt
@@ -139,9 +142,8 @@ def test_idle_cores_leave_out_this_process(monkeypatch):
     """With CPU-time samples: the cores other processes kept busy since the previous sample; this
     process's own threads (a spinning OpenMP worker) never count against it."""
     monkeypatch.setattr(threads, "num_threads", lambda: 2)
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (9.0, 0.0, 0.0))   # (never read below)
-    S = threads.CpuSample
+    S = lambda wall, busy, own: threads.CpuSample(wall, busy, own, 2)     # noqa: E731  (two CPUs)
     # (machine busy seconds, own seconds) over 1 s of wall -> idle cores
     for busy, own, idle in [(2.0, 2.0, 2), (2.0, 1.0, 1), (1.0, 0.6, 2), (1.2, 0.5, 1), (2.0, 0.0, 1),
                             (0.0, 0.0, 2)]:
@@ -157,6 +159,21 @@ def test_idle_cores_leave_out_this_process(monkeypatch):
         assert threads.idle_cores() == idle, (busy, own)
     assert threads.others_busy(S(1.0, 5.0, 1.0), S(1.01, 6.0, 1.0)) is None    # (too short a window)
     assert threads.others_busy(None, S(1.0, 5.0, 1.0)) is None
+
+
+def test_idle_cores_count_only_the_cpus_this_process_may_use():
+    """/proc/stat per CPU: a process confined to two cores of a bigger machine (taskset, a cpuset)
+    counts those two, so one busy competitor there leaves it one idle core, not fifteen."""
+    tick = threads._TICK
+    text = (b"cpu  900 0 900 0 0 0 0 0 0 0\n"
+            + b"".join(b"cpu%d %d 0 0 %d 0 0 0 0 0 0\n" % (n, 100 * tick if n < 2 else 0, 0) for n in range(16))
+            + b"intr 1 2 3\nctxt 5\n")
+    assert threads.stat_busy(text, frozenset({0, 1})) == (200.0, 2)
+    assert threads.stat_busy(text, frozenset({2, 3, 4})) == (0.0, 3)
+    assert threads.stat_busy(text, None) == (200.0, 16)
+    assert threads.stat_busy(b"cpu  1 2 3\n", None) is None
+    sample = threads.cpu_sample()
+    assert sample is None or sample.cpus == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("idle", [1, 2])

@@ -22,7 +22,10 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   spinning after every parallel region, so a region that needs a core another process holds
   waits for it at the barrier (W9 under a competing load: 282 ms split against 28 ms serial).
   So kernels and split products go parallel only while the other processes leave a core idle:
-  the runtime sets `lt_parallel` per run from `idle_cores` (`parallel_follows_idle`).  On a
+  the runtime sets `lt_parallel` per run from `idle_cores` (`parallel_follows_idle`), counted
+  over the CPUs this process may run on (per-CPU /proc/stat lines of its affinity mask: confined
+  to two cores of a sixteen-core host beside a busy process, it had counted fifteen idle cores
+  and forked onto the busy one, 11x its quiet time).  On a
   quiet machine this is where torch's own eager ops (two threads) get their speed from too.
 - Thread counts follow OMP_NUM_THREADS and the process's CPU affinity (libgomp reads both;
   `num_threads` reports the same number); a kernel goes parallel only above a size the renderer
@@ -65,22 +68,49 @@ _last: list = [None, None]                # the previous CpuSample and the idle 
 
 class CpuSample(NamedTuple):
     wall: float         # time.monotonic()
-    busy: float         # CPU seconds the whole machine spent busy (steal included: another VM ran)
+    busy: float         # CPU seconds the CPUs this process may run on spent busy (steal included)
     own: float          # CPU seconds of this process, every thread
+    cpus: int           # how many CPUs `busy` counts
 
 
 def cpu_sample() -> CpuSample | None:
-    """The machine's and this process's CPU time now (Linux /proc/stat), or None elsewhere."""
+    """The CPU time of the CPUs this process may run on, and its own, now (Linux /proc/stat), or
+    None elsewhere."""
     try:
         with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
+            text = f.read()
     except OSError:
         return None
-    if fields[:1] != [b"cpu"] or len(fields) < 9:
+    busy = stat_busy(text, _affinity())
+    if busy is None:
         return None
-    user, nice, system, _, _, irq, softirq, steal = (int(x) for x in fields[1:9])
     t = os.times()
-    return CpuSample(time.monotonic(), (user + nice + system + irq + softirq + steal) / _TICK, t.user + t.system)
+    return CpuSample(time.monotonic(), busy[0], t.user + t.system, busy[1])
+
+
+def stat_busy(text: bytes, cpus: frozenset[int] | None) -> tuple[float, int] | None:
+    """(busy CPU seconds, CPUs counted) of the per-CPU lines of /proc/stat's `text` for the CPUs
+    in `cpus` (None: all).  Per CPU, not the machine's total: a process confined to two cores of
+    a sixteen-core host (taskset, a container's cpuset) must not count the other fourteen as
+    idle cores its threads could use."""
+    busy, counted = 0, 0
+    for line in text.split(b"\n"):
+        if not (line.startswith(b"cpu") and line[3:4].isdigit()):
+            continue
+        fields = line.split()
+        if len(fields) < 9 or (cpus is not None and int(fields[0][3:]) not in cpus):
+            continue
+        user, nice, system, _, _, irq, softirq, steal = (int(x) for x in fields[1:9])
+        busy += user + nice + system + irq + softirq + steal
+        counted += 1
+    return (busy / _TICK, counted) if counted else None
+
+
+def _affinity() -> frozenset[int] | None:
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except AttributeError:                  # macOS has no affinity API
+        return None
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -105,7 +135,7 @@ def _measure_idle() -> int:
     sample = cpu_sample()
     before, idle_before = _last
     others = others_busy(before, sample)
-    idle = None if others is None else max(1, min(cores, int((os.cpu_count() or cores) - others + 0.5)))
+    idle = None if others is None else max(1, min(cores, int(sample.cpus - others + 0.5)))
     _last[:] = [sample, idle]
     if idle is None:                        # (no earlier sample: the last minute's load average)
         try:
