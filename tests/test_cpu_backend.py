@@ -77,6 +77,8 @@ def test_float32_math_accuracy_full_range():
     x = np.concatenate([rng.standard_normal(2000) * 30, np.geomspace(1e-38, 1e38, 2000),
                         -np.geomspace(1e-38, 1e38, 2000),
                         np.linspace(-4.5, 4.5, 20001),      # erf's pieces meet at |x| = 1 and 4
+                        np.linspace(-110, 110, 200001),     # exp's range ends, sigmoid's denormals
+                        np.geomspace(1e-30, 0.6, 20001),    # tanh's series and quotient meet at 0.5
                         [0.9999999, 1.0, 1.0000001, 3.9199998, 3.92, 3.9999998, 4.0, -1.0, -4.0],
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 88.8, -103.9, -87.3, 1e-45]]).astype(np.float32)
     t = lt.tensor(x)
