@@ -86,7 +86,22 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
     else:
         key, flat = [], args
     nodes: list[Node] = []
-    for v in flat:
+    views = _describe(flat, key, nodes)
+    if views is None:
+        return None
+    if len(nodes) > 1:
+        if len(set(map(id, nodes))) != len(nodes):
+            return None
+        if views:
+            key.append(_bases(nodes))
+    return tuple(key), nodes, flat
+
+
+def _describe(values, key: list, nodes: list[Node]) -> int | None:
+    """Append each value's signature part to `key` and each tensor argument's node to `nodes`;
+    the number of view arguments, or None where a value can't be memoized."""
+    views = 0
+    for v in values:
         c = v.__class__
         kind = _KINDS.get(c)
         if kind is None:
@@ -96,6 +111,7 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             op = n.op
             if op == "view":
                 key.append((n.key, n.inputs[0].key))
+                views += 1
             elif op == "scalar" or op == "param":
                 return None
             else:
@@ -107,11 +123,12 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             key.append((c, v if v else repr(v)))
         elif kind is SEQUENCE:
             if v and v[0].__class__ is not int:               # a tensor list (cat, stack): each one's node
-                inner = signature(v, {})
-                if inner is None:
+                inner: list = []
+                more = _describe(v, inner, nodes)
+                if more is None:
                     return None
-                key.append((c, inner[0]))
-                nodes.extend(inner[1])
+                key.append((c, tuple(inner)))
+                views += more
                 continue
             for e in v:
                 if e.__class__ is not int:
@@ -121,9 +138,16 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             key.append(v)
         else:
             return None
-    if len(nodes) > 1 and len(set(map(id, nodes))) != len(nodes):
-        return None
-    return tuple(key), nodes, flat
+    return views
+
+
+def _bases(nodes: list[Node]) -> tuple[int, ...]:
+    """Where each view argument's base is found first: the index of the argument that is that
+    base, or -1 - i for view argument i's own.  A view builder reads its argument's base, and a
+    recording names each node by the first place it was found, so calls share a recording only
+    where their bases coincide alike (`v.expand_as(x)` with v a view of x, or of another tensor)."""
+    first = {id(n): i for i, n in enumerate(nodes)}
+    return tuple([first.setdefault(id(n.inputs[0]), -1 - i) for i, n in enumerate(nodes) if n.op == "view"])
 
 
 # ---------------------------------------------------------------- recordings
@@ -209,12 +233,32 @@ def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
     build had effects (`effects`) the replay skipped (`LAZYTORCH_CALL_MEMO=check`)."""
     if effects:
         raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
-    from .graph import program
     mine = [replayed] if replayed.__class__ is Node else list(replayed)
     theirs = [built] if built.__class__ is Node else list(built)
     if len(mine) != len(theirs) or type(replayed) is not type(built) or any(
-            program([a]).key != program([b]).key or a.origin != b.origin for a, b in zip(mine, theirs)):
+            not same_program(a, b) or a.origin != b.origin for a, b in zip(mine, theirs)):
         raise AssertionError(f"call memo: {op} replayed {mine} but the general build made {theirs}")
+
+
+def same_program(a: Node, b: Node) -> bool:
+    """Whether the programs below `a` and `b` are the same function of the same inputs (check
+    mode): equal program keys, which ignore what the leaves hold, and leaves that hold the same --
+    the same node or buffer (or equal copies of one: snapshots of shared data), equal numbers."""
+    from .graph import program
+    pa, pb = program([a]), program([b])
+    return pa.key == pb.key and all(_same_leaf(x, y) for x, y in zip(pa.leaves, pb.leaves))
+
+
+def _same_leaf(x: Node, y: Node) -> bool:
+    if x is y:
+        return True
+    if x.op == "scalar" and y.op == "scalar":
+        return x.value.__class__ is y.value.__class__ and repr(x.value) == repr(y.value)
+    if x.op == "buffer" and y.op == "buffer":
+        import numpy as np
+        return x.buffer is y.buffer or (x.buffer.__class__ is np.ndarray and y.buffer.__class__ is np.ndarray
+                                        and np.array_equal(x.buffer, y.buffer, equal_nan=True))
+    return False
 
 
 class Memo:
