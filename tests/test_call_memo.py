@@ -249,3 +249,14 @@ def test_a_view_arguments_base_is_read_from_where_it_is_now(backend):
         want = torch.matmul(torch.from_numpy(first.numpy())[0], torch.from_numpy(second.numpy())[1, 0])
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
 
+
+def test_a_returns_self_call_on_shared_data_returns_its_argument(backend):
+    """x.float() of a float32 x is x, also while x.numpy() has handed out its data (as torch's):
+    the general route and a replay agree."""
+    for _ in range(3):
+        x = lt.from_numpy(arr(3)) * 1.0
+        data = x.numpy()
+        y = x.float()
+        assert y is x
+        data[:] = 7.0                                    # writes through into x, so into y
+        np.testing.assert_array_equal(y.numpy(), [7.0, 7.0, 7.0])
