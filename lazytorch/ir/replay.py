@@ -10,9 +10,9 @@ API's), and the Tensor API keeps one more level above it (lazytorch/call_memo.py
 its own wrapping.
 
 A signature holds everything a builder may read: per tensor argument its node's key (op,
-attributes, shape, dtype; for a view also its base's key, which view builders read), per other
-argument its class and value (floats with a zero's sign: 0.0 == -0.0, and the sign is structure),
-keyword names.  A recording is the topologically ordered list of the nodes the call made, each
+attributes, shape, dtype; for a view also its base's key, which view builders read, and whether
+that base is another argument or another view argument's base), per other argument its class and
+value (floats with a zero's sign: 0.0 == -0.0, and the sign is structure), keyword names.  A recording is the topologically ordered list of the nodes the call made, each
 input named by where it came from: a tensor argument's node, a view argument's base, a node made
 before it, or a scalar leaf made from a number argument (its value is the call's, so runtime
 scalars stay runtime scalars).
@@ -86,22 +86,8 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
     else:
         key, flat = [], args
     nodes: list[Node] = []
-    views = _describe(flat, key, nodes)
-    if views is None:
-        return None
-    if len(nodes) > 1:
-        if len(set(map(id, nodes))) != len(nodes):
-            return None
-        if views:
-            key.append(_bases(nodes))
-    return tuple(key), nodes, flat
-
-
-def _describe(values, key: list, nodes: list[Node]) -> int | None:
-    """Append each value's signature part to `key` and each tensor argument's node to `nodes`;
-    the number of view arguments, or None where a value can't be memoized."""
-    views = 0
-    for v in values:
+    views = False
+    for v in flat:
         c = v.__class__
         kind = _KINDS.get(c)
         if kind is None:
@@ -111,7 +97,7 @@ def _describe(values, key: list, nodes: list[Node]) -> int | None:
             op = n.op
             if op == "view":
                 key.append((n.key, n.inputs[0].key))
-                views += 1
+                views = True
             elif op == "scalar" or op == "param":
                 return None
             else:
@@ -123,12 +109,12 @@ def _describe(values, key: list, nodes: list[Node]) -> int | None:
             key.append((c, v if v else repr(v)))
         elif kind is SEQUENCE:
             if v and v[0].__class__ is not int:               # a tensor list (cat, stack): each one's node
-                inner: list = []
-                more = _describe(v, inner, nodes)
-                if more is None:
+                inner = signature(v, {})
+                if inner is None:
                     return None
-                key.append((c, tuple(inner)))
-                views += more
+                key.append((c, inner[0]))
+                nodes.extend(inner[1])
+                views = True                                  # (may hold views: `_bases` looks)
                 continue
             for e in v:
                 if e.__class__ is not int:
@@ -138,16 +124,35 @@ def _describe(values, key: list, nodes: list[Node]) -> int | None:
             key.append(v)
         else:
             return None
-    return views
+    if len(nodes) > 1:
+        if len(set(map(id, nodes))) != len(nodes):
+            return None
+        if views:
+            key.append(_bases(nodes))
+    return tuple(key), nodes, flat
 
 
 def _bases(nodes: list[Node]) -> tuple[int, ...]:
-    """Where each view argument's base is found first: the index of the argument that is that
-    base, or -1 - i for view argument i's own.  A view builder reads its argument's base, and a
-    recording names each node by the first place it was found, so calls share a recording only
-    where their bases coincide alike (`v.expand_as(x)` with v a view of x, or of another tensor)."""
-    first = {id(n): i for i, n in enumerate(nodes)}
-    return tuple([first.setdefault(id(n.inputs[0]), -1 - i) for i, n in enumerate(nodes) if n.op == "view"])
+    """Where each view argument's base is found first, in the arguments' nodes followed by the
+    bases met so far.  A view builder reads its argument's base, and a recording names each node
+    by the first place it was found, so calls share a recording only where their bases coincide
+    alike (`v.expand_as(x)` with v a view of x, or of another tensor; `x[0] @ x[1]`)."""
+    if len(nodes) > 4:                               # (a tensor list: a dict, linear in its length)
+        first = {id(n): i for i, n in enumerate(nodes)}
+        return tuple([first.setdefault(id(n.inputs[0]), len(first)) for n in nodes if n.op == "view"])
+    found = nodes.copy()                             # (a few arguments: scans by identity are cheaper)
+    where = []
+    for n in nodes:
+        if n.op == "view":
+            base = n.inputs[0]
+            for i, m in enumerate(found):
+                if m is base:
+                    where.append(i)
+                    break
+            else:
+                where.append(len(found))
+                found.append(base)
+    return tuple(where)
 
 
 # ---------------------------------------------------------------- recordings
