@@ -260,3 +260,17 @@ def test_a_returns_self_call_on_shared_data_returns_its_argument(backend):
         assert y is x
         data[:] = 7.0                                    # writes through into x, so into y
         np.testing.assert_array_equal(y.numpy(), [7.0, 7.0, 7.0])
+
+
+def test_a_deep_copy_leaves_autograds_record_behind():
+    """Records live on their nodes (Node.autograd): a deep copy of a tensor is a new value, whose
+    backward must not accumulate into the original's .grad (torch: the original's .grad stays None)."""
+    import copy
+    x = lt.from_numpy(arr(3)).requires_grad_()
+    y = copy.deepcopy(x)
+    tx = torch.from_numpy(x.numpy().copy()).requires_grad_()
+    ty = copy.deepcopy(tx)
+    (ty * 2.0).sum().backward()
+    if y.requires_grad:
+        (y * 2.0).sum().backward()
+    assert tx.grad is None and x.grad is None
