@@ -136,11 +136,16 @@ def make_function(op: OpDef, name: str):
         elif "view" in op.tags and isinstance(kwargs.get("self"), Tensor):
             this, rest = kwargs["self"], {k: v for k, v in kwargs.items() if k != "self"}
             wrapped = alias(this, lambda node: call(op.name, node, *args, **rest))
+        elif "returns_self" in op.tags and out is None and args and isinstance(args[0], Tensor):
+            # x.to(x.dtype) is x, as in torch.  (The builder is handed x's node once: while x's
+            # data is shared, each read of x.node is a new snapshot)
+            node = args[0].node
+            result = call(op.name, node, *args[1:], **kwargs)
+            if result is node:
+                return args[0]
+            wrapped = _wrap(op, result)
         else:
             result = call(op.name, *args, **kwargs)
-            if "returns_self" in op.tags and out is None and args and isinstance(args[0], Tensor) \
-                    and result is args[0].node:
-                return args[0]                   # x.to(x.dtype) is x, as in torch
             wrapped = _wrap(op, result)
         if out is not None:
             if not op.out:

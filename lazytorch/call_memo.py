@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .ir.node import BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, type_str, user_site
 from .ir.registry import OpDef
-from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, signature
+from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, same_program, signature
 from .tensor import Tensor, _wrap_views, pending
 
 __all__ = ["CHECK", "CallMemo", "memo_for", "signature", "verify"]
@@ -85,11 +85,10 @@ def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
     route had effects (`effects`: a data read, an update, an evaluation) the replay skipped (CHECK mode)."""
     if effects:
         raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
-    from .ir.graph import program
     mine = [replayed] if isinstance(replayed, Tensor) else list(replayed)
     theirs = [built] if isinstance(built, Tensor) else list(built)
     same = len(mine) == len(theirs) and type(replayed) is type(built) and all(
-        program([a._node]).key == program([b._node]).key and a._base is b._base and a._spec == b._spec
+        same_program(a._node, b._node) and a._base is b._base and a._spec == b._spec
         and a._node.origin == b._node.origin for a, b in zip(mine, theirs))
     if not same:
         raise AssertionError(f"call memo: {op} replayed {[type_str(t._node) for t in mine]} (built at "

@@ -234,3 +234,43 @@ def test_a_call_returning_its_argument_replays_as_that_argument():
     for _ in range(3):
         assert x.float() is x and x.to(lt.float32) is x
         assert y.float() is not y and y.float().dtype is lt.float32
+
+
+def test_a_view_arguments_base_is_read_from_where_it_is_now(backend):
+    """A view builder reads its argument's base: where that base was also another argument (or
+    another view argument's base), a recording must not replay it from that other argument."""
+    a, b, c = arr(3, 4), arr(3, 4), arr(2, 4, 4)
+    x, y, z = lt.from_numpy(a), lt.from_numpy(b), lt.from_numpy(c)
+    for other, want in ((x, a), (y, a), (x, a)):
+        np.testing.assert_array_equal(x[0:1].expand_as(other).numpy(), np.broadcast_to(a[0:1], (3, 4)))
+    w = lt.from_numpy(c.copy())
+    for first, second in ((w, w), (w, z), (z, w), (z, z)):       # matmul unsqueezes its vector
+        got = lt.matmul(first[0], second[1, 0]).numpy()
+        want = torch.matmul(torch.from_numpy(first.numpy())[0], torch.from_numpy(second.numpy())[1, 0])
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_returns_self_call_on_shared_data_returns_its_argument(backend):
+    """x.float() of a float32 x is x, also while x.numpy() has handed out its data (as torch's):
+    the general route and a replay agree."""
+    for _ in range(3):
+        x = lt.from_numpy(arr(3)) * 1.0
+        data = x.numpy()
+        y = x.float()
+        assert y is x
+        data[:] = 7.0                                    # writes through into x, so into y
+        np.testing.assert_array_equal(y.numpy(), [7.0, 7.0, 7.0])
+
+
+def test_a_deep_copy_leaves_autograds_record_behind():
+    """Records live on their nodes (Node.autograd): a deep copy of a tensor is a new value, whose
+    backward must not accumulate into the original's .grad (torch: the original's .grad stays None)."""
+    import copy
+    x = lt.from_numpy(arr(3)).requires_grad_()
+    y = copy.deepcopy(x)
+    tx = torch.from_numpy(x.numpy().copy()).requires_grad_()
+    ty = copy.deepcopy(tx)
+    (ty * 2.0).sum().backward()
+    if y.requires_grad:
+        (y * 2.0).sum().backward()
+    assert tx.grad is None and x.grad is None

@@ -49,6 +49,14 @@ class Node:
         self.tree = self.autograd = None
         self._origin = (SITE.site or user_site()) if TRACE[0] else None
 
+    def __getstate__(self):
+        """A copy (copy.deepcopy) is a new value: autograd's record of this node stays behind.  The
+        record names this node's leaf tensor and graph, so a copy carrying it would accumulate its
+        gradient into the original's .grad (as when records lived in weak tables keyed by node)."""
+        state = {name: getattr(self, name) for name in _STATE if hasattr(self, name)}
+        state["autograd"] = None
+        return None, state
+
     @classmethod
     def with_key(cls, op: str, inputs: tuple["Node", ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType, key: tuple) -> "Node":
@@ -173,6 +181,8 @@ class Node:
     def __repr__(self) -> str:
         return f"Node({self.op}, {self.dtype.short}{list(self.shape)})"
 
+
+_STATE = tuple(s for s in Node.__slots__ if s not in ("autograd", "__weakref__"))   # (Node.__getstate__)
 
 # ---------------------------------------------------------------- provenance
 # Each node built by user code remembers the user's "file:line" that built it (the first frame

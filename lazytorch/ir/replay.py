@@ -10,9 +10,9 @@ API's), and the Tensor API keeps one more level above it (lazytorch/call_memo.py
 its own wrapping.
 
 A signature holds everything a builder may read: per tensor argument its node's key (op,
-attributes, shape, dtype; for a view also its base's key, which view builders read), per other
-argument its class and value (floats with a zero's sign: 0.0 == -0.0, and the sign is structure),
-keyword names.  A recording is the topologically ordered list of the nodes the call made, each
+attributes, shape, dtype; for a view also its base's key, which view builders read, and whether
+that base is another argument or another view argument's base), per other argument its class and
+value (floats with a zero's sign: 0.0 == -0.0, and the sign is structure), keyword names.  A recording is the topologically ordered list of the nodes the call made, each
 input named by where it came from: a tensor argument's node, a view argument's base, a node made
 before it, or a scalar leaf made from a number argument (its value is the call's, so runtime
 scalars stay runtime scalars).
@@ -86,6 +86,7 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
     else:
         key, flat = [], args
     nodes: list[Node] = []
+    views = False
     for v in flat:
         c = v.__class__
         kind = _KINDS.get(c)
@@ -96,6 +97,7 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             op = n.op
             if op == "view":
                 key.append((n.key, n.inputs[0].key))
+                views = True
             elif op == "scalar" or op == "param":
                 return None
             else:
@@ -112,6 +114,7 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
                     return None
                 key.append((c, inner[0]))
                 nodes.extend(inner[1])
+                views = True                                  # (may hold views: `_bases` looks)
                 continue
             for e in v:
                 if e.__class__ is not int:
@@ -121,9 +124,35 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             key.append(v)
         else:
             return None
-    if len(nodes) > 1 and len(set(map(id, nodes))) != len(nodes):
-        return None
+    if len(nodes) > 1:
+        if len(set(map(id, nodes))) != len(nodes):
+            return None
+        if views:
+            key.append(_bases(nodes))
     return tuple(key), nodes, flat
+
+
+def _bases(nodes: list[Node]) -> tuple[int, ...]:
+    """Where each view argument's base is found first, in the arguments' nodes followed by the
+    bases met so far.  A view builder reads its argument's base, and a recording names each node
+    by the first place it was found, so calls share a recording only where their bases coincide
+    alike (`v.expand_as(x)` with v a view of x, or of another tensor; `x[0] @ x[1]`)."""
+    if len(nodes) > 4:                               # (a tensor list: a dict, linear in its length)
+        first = {id(n): i for i, n in enumerate(nodes)}
+        return tuple([first.setdefault(id(n.inputs[0]), len(first)) for n in nodes if n.op == "view"])
+    found = nodes.copy()                             # (a few arguments: scans by identity are cheaper)
+    where = []
+    for n in nodes:
+        if n.op == "view":
+            base = n.inputs[0]
+            for i, m in enumerate(found):
+                if m is base:
+                    where.append(i)
+                    break
+            else:
+                where.append(len(found))
+                found.append(base)
+    return tuple(where)
 
 
 # ---------------------------------------------------------------- recordings
@@ -209,12 +238,32 @@ def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
     build had effects (`effects`) the replay skipped (`LAZYTORCH_CALL_MEMO=check`)."""
     if effects:
         raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
-    from .graph import program
     mine = [replayed] if replayed.__class__ is Node else list(replayed)
     theirs = [built] if built.__class__ is Node else list(built)
     if len(mine) != len(theirs) or type(replayed) is not type(built) or any(
-            program([a]).key != program([b]).key or a.origin != b.origin for a, b in zip(mine, theirs)):
+            not same_program(a, b) or a.origin != b.origin for a, b in zip(mine, theirs)):
         raise AssertionError(f"call memo: {op} replayed {mine} but the general build made {theirs}")
+
+
+def same_program(a: Node, b: Node) -> bool:
+    """Whether the programs below `a` and `b` are the same function of the same inputs (check
+    mode): equal program keys, which ignore what the leaves hold, and leaves that hold the same --
+    the same node or buffer (or equal copies of one: snapshots of shared data), equal numbers."""
+    from .graph import program
+    pa, pb = program([a]), program([b])
+    return pa.key == pb.key and all(_same_leaf(x, y) for x, y in zip(pa.leaves, pb.leaves))
+
+
+def _same_leaf(x: Node, y: Node) -> bool:
+    if x is y:
+        return True
+    if x.op == "scalar" and y.op == "scalar":
+        return x.value.__class__ is y.value.__class__ and repr(x.value) == repr(y.value)
+    if x.op == "buffer" and y.op == "buffer":
+        import numpy as np
+        return x.buffer is y.buffer or (x.buffer.__class__ is np.ndarray and y.buffer.__class__ is np.ndarray
+                                        and np.array_equal(x.buffer, y.buffer, equal_nan=True))
+    return False
 
 
 class Memo:
