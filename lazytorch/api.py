@@ -12,7 +12,7 @@ import re
 import types
 from typing import Any, Callable
 
-from .call_memo import CHECK as MEMO_CHECK, arguments_now, effects_now, memo_for, signature, verify
+from .call_memo import CHECK as MEMO_CHECK, check_replay, effects_now, memo_for, signature
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
@@ -105,14 +105,7 @@ def make_function(op: OpDef, name: str):
             made = memo.replay(*sig, args, _wrap)
             if made is not None:
                 if MEMO_CHECK:
-                    site = SITE.site
-                    SITE.site = site or user_site(2)
-                    try:
-                        before = effects_now(), arguments_now(args, kwargs)
-                        built = general(args, out, kwargs)
-                        verify(op.name, made, built, before != (effects_now(), arguments_now(args, kwargs)))
-                    finally:
-                        SITE.site = site
+                    check_replay(op.name, made, lambda: general(args, out, kwargs), args, kwargs)
                 return made
         # Every node the general route builds names the same user line: found once here, not
         # per node (a view or a composite builds several)

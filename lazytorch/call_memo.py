@@ -16,7 +16,7 @@ from .ir.registry import OpDef
 from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, same_program, signature
 from .tensor import Tensor, _wrap_views, pending
 
-__all__ = ["CHECK", "CallMemo", "memo_for", "signature", "verify"]
+__all__ = ["CHECK", "CallMemo", "check_replay", "memo_for", "signature", "verify"]
 
 
 def memo_for(op: OpDef) -> "CallMemo | None":
@@ -99,6 +99,19 @@ def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
 def effects_now() -> tuple[int, int]:
     """(EPOCH, BUILD_EFFECTS) now: what `learn` compares with after the general route ran."""
     return EPOCH[0], BUILD_EFFECTS[0]
+
+
+def check_replay(op: str, made: Any, build: Callable[[], Any], args: tuple, kwargs: dict) -> None:
+    """CHECK mode: build the replayed call the general way too (`build`, with the user's line set as
+    the general route sets it) and raise where the two differ or the general build had effects."""
+    site = SITE.site
+    SITE.site = site or user_site(2)
+    try:
+        before = effects_now(), arguments_now(args, kwargs)
+        built = build()
+        verify(op, made, built, before != (effects_now(), arguments_now(args, kwargs)))
+    finally:
+        SITE.site = site
 
 
 def arguments_now(args: tuple, kwargs: dict) -> list:

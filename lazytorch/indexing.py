@@ -21,7 +21,7 @@ from .ir.errors import op_error
 from .ir.meta import broadcast_shapes
 from .ir.meta.shape import index_shape
 from .ir.node import Node
-from .call_memo import CallMemo, arguments_now, effects_now, verify
+from .call_memo import CallMemo, check_replay, effects_now
 from .ir.replay import CHECK, ENABLED, Memo, signature
 from .tensor import Tensor, alias
 
@@ -155,9 +155,7 @@ def getitem(t: Tensor, key) -> Tensor:
         made = MEMO.replay(*sig, (t,), None)
         if made is not None:
             if CHECK:
-                before = effects_now(), arguments_now((t,), {})
-                built = _getitem(t, key)
-                verify("getitem", made, built, before != (effects_now(), arguments_now((t,), {})))
+                check_replay("getitem", made, lambda: _getitem(t, key), (t,), {})
             return made
         effects = effects_now()
     result = _getitem(t, key)
