@@ -109,6 +109,7 @@ class Tensor:
             if leaf and _grad.MODE.enabled:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation "
                                    f"(shape {list(self.shape)}); do it under lazytorch.no_grad() or on a clone()")
+            old = self._node
             self._node = node
             self._version += 1
             if leaf:
@@ -116,6 +117,9 @@ class Tensor:
             elif _grad.MODE.any_leaf:
                 _grad.track(node)
             _track(self)
+            if SHARED and old.op == "buffer" and is_shared(old.buffer) and old not in _grad.RECORDS \
+                    and node not in _grad.RECORDS:
+                self._write_through(old)
             return
         base = self._base
         if V.has_internal_overlap(self._spec):
@@ -126,6 +130,18 @@ class Tensor:
         base._rebind(update, op)
         self._node = view_node(base.node, self._spec)
         self._base_version = base._version
+
+    def _write_through(self, old: Node) -> None:
+        """An in-place op on a tensor whose data the user holds as arrays (`x.numpy()`) shows in
+        those arrays at once, as torch's shared memory does: the new value is evaluated now and
+        written into the buffer they view, which stays the tensor's.  Results built from the old
+        value read snapshots of it (host_data "Data going out"), so writing the buffer cannot
+        change them."""
+        eval_nodes([self._node], LIVE)
+        new = self._node.buffer
+        if new.__class__ is np.ndarray and old.buffer.shape == new.shape and old.buffer.dtype == new.dtype:
+            np.copyto(old.buffer, new)
+            self._node = old
 
     # ---- metadata, known without computing ----
     @property
