@@ -7,21 +7,15 @@ and of W9.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
+
+from .timing import per_call_us
 
 SHAPES = [(256, 256, 768), (256, 256, 1024), (256, 1024, 256), (55, 384, 384), (55, 384, 1536)]
 
 
 def best_us(fn, calls: int = 40) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times) * 1e6
+    return per_call_us(fn, calls, warmup=1)[1]
 
 
 def main() -> None:
