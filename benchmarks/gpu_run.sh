@@ -10,7 +10,8 @@
 #       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2_compete0/ (CPU_WORKLOADS picks rows,
 #       CPU_PEERS the peers); step cpu2busy: the same beside one competing process -> $OUT/cpu2_compete1/
 #   AB_TREES="$HOME/w/before $PWD" bash benchmarks/gpu_run.sh setup ab   # the host path's stages
-#       (benchmarks/overhead.py: W7, the README demo, W9) of two trees on two quiet cores, alternating
+#       (benchmarks/overhead.py: W7, the README demo, W9) of two trees on two quiet cores, alternating;
+#       the older tree carried as an ignored folder: git archive REV lazytorch benchmarks examples shaders | tar -x -C DIR
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
