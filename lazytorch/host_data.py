@@ -86,7 +86,9 @@ def host_values(data, dtype=None) -> tuple[np.ndarray, D.DType]:
 # built from it reads a snapshot of it (tensor.py `Tensor.node`), and results built before the
 # array went out get a snapshot when it goes out (tensor.py `Tensor.numpy`).  Buffers with no array
 # out, the common case (inputs made from numpy data are copied in; `.item()` drops its array), are
-# read in place: no copy.
+# read in place: no copy.  The other way round, an in-place op on x while an array is out runs at
+# once and writes into that buffer (tensor.py `Tensor._write_through`), as torch's op writes the
+# memory the array shows; the snapshots above keep pending results on the value they were built from.
 SHARED: dict[int, list] = {}        # id(buffer) -> weakrefs to the arrays handed out over it
 
 
