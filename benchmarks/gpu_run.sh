@@ -55,6 +55,8 @@ setup() {
     export CUDA_HOME=$nv/cu13
     export LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | tr '\n' ':')${LD_LIBRARY_PATH:-}
     export PYTHONPATH=/tmp/site:$ROOT
+    # the C build of the Tensor API's hottest path (setup.py; optional: without it the Python runs)
+    python3 setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "lazytorch.ir._fastpath did not build"
     python3 -c "import mlx.core as mx, torch; print('mlx', mx.__version__, mx.default_device(), mx.array([1, 2]) + 1, 'torch', torch.__version__, torch.cuda.get_device_name())"
 }
 

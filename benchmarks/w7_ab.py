@@ -1,0 +1,48 @@
+"""W7's lazy call on the cpu backend by stage, wall clock (min and median of 15 samples of 2000
+calls): build, build + eval, build + eval + numpy.  For A/B runs of two trees on quiet cores:
+
+    for t in BEFORE AFTER; do (cd $t && PYTHONPATH=$t taskset -c 0 python3 benchmarks/w7_ab.py); done
+"""
+import gc
+import statistics
+import time
+
+import numpy as np
+
+import lazytorch as lt
+
+
+def w7(x):
+    for _ in range(5):
+        x = ((x * 1.01 + 0.5) - 0.25) / 1.02
+    return x
+
+
+def timed(fn, n=2000, samples=15):
+    out = []
+    for _ in range(samples):
+        gc.disable()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n * 1e6)
+        gc.enable()
+    return min(out), statistics.median(out)
+
+
+def main():
+    lt.set_backend("cpu")
+    x = lt.from_numpy(np.random.default_rng(0).standard_normal(1024).astype(np.float32))
+    for _ in range(5):
+        w7(x).numpy()
+
+    def evaluated():
+        y = w7(x)
+        lt.eval(y)
+
+    stages = {"build": lambda: w7(x), "build+eval": evaluated, "build+eval+numpy": lambda: w7(x).numpy()}
+    print("  ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in ((k, timed(f)) for k, f in stages.items())), "us min/median")
+
+
+if __name__ == "__main__":
+    main()

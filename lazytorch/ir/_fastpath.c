@@ -1,0 +1,372 @@
+/* The Tensor API's hottest build, `tensor <op> number` inside a tree, without a Python frame.
+ *
+ * ir/build.py::fast_builder's `build` defines the fast path; its first branch (a pending
+ * non-view Tensor, a Python number, the operand's tree summary current and the result's record
+ * in the number class's chain table) is the one a chain of scalar ops takes at every op, and in
+ * Python it costs a frame and about 150 bytecodes an op.  `FastOp` is that branch in C, step for
+ * step in the same order (see the Python for why each step is there); every other call, and this
+ * branch's rare misses, go to the Python `build` it wraps, so binding, meta rules and errors stay
+ * the general route's.  ir/build.py installs a FastOp only where this module imports
+ * (LAZYTORCH_NATIVE=0 turns it off), and tests/test_fastpath.py builds the same programs both ways.
+ *
+ * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
+ * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
+ * from the first test to the return (nothing here runs Python code except the calls named), so
+ * the shared leaf list needs none of the Python's re-check after its append.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+/* Node's and Tensor's slots this writes, in the order of the tables below. */
+enum { N_OP, N_INPUTS, N_ATTRS, N_SHAPE, N_DTYPE, N_KEY, N_BUFFER, N_VALUE, N_ORIGIN, N_TREE,
+       N_AUTOGRAD, N_SLOTS };
+static const char *NODE_SLOTS[N_SLOTS] = {"op", "inputs", "attrs", "shape", "dtype", "_key", "buffer",
+                                          "value", "_origin", "tree", "autograd"};
+enum { T_NODE, T_BASE, T_SPEC, T_GRAD, T_BASE_VERSION, T_VERSION, T_SLOTS };
+static const char *TENSOR_SLOTS[T_SLOTS] = {"_node", "_base", "_spec", "_grad", "_base_version", "_version"};
+static const char *MODE_SLOTS[1] = {"any_leaf"};
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;            /* __name__, __qualname__, __doc__ (the Tensor API sets them) */
+    PyObject *fallback;        /* ir/build.py's `build`: every call this does not take */
+    PyObject *name;            /* the op's name, the result node's op */
+    PyObject *hot;             /* number class -> (dtype, scalar leaf key, its tree id, chain table) */
+    PyObject *chained;         /* (h, node, tree id, size) -> record or None: a chain table's miss */
+    PyTypeObject *node_type;
+    PyTypeObject *wrap;        /* Tensor */
+    PyObject *mode, *track, *live, *compact_at, *compact;   /* tensor.py PENDING_PARTS */
+    PyObject *epoch, *trace, *user_code, *inside, *user_site;  /* ir/node.py's */
+    PyObject *no_attrs;        /* scalar leaves' shared empty attrs */
+    Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
+    Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
+    Py_ssize_t node_at[N_SLOTS];
+    Py_ssize_t tensor_at[T_SLOTS];
+} FastOp;
+
+static PyObject *SCALAR;      /* "scalar" */
+static PyObject *ZERO, *ONE;
+static char not_taken_marker;
+#define NOT_TAKEN ((PyObject *)&not_taken_marker)
+
+#define SLOT(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+
+/* Store a new reference into a fresh object's empty slot. */
+static inline void put(PyObject *obj, Py_ssize_t at, PyObject *value) {
+    Py_INCREF(value);
+    SLOT(obj, at) = value;
+}
+
+static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_t *at) {
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyDict_GetItemString(type->tp_dict, names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+            (((PyMemberDescrObject *)d)->d_member->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "FastOp: %s.%s is not a writable slot", type->tp_name, names[i]);
+            return -1;
+        }
+        at[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    return 0;
+}
+
+/* The node's origin, as the Python's provenance lines: (code, f_lasti) of the calling frame when
+ * it is the user's, else ir/node.py user_site(1) (which walks out of the package from there). */
+static PyObject *origin(FastOp *self) {
+    PyObject *on = PyList_GetItem(self->trace, 0);
+    if (on == NULL) return NULL;
+    int traced = PyObject_IsTrue(on);
+    if (traced <= 0) {
+        if (traced < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL) Py_RETURN_NONE;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int users = PyList_GetItem(self->user_code, 0) == (PyObject *)code;
+    if (!users) {
+        PyObject *id = PyLong_FromVoidPtr(code);
+        if (id == NULL) { Py_DECREF(code); return NULL; }
+        PyObject *mine = PyDict_GetItemWithError(self->inside, id);
+        Py_DECREF(id);
+        if (mine == NULL && PyErr_Occurred()) { Py_DECREF(code); return NULL; }
+        users = mine == Py_False;
+    }
+    if (!users) {
+        Py_DECREF(code);
+        return PyObject_CallOneArg(self->user_site, ONE);
+    }
+    Py_INCREF(code);
+    if (PyList_SetItem(self->user_code, 0, (PyObject *)code) < 0) { Py_DECREF(code); return NULL; }
+    PyObject *lasti = PyLong_FromLong(PyFrame_GetLasti(frame));
+    if (lasti == NULL) { Py_DECREF(code); return NULL; }
+    PyObject *site = PyTuple_Pack(2, (PyObject *)code, lasti);
+    Py_DECREF(code);
+    Py_DECREF(lasti);
+    return site;
+}
+
+/* The scalar leaf of number `b` (h: its class's hot entry). */
+static PyObject *scalar_leaf(FastOp *self, PyObject *h, PyObject *b) {
+    PyObject *nb = self->node_type->tp_alloc(self->node_type, 0);
+    if (nb == NULL) return NULL;
+    const Py_ssize_t *at = self->node_at;
+    PyObject *empty = PyTuple_New(0);
+    put(nb, at[N_OP], SCALAR);
+    SLOT(nb, at[N_INPUTS]) = empty;
+    put(nb, at[N_ATTRS], self->no_attrs);
+    put(nb, at[N_SHAPE], empty);
+    put(nb, at[N_DTYPE], PyTuple_GET_ITEM(h, 0));
+    put(nb, at[N_BUFFER], Py_None);
+    put(nb, at[N_VALUE], b);
+    put(nb, at[N_KEY], PyTuple_GET_ITEM(h, 1));
+    put(nb, at[N_ORIGIN], Py_None);
+    put(nb, at[N_TREE], Py_None);
+    put(nb, at[N_AUTOGRAD], Py_None);
+    return nb;
+}
+
+/* The result's tree summary: the operand's `t` with the scalar leaf appended (the leaf list is
+ * shared along a chain; ir/graph.py tree keys), or None past MAX_TREE_NODES. */
+static PyObject *summary(FastOp *self, PyObject *t, PyObject *record, PyObject *nb) {
+    Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
+    Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
+    if ((n == -1 || size == -1) && PyErr_Occurred()) return NULL;
+    if (size >= self->last) Py_RETURN_NONE;
+    PyObject *leaves = PyTuple_GET_ITEM(t, 2);
+    if (!PyList_CheckExact(leaves)) { PyErr_SetString(PyExc_TypeError, "FastOp: a tree's leaves are a list"); return NULL; }
+    if (PyList_GET_SIZE(leaves) != n)
+        leaves = PyList_GetSlice(leaves, 0, n);
+    else
+        Py_INCREF(leaves);
+    if (leaves == NULL || PyList_Append(leaves, nb) < 0) { Py_XDECREF(leaves); return NULL; }
+    PyObject *tree = PyTuple_New(5);
+    PyObject *count = PyLong_FromSsize_t(n + 1), *nodes = PyLong_FromSsize_t(size + 2);
+    if (tree == NULL || count == NULL || nodes == NULL) {
+        Py_XDECREF(tree); Py_XDECREF(count); Py_XDECREF(nodes); Py_DECREF(leaves);
+        return NULL;
+    }
+    Py_INCREF(PyTuple_GET_ITEM(t, 0));
+    Py_INCREF(PyTuple_GET_ITEM(record, 4));
+    PyTuple_SET_ITEM(tree, 0, PyTuple_GET_ITEM(t, 0));
+    PyTuple_SET_ITEM(tree, 1, PyTuple_GET_ITEM(record, 4));
+    PyTuple_SET_ITEM(tree, 2, leaves);
+    PyTuple_SET_ITEM(tree, 3, count);
+    PyTuple_SET_ITEM(tree, 4, nodes);
+    return tree;
+}
+
+/* The pending Tensor of `node` (tensor.py `pending`). */
+static PyObject *pending(FastOp *self, PyObject *node) {
+    PyObject *out = self->wrap->tp_alloc(self->wrap, 0);
+    if (out == NULL) return NULL;
+    const Py_ssize_t *at = self->tensor_at;
+    put(out, at[T_NODE], node);
+    put(out, at[T_BASE], Py_None);
+    put(out, at[T_SPEC], Py_None);
+    put(out, at[T_GRAD], Py_None);
+    put(out, at[T_BASE_VERSION], ZERO);
+    put(out, at[T_VERSION], ZERO);
+    PyObject *any_leaf = SLOT(self->mode, self->any_leaf_at);
+    int tracked = any_leaf == NULL ? 0 : PyObject_IsTrue(any_leaf);
+    if (tracked < 0) goto fail;
+    if (tracked) {
+        PyObject *r = PyObject_CallOneArg(self->track, node);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+    }
+    PyObject *ref = PyWeakref_NewRef(out, NULL);
+    if (ref == NULL || PyList_Append(self->live, ref) < 0) { Py_XDECREF(ref); goto fail; }
+    Py_DECREF(ref);
+    PyObject *limit = PyList_GetItem(self->compact_at, 0);
+    Py_ssize_t most = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+    if (most == -1 && PyErr_Occurred()) goto fail;
+    if (PyList_GET_SIZE(self->live) > most) {
+        PyObject *r = PyObject_CallNoArgs(self->compact);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* The hot branch of `build(a, b)`: the new pending Tensor, NOT_TAKEN where the Python must
+ * decide, or NULL with an exception set. */
+static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
+    PyObject *h = PyDict_GetItemWithError(self->hot, (PyObject *)Py_TYPE(b));
+    if (h == NULL) return PyErr_Occurred() ? NULL : NOT_TAKEN;
+    if (Py_TYPE(a) != self->wrap || SLOT(a, self->tensor_at[T_BASE]) != Py_None) return NOT_TAKEN;
+    PyObject *na = SLOT(a, self->tensor_at[T_NODE]);
+    if (na == NULL || Py_TYPE(na) != self->node_type) return NOT_TAKEN;
+    PyObject *t = SLOT(na, self->node_at[N_TREE]);
+    if (t == NULL || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return NOT_TAKEN;
+    PyObject *epoch = PyList_GetItem(self->epoch, 0);
+    if (epoch == NULL) return NULL;
+    int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
+    if (current <= 0) return current < 0 ? NULL : NOT_TAKEN;
+    PyObject *ia = PyTuple_GET_ITEM(t, 1);
+    PyObject *record = PyDict_GetItemWithError(PyTuple_GET_ITEM(h, 3), ia);
+    if (record != NULL) {
+        Py_INCREF(record);
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        record = PyObject_CallFunctionObjArgs(self->chained, h, na, ia, PyTuple_GET_ITEM(t, 4), NULL);
+        if (record == NULL) return NULL;
+    }
+    if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) {   /* (None: not remembered) */
+        Py_DECREF(record);
+        return NOT_TAKEN;
+    }
+    PyObject *nb = scalar_leaf(self, h, b);
+    PyObject *node = nb == NULL ? NULL : self->node_type->tp_alloc(self->node_type, 0);
+    PyObject *out = NULL;
+    if (node == NULL) goto done;
+    const Py_ssize_t *at = self->node_at;
+    put(node, at[N_OP], self->name);
+    SLOT(node, at[N_INPUTS]) = PyTuple_Pack(2, na, nb);
+    put(node, at[N_ATTRS], PyTuple_GET_ITEM(record, 0));
+    put(node, at[N_SHAPE], PyTuple_GET_ITEM(record, 1));
+    put(node, at[N_DTYPE], PyTuple_GET_ITEM(record, 2));
+    put(node, at[N_KEY], PyTuple_GET_ITEM(record, 3));
+    put(node, at[N_BUFFER], Py_None);
+    put(node, at[N_VALUE], Py_None);
+    put(node, at[N_AUTOGRAD], Py_None);
+    if (SLOT(node, at[N_INPUTS]) == NULL) goto done;
+    if ((SLOT(node, at[N_TREE]) = summary(self, t, record, nb)) == NULL) goto done;
+    if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
+    out = pending(self, node);
+done:
+    Py_DECREF(record);
+    Py_XDECREF(nb);
+    Py_XDECREF(node);
+    return out;
+}
+
+static PyObject *fastop_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    FastOp *self = (FastOp *)op;
+    if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL) {
+        PyObject *r = hot_build(self, args[0], args[1]);
+        if (r != NOT_TAKEN) return r;
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+/* A method of the class it is installed in: `x * 2.0` calls it unbound (METHOD_DESCRIPTOR). */
+static PyObject *fastop_get(PyObject *op, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None) { Py_INCREF(op); return op; }
+    return PyMethod_New(op, obj);
+}
+
+static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fallback, *name, *hot, *chained, *node_type, *wrap, *live_parts;
+    PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs;
+    Py_ssize_t last;
+    static char *kw[] = {"fallback", "name", "hot", "chained", "node_type", "wrap", "live", "epoch", "trace",
+                         "user_code", "inside", "user_site", "no_attrs", "last", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!n:FastOp", kw, &fallback, &name,
+                                     &PyDict_Type, &hot, &chained, &PyType_Type, &node_type, &PyType_Type, &wrap,
+                                     &PyTuple_Type, &live_parts, &PyList_Type, &epoch, &PyList_Type, &trace,
+                                     &PyList_Type, &user_code, &PyDict_Type, &inside, &user_site,
+                                     &PyDict_Type, &no_attrs, &last))
+        return NULL;
+    PyObject *mode, *track, *live, *compact_at, *compact;
+    if (!PyArg_ParseTuple(live_parts, "OOO!O!O:FastOp live", &mode, &track, &PyList_Type, &live,
+                          &PyList_Type, &compact_at, &compact))
+        return NULL;
+    FastOp *self = (FastOp *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = fastop_vectorcall;
+    self->last = last;
+    PyObject **fields[] = {&self->fallback, &self->name, &self->hot, &self->chained, (PyObject **)&self->node_type,
+                           (PyObject **)&self->wrap, &self->mode, &self->track, &self->live, &self->compact_at,
+                           &self->compact, &self->epoch, &self->trace, &self->user_code, &self->inside,
+                           &self->user_site, &self->no_attrs};
+    PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
+                          epoch, trace, user_code, inside, user_site, no_attrs};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+    }
+    if (slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
+        slot_offsets(self->wrap, TENSOR_SLOTS, T_SLOTS, self->tensor_at) < 0 ||
+        slot_offsets(Py_TYPE(self->mode), MODE_SLOTS, 1, &self->any_leaf_at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int fastop_traverse(FastOp *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict); Py_VISIT(self->fallback); Py_VISIT(self->name); Py_VISIT(self->hot);
+    Py_VISIT(self->chained); Py_VISIT(self->node_type); Py_VISIT(self->wrap); Py_VISIT(self->mode);
+    Py_VISIT(self->track); Py_VISIT(self->live); Py_VISIT(self->compact_at); Py_VISIT(self->compact);
+    Py_VISIT(self->epoch); Py_VISIT(self->trace); Py_VISIT(self->user_code); Py_VISIT(self->inside);
+    Py_VISIT(self->user_site); Py_VISIT(self->no_attrs);
+    return 0;
+}
+
+static int fastop_clear(FastOp *self) {
+    Py_CLEAR(self->dict); Py_CLEAR(self->fallback); Py_CLEAR(self->name); Py_CLEAR(self->hot);
+    Py_CLEAR(self->chained); Py_CLEAR(self->node_type); Py_CLEAR(self->wrap); Py_CLEAR(self->mode);
+    Py_CLEAR(self->track); Py_CLEAR(self->live); Py_CLEAR(self->compact_at); Py_CLEAR(self->compact);
+    Py_CLEAR(self->epoch); Py_CLEAR(self->trace); Py_CLEAR(self->user_code); Py_CLEAR(self->inside);
+    Py_CLEAR(self->user_site); Py_CLEAR(self->no_attrs);
+    return 0;
+}
+
+static void fastop_dealloc(FastOp *self) {
+    PyObject_GC_UnTrack(self);
+    fastop_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef fastop_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(FastOp, fallback), READONLY, "the Python build this takes the hot branch of"},
+    {NULL},
+};
+
+static PyTypeObject FastOpType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazytorch.ir._fastpath.FastOp",
+    .tp_doc = "ir/build.py fast_builder's hot branch (`tensor <op> number` in a tree) in C.",
+    .tp_basicsize = sizeof(FastOp),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_new = fastop_new,
+    .tp_dealloc = (destructor)fastop_dealloc,
+    .tp_traverse = (traverseproc)fastop_traverse,
+    .tp_clear = (inquiry)fastop_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FastOp, vectorcall),
+    .tp_descr_get = fastop_get,
+    .tp_dictoffset = offsetof(FastOp, dict),
+    .tp_members = fastop_members,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastpath",
+    "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    SCALAR = PyUnicode_InternFromString("scalar");
+    ZERO = PyLong_FromLong(0);
+    ONE = PyLong_FromLong(1);
+    if (SCALAR == NULL || ZERO == NULL || ONE == NULL || PyType_Ready(&FastOpType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&FastOpType);
+    if (PyModule_AddObject(m, "FastOp", (PyObject *)&FastOpType) < 0) {
+        Py_DECREF(&FastOpType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

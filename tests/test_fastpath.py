@@ -1,0 +1,198 @@
+"""The C build of `tensor <op> number` (ir/_fastpath.c) against the Python build it wraps
+(ir/build.py fast_builder's `build`, its `__wrapped__`): the same nodes, tree summaries, origins,
+autograd tracking, live-tensor registration and errors, and values checked against numpy in
+float64 on every backend.  Every miss of the C branch must reach the Python build."""
+from __future__ import annotations
+
+import gc
+import operator
+import os
+import shutil
+import sys
+import sysconfig
+import weakref
+
+import numpy as np
+import pytest
+
+import lazytorch as lt
+from lazytorch.ir import build as B
+from lazytorch.ir.graph import MAX_TREE_NODES
+from lazytorch.ir.node import EPOCH, _PACKAGE, format_site
+from lazytorch.tensor import live_pending
+
+FAST = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp"}
+needs_fast = pytest.mark.skipif(not FAST, reason="lazytorch.ir._fastpath is not built or LAZYTORCH_NATIVE=0")
+
+RNG = np.random.default_rng(3)
+X = (RNG.random(7) + 0.5).astype(np.float32)          # positive: pow and div stay finite
+
+
+def test_built_wherever_it_can_be():
+    """An install with a C compiler and Python's headers has the C build (CI's does): a skip of
+    the tests below must not hide a broken build."""
+    headers = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+    compiler = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0])
+    if os.environ.get("LAZYTORCH_NATIVE") == "0" or not (headers and compiler):
+        pytest.skip("no C compiler or Python headers here, or turned off")
+    assert B._fastpath is not None
+    assert {"__mul__", "__add__", "__sub__", "__truediv__"} <= set(FAST)
+
+
+def chain(x: lt.Tensor) -> lt.Tensor:
+    """A pending tensor with a current tree summary (two ops from a buffer)."""
+    return x * 0.5 + 0.25
+
+
+def same_node(a, b) -> None:
+    """Two nodes built by the two versions from the same operands."""
+    assert (a.op, a.attrs, a.shape, a.dtype, a.key) == (b.op, b.attrs, b.shape, b.dtype, b.key)
+    assert len(a.inputs) == len(b.inputs) and a.inputs[0] is b.inputs[0]
+    sa, sb = a.inputs[1], b.inputs[1]
+    assert (sa.op, sa.dtype, sa.key, type(sa.value), sa.value) == (sb.op, sb.dtype, sb.key, type(sb.value), sb.value)
+    assert (sa.tree, sa.autograd, sa.buffer, sa.attrs, sa.inputs, sa.shape) == (None, None, None, {}, (), ())
+    assert (a.buffer, a.value, a.autograd) == (b.buffer, b.value, b.autograd) and a.buffer is a.value is None
+    ta, tb = a.tree, b.tree
+    assert (ta is None) == (tb is None)
+    if ta is not None:
+        assert (ta[0], ta[1], ta[3], ta[4]) == (tb[0], tb[1], tb[3], tb[4])
+        n = ta[3]
+        assert ta[2][n - 1] is sa and tb[2][n - 1] is sb
+        assert all(p is q for p, q in zip(ta[2][:n - 1], tb[2][:n - 1]))
+
+
+NUMBERS = [2.0, 3, True, -0.0]
+
+
+@needs_fast
+@pytest.mark.parametrize("number", NUMBERS, ids=repr)
+def test_same_nodes_and_values(backend, number):
+    for name, fast in sorted(FAST.items()):
+        x = chain(lt.from_numpy(X.copy()))
+        chain(lt.from_numpy(X.copy())) * 1.0          # (a chain record for the number's class exists)
+        try:
+            want = fast.__wrapped__(x, number)
+        except Exception as e:                         # the Python's error: the C raises the same
+            with pytest.raises(type(e)) as got:
+                fast(x, number)
+            assert str(got.value) == str(e), name
+            continue
+        for _ in range(2):                              # (the second: the chain record is warm)
+            got = fast(x, number)
+            want = fast.__wrapped__(x, number)
+        assert type(got) is lt.Tensor and got._base is None and got._grad is None
+        same_node(got.node, want.node)
+        out = got.numpy()
+        np.testing.assert_array_equal(out, want.numpy())
+        with np.errstate(divide="ignore"):
+            ref = getattr(operator, name)(X.astype(np.float64) * 0.5 + 0.25, number)
+        np.testing.assert_allclose(out, ref, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+@needs_fast
+def test_chain_values_and_one_kernel(backend):
+    """W7's chain, built by the C branch past its first op, is one tree: one kernel, numpy's values."""
+    x = lt.from_numpy(X.copy())
+    want = X.astype(np.float64)
+    for _ in range(3):
+        y = x
+        want_y = want
+        for _ in range(5):
+            y = ((y * 1.01 + 0.5) - 0.25) / 1.02
+            want_y = ((want_y * 1.01 + 0.5) - 0.25) / 1.02
+        assert y.node.tree is not None and y.node.tree[4] == 41
+        assert [k.kind for k in lt.kernel_plan(y).kernels] == ["kernel"]
+        np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-6)
+
+
+@needs_fast
+def test_origin_is_the_users_line():
+    x = chain(lt.from_numpy(X.copy()))
+    got, want = FAST["__mul__"](x, 2.0), FAST["__mul__"].__wrapped__(x, 2.0)
+    assert got.node.origin == want.node.origin and os.path.basename(__file__) in got.node.origin
+    # called from the package's own code: the origin is the first frame outside it (user_site)
+    namespace: dict = {}
+    exec(compile("def inner(x):\n    return x * 2.0\n", os.path.join(_PACKAGE, "lazytorch", "_fake_inner.py"),
+                 "exec"), namespace)
+    line = sys._getframe().f_lineno + 1
+    y = namespace["inner"](x)
+    assert y.node.origin == f"{os.path.basename(__file__)}:{line}"
+
+
+@needs_fast
+def test_misses_take_the_python_build():
+    fast = FAST["__mul__"]
+    x = lt.from_numpy(X.copy())
+    pend = chain(x)
+    cases = {
+        "number first": (2.0, pend),
+        "a view": (chain(x)[1:], 2.0),
+        "two tensors": (pend, chain(x)),
+        "a buffer": (x, 2.0),
+        "a numpy scalar": (pend, np.float32(2.0)),
+    }
+    for name, args in cases.items():
+        got, want = fast(*args), fast.__wrapped__(*args)
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
+    stale = chain(x)
+    lt.eval(chain(x) * 1.0)                      # realizes something: the epoch moves on
+    assert stale.node.tree[0] != EPOCH[0]
+    got = fast(stale, 3.0)
+    assert got.node.tree is None or got.node.tree[0] == EPOCH[0]
+    np.testing.assert_allclose(got.numpy(), (X.astype(np.float64) * 0.5 + 0.25) * 3.0, rtol=1e-6)
+    with pytest.raises(TypeError):
+        fast(pend, 2.0, 3.0)
+
+
+@needs_fast
+def test_past_the_tree_limit():
+    """A chain longer than MAX_TREE_NODES has no summary past it and still computes numpy's value."""
+    x = lt.from_numpy(X.copy())
+    y, want = x, X.astype(np.float64)
+    for _ in range(MAX_TREE_NODES // 2 + 8):
+        y = y * 1.0 + 0.001
+        want = want * 1.0 + 0.001
+    assert y.node.tree is None
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
+
+
+@needs_fast
+def test_autograd_tracks_the_result():
+    import torch
+    w = lt.from_numpy(X.copy()).requires_grad_()
+    y = ((w * 2.0 + 1.0) * 3.0 - 0.5) / 4.0
+    assert y.requires_grad
+    (y * y).sum().backward()
+    tw = torch.tensor(X).requires_grad_()
+    ty = ((tw * 2.0 + 1.0) * 3.0 - 0.5) / 4.0
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5)
+    # built under no_grad, a result never requires grad, even when a later op reads it with grad on
+    with lt.no_grad():
+        y = (w * 2.0 + 1.0) * 3.0
+    z = y * y
+    assert not y.requires_grad and not z.requires_grad
+
+
+@needs_fast
+def test_results_are_live_and_freed():
+    x = lt.from_numpy(X.copy())
+    a = chain(x) * 3.0
+    assert any(n is a.node for n in live_pending())
+    b = a + 1.0
+    lt.eval(b)
+    assert a.node.realized                        # (a live tensor the eval's program computed)
+    np.testing.assert_allclose(a.numpy(), (X.astype(np.float64) * 0.5 + 0.25) * 3.0, rtol=1e-6)
+    # no references leak: the results and their nodes go when dropped, the number keeps its count
+    value = float("1.2345")
+    base = chain(x)
+    first = base * value           # its scalar leaf stays in base's shared leaf list (ir/graph.py tree keys)
+    count = sys.getrefcount(value)
+    refs = []
+    for _ in range(200):
+        t = base * value
+        refs.append((weakref.ref(t), weakref.ref(t.node), weakref.ref(t.node.inputs[1])))
+        del t
+    gc.collect()
+    assert all(r() is None for trio in refs for r in trio)
+    assert sys.getrefcount(value) == count and first.node.inputs[1].value is value
