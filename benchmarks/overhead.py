@@ -28,7 +28,7 @@ lazytorch, as the benchmark harness does (its libgomp is then the process's: run
 `--clock cpu` counts this thread's CPU time instead of wall time: on a shared machine it leaves
 out the time other processes hold the cores (not their effect on caches and clocks).
 
-`--count STAGE` runs one stage of W7 (`build`, `call`: build + eval + numpy, `compiled`: the
+`--count STAGE` runs one stage of W7 (`build`, `eval`: build + eval, `call`: build + eval + numpy, `compiled`: the
 lt.compile call + numpy, `execute`: the cached plan's run) `--calls` times inside one
 `functools.reduce`, after warm-up and with the cycle collector off, for an instruction counter
 that other jobs do not disturb: under callgrind, collecting only inside that reduce,
@@ -208,6 +208,7 @@ def count(stage: str, backend: str, calls: int) -> None:
     stages = {
         "build": lambda: w7_math(lt, x),
         "call": lambda: w7_math(lt, x).numpy(),
+        "eval": lambda: lt.eval(w7_math(lt, x)),
         "compiled": lambda: compiled(x).numpy(),
         "execute": lambda: plan.executable.run(args),
     }
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--demo", action="store_true", help="time the README demo's stages instead of W7's")
     parser.add_argument("--model", help="a model workload (W9, W11): its lazy call's stages against lt.compile")
     parser.add_argument("--torch-first", action="store_true", help="import torch before lazytorch (as the harness)")
-    parser.add_argument("--count", choices=("build", "call", "compiled", "execute"),
+    parser.add_argument("--count", choices=("build", "eval", "call", "compiled", "execute"),
                         help="run one stage --calls times inside functools.reduce (for callgrind)")
     a = parser.parse_args(argv)
     if a.count:
