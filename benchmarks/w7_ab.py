@@ -3,13 +3,13 @@ calls): build, build + eval, build + eval + numpy.  For A/B runs of two trees on
 
     for t in BEFORE AFTER; do (cd $t && PYTHONPATH=$t taskset -c 0 python3 benchmarks/w7_ab.py); done
 """
-import gc
-import statistics
-import time
+from collections import deque
 
 import numpy as np
 
 import lazytorch as lt
+
+from benchmarks.timing import per_call_us
 
 
 def w7(x):
@@ -19,15 +19,9 @@ def w7(x):
 
 
 def timed(fn, n=2000, samples=15):
-    out = []
-    for _ in range(samples):
-        gc.disable()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        out.append((time.perf_counter() - t0) / n * 1e6)
-        gc.enable()
-    return min(out), statistics.median(out)
+    """(min, median) microseconds of one call, each sample timing `n` calls in a row."""
+    median, least = per_call_us(lambda: deque((fn() for _ in range(n)), maxlen=0), samples, warmup=1)
+    return least / n, median / n
 
 
 def main():

@@ -46,6 +46,17 @@ typedef struct {
     Py_ssize_t tensor_at[T_SLOTS];
 } FastOp;
 
+/* Every object a FastOp holds (for traverse and clear), the arguments first, in the order
+ * fastop_new takes them. */
+static const Py_ssize_t HELD[] = {
+    offsetof(FastOp, fallback), offsetof(FastOp, name), offsetof(FastOp, hot), offsetof(FastOp, chained),
+    offsetof(FastOp, node_type), offsetof(FastOp, wrap), offsetof(FastOp, mode), offsetof(FastOp, track),
+    offsetof(FastOp, live), offsetof(FastOp, compact_at), offsetof(FastOp, compact), offsetof(FastOp, epoch),
+    offsetof(FastOp, trace), offsetof(FastOp, user_code), offsetof(FastOp, inside), offsetof(FastOp, user_site),
+    offsetof(FastOp, no_attrs), offsetof(FastOp, dict),
+};
+#define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+
 static PyObject *SCALAR;      /* "scalar" */
 static PyObject *ZERO, *ONE;
 static char not_taken_marker;
@@ -282,15 +293,11 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (self == NULL) return NULL;
     self->vectorcall = fastop_vectorcall;
     self->last = last;
-    PyObject **fields[] = {&self->fallback, &self->name, &self->hot, &self->chained, (PyObject **)&self->node_type,
-                           (PyObject **)&self->wrap, &self->mode, &self->track, &self->live, &self->compact_at,
-                           &self->compact, &self->epoch, &self->trace, &self->user_code, &self->inside,
-                           &self->user_site, &self->no_attrs};
     PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
-                          epoch, trace, user_code, inside, user_site, no_attrs};
+                          epoch, trace, user_code, inside, user_site, no_attrs};     /* (HELD's order) */
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         Py_INCREF(values[i]);
-        *fields[i] = values[i];
+        FIELD(self, HELD[i]) = values[i];
     }
     if (slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
         slot_offsets(self->wrap, TENSOR_SLOTS, T_SLOTS, self->tensor_at) < 0 ||
@@ -302,20 +309,14 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 }
 
 static int fastop_traverse(FastOp *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dict); Py_VISIT(self->fallback); Py_VISIT(self->name); Py_VISIT(self->hot);
-    Py_VISIT(self->chained); Py_VISIT(self->node_type); Py_VISIT(self->wrap); Py_VISIT(self->mode);
-    Py_VISIT(self->track); Py_VISIT(self->live); Py_VISIT(self->compact_at); Py_VISIT(self->compact);
-    Py_VISIT(self->epoch); Py_VISIT(self->trace); Py_VISIT(self->user_code); Py_VISIT(self->inside);
-    Py_VISIT(self->user_site); Py_VISIT(self->no_attrs);
+    for (size_t i = 0; i < sizeof HELD / sizeof *HELD; i++)
+        Py_VISIT(FIELD(self, HELD[i]));
     return 0;
 }
 
 static int fastop_clear(FastOp *self) {
-    Py_CLEAR(self->dict); Py_CLEAR(self->fallback); Py_CLEAR(self->name); Py_CLEAR(self->hot);
-    Py_CLEAR(self->chained); Py_CLEAR(self->node_type); Py_CLEAR(self->wrap); Py_CLEAR(self->mode);
-    Py_CLEAR(self->track); Py_CLEAR(self->live); Py_CLEAR(self->compact_at); Py_CLEAR(self->compact);
-    Py_CLEAR(self->epoch); Py_CLEAR(self->trace); Py_CLEAR(self->user_code); Py_CLEAR(self->inside);
-    Py_CLEAR(self->user_site); Py_CLEAR(self->no_attrs);
+    for (size_t i = 0; i < sizeof HELD / sizeof *HELD; i++)
+        Py_CLEAR(FIELD(self, HELD[i]));
     return 0;
 }
 
