@@ -8,8 +8,10 @@ import gc
 import operator
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
+import textwrap
 import weakref
 
 import numpy as np
@@ -196,3 +198,53 @@ def test_results_are_live_and_freed():
     gc.collect()
     assert all(r() is None for trio in refs for r in trio)
     assert sys.getrefcount(value) == count and first.node.inputs[1].value is value
+
+
+# The operand's tree summary dropped while the build runs Python code (an eval on another thread
+# realizes the operand: Node.realize sets its `tree` to None): the build goes on with the summary
+# it read, as the Python's locals keep it.  Made deterministic here by running the eval from code
+# the build itself runs: `chained` (a chain-table miss calls ir/graph.py tree_id), or a collection
+# inside one of the build's allocations (a gc callback; Python 3.11 collects there).  In a child
+# process: reading a freed summary may crash the interpreter.
+DROPPED = """
+import gc, numpy as np, lazytorch as lt
+from lazytorch.ir import build as B
+lt.set_backend("reference")
+x = lt.from_numpy(np.arange(5, dtype=np.float32) + 1)
+for _ in range(3):
+    a = x * 0.5 + 0.25                   # (the third has a current tree summary)
+    if WHERE == "gc":
+        a * 7.0                          # (a chain record: no `chained` call below)
+ran = []
+def drop():
+    ran.append(1)
+    lt.eval(a)                           # realizes a's node: its tree summary goes
+if WHERE == "chained":
+    tree_id = B.tree_id
+    def patched(item):
+        B.tree_id = tree_id
+        drop()
+        return tree_id(item)
+    B.tree_id = patched
+else:
+    def collecting(phase, info):
+        if phase == "start" and not ran:
+            gc.set_threshold(700)
+            drop()
+    gc.callbacks.append(collecting)
+    gc.set_threshold(1)
+y = a * 7.0
+gc.set_threshold(700)
+tree = y.node.tree
+assert ran and y.node.inputs[0] is a.node and tree is not None, (ran, tree)
+assert tree[3:] == (4, 7) and tree[2][3] is y.node.inputs[1] and tree[2][0] is x.node, tree
+np.testing.assert_allclose(y.numpy(), ((np.arange(5) + 1) * 0.5 + 0.25) * 7.0, rtol=1e-6)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("where", ["chained", "gc"])
+def test_operand_summary_dropped_during_the_build(where):
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", f"WHERE = {where!r}\n" + textwrap.dedent(DROPPED)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-3000:])

@@ -11,8 +11,10 @@
  *
  * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
  * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
- * from the first test to the return (nothing here runs Python code except the calls named), so
- * the shared leaf list needs none of the Python's re-check after its append.
+ * from the first test to the return except where Python code runs (the calls named, and on 3.11
+ * a collection inside an allocation): none lies between the shared leaf list's length test and
+ * its append, which so needs none of the Python's re-check, and what is read before one is held
+ * (hot_build).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -205,20 +207,8 @@ fail:
     return NULL;
 }
 
-/* The hot branch of `build(a, b)`: the new pending Tensor, NOT_TAKEN where the Python must
- * decide, or NULL with an exception set. */
-static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
-    PyObject *h = PyDict_GetItemWithError(self->hot, (PyObject *)Py_TYPE(b));
-    if (h == NULL) return PyErr_Occurred() ? NULL : NOT_TAKEN;
-    if (Py_TYPE(a) != self->wrap || SLOT(a, self->tensor_at[T_BASE]) != Py_None) return NOT_TAKEN;
-    PyObject *na = SLOT(a, self->tensor_at[T_NODE]);
-    if (na == NULL || Py_TYPE(na) != self->node_type) return NOT_TAKEN;
-    PyObject *t = SLOT(na, self->node_at[N_TREE]);
-    if (t == NULL || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return NOT_TAKEN;
-    PyObject *epoch = PyList_GetItem(self->epoch, 0);
-    if (epoch == NULL) return NULL;
-    int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
-    if (current <= 0) return current < 0 ? NULL : NOT_TAKEN;
+/* hot_build past its tests, with its own references to `na` and its tree summary `t`. */
+static PyObject *build_on(FastOp *self, PyObject *h, PyObject *b, PyObject *na, PyObject *t) {
     PyObject *ia = PyTuple_GET_ITEM(t, 1);
     PyObject *record = PyDict_GetItemWithError(PyTuple_GET_ITEM(h, 3), ia);
     if (record != NULL) {
@@ -254,6 +244,31 @@ done:
     Py_DECREF(record);
     Py_XDECREF(nb);
     Py_XDECREF(node);
+    return out;
+}
+
+/* The hot branch of `build(a, b)`: the new pending Tensor, NOT_TAKEN where the Python must
+ * decide, or NULL with an exception set. */
+static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
+    PyObject *h = PyDict_GetItemWithError(self->hot, (PyObject *)Py_TYPE(b));
+    if (h == NULL) return PyErr_Occurred() ? NULL : NOT_TAKEN;
+    if (Py_TYPE(a) != self->wrap || SLOT(a, self->tensor_at[T_BASE]) != Py_None) return NOT_TAKEN;
+    PyObject *na = SLOT(a, self->tensor_at[T_NODE]);
+    if (na == NULL || Py_TYPE(na) != self->node_type) return NOT_TAKEN;
+    PyObject *t = SLOT(na, self->node_at[N_TREE]);
+    if (t == NULL || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return NOT_TAKEN;
+    PyObject *epoch = PyList_GetItem(self->epoch, 0);
+    if (epoch == NULL) return NULL;
+    int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
+    if (current <= 0) return current < 0 ? NULL : NOT_TAKEN;
+    /* From here on Python code may run (`chained`; on 3.11 a collection in any allocation, its gc
+     * callbacks and finalizers) and with it another thread: an eval there realizes `na`, dropping
+     * `t`, or rebinds `a._node`.  The Python's locals keep both; so do these references. */
+    Py_INCREF(na);
+    Py_INCREF(t);
+    PyObject *out = build_on(self, h, b, na, t);
+    Py_DECREF(t);
+    Py_DECREF(na);
     return out;
 }
 
