@@ -5,6 +5,7 @@ float64 on every backend.  Every miss of the C branch must reach the Python buil
 from __future__ import annotations
 
 import gc
+import inspect
 import operator
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import typing
 import weakref
 
 import numpy as np
@@ -248,3 +250,14 @@ def test_operand_summary_dropped_during_the_build(where):
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", f"WHERE = {where!r}\n" + textwrap.dedent(DROPPED)],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-3000:])
+
+
+def test_methods_introspect_as_the_python_build():
+    """help(), inspect and typing see the Tensor's operator methods as the Python build they wrap."""
+    for name in ("__mul__", "__add__", "__sub__", "__truediv__"):
+        fn = vars(lt.Tensor)[name]
+        build = inspect.unwrap(fn)
+        assert (fn.__name__, fn.__qualname__) == (name, name)
+        assert fn.__module__ == build.__module__ == B.__name__ and inspect.getmodule(fn) is B
+        assert inspect.getdoc(fn) == inspect.getdoc(build)
+        assert typing.get_type_hints(fn) == typing.get_type_hints(build)

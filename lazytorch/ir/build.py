@@ -771,9 +771,13 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
         return build
     # The same build with its first branch in C (ir/_fastpath.c): no Python frame for
     # `tensor <op> number` in a chain; every other call runs `build`.
-    return _fastpath.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
+    fast = _fastpath.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
                             user_site=user_site, no_attrs=_NO_ATTRS, last=last)
+    # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no
+    # __module__ of its own, and its class's docstring would stand for the method's)
+    fast.__module__, fast.__doc__, fast.__annotations__ = build.__module__, build.__doc__, build.__annotations__
+    return fast
 
 
 def joined(a: list[Node], na: int, b: list[Node], nb: int) -> tuple[list[Node], int]:
