@@ -4,10 +4,12 @@ autograd tracking, live-tensor registration and errors, and values checked again
 float64 on every backend.  Every miss of the C branch must reach the Python build."""
 from __future__ import annotations
 
+import copy
 import gc
 import inspect
 import operator
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -261,3 +263,14 @@ def test_methods_introspect_as_the_python_build():
         assert fn.__module__ == build.__module__ == B.__name__ and inspect.getmodule(fn) is B
         assert inspect.getdoc(fn) == inspect.getdoc(build)
         assert typing.get_type_hints(fn) == typing.get_type_hints(build)
+
+
+def test_methods_copy_as_functions():
+    """copy.copy and copy.deepcopy keep the operator methods as they keep functions (a model or
+    config holding `lt.Tensor.__add__` deep-copies); pickle fails on them as on the Python build."""
+    ops = {name: vars(lt.Tensor)[name] for name in ("__mul__", "__add__", "__sub__", "__truediv__")}
+    assert copy.copy(ops["__mul__"]) is ops["__mul__"]
+    copied = copy.deepcopy(ops)
+    assert all(copied[name] is fn for name, fn in ops.items())
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(ops["__mul__"])

@@ -341,6 +341,18 @@ static void fastop_dealloc(FastOp *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* copy.copy and copy.deepcopy keep a FastOp as they keep a function (a reduction to a name is a
+ * global's); pickle then looks that name up in __module__, and fails there as on the function. */
+static PyObject *fastop_reduce(PyObject *op, PyObject *unused) {
+    (void)unused;
+    return PyObject_GetAttrString(op, "__qualname__");
+}
+
+static PyMethodDef fastop_methods[] = {
+    {"__reduce__", fastop_reduce, METH_NOARGS, NULL},
+    {NULL},
+};
+
 static PyMemberDef fastop_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(FastOp, fallback), READONLY, "the Python build this takes the hot branch of"},
     {NULL},
@@ -360,6 +372,7 @@ static PyTypeObject FastOpType = {
     .tp_vectorcall_offset = offsetof(FastOp, vectorcall),
     .tp_descr_get = fastop_get,
     .tp_dictoffset = offsetof(FastOp, dict),
+    .tp_methods = fastop_methods,
     .tp_members = fastop_members,
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
