@@ -104,3 +104,19 @@ def test_functional_namespace_accepts_input_kwarg():
 def test_is_tensor_and_result_type():
     assert lt.is_tensor(lt.zeros(1)) and not lt.is_tensor(np.zeros(1))
     assert lt.result_type(lt.zeros(2, dtype=lt.int32), 1.0) is lt.float32
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["realized", "pending"])
+def test_pickle_round_trip_as_torch(backend, pending):
+    """A tensor pickles as torch's does, pending or not (a pending one keeps its user's line as
+    text: the raw (code, offset) origin cannot be pickled)."""
+    import pickle
+    x = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = x * 2.0 + 1
+    if not pending:
+        lt.eval(y)
+    z = pickle.loads(pickle.dumps(y))
+    want = torch.arange(6, dtype=torch.float32).reshape(2, 3) * 2.0 + 1
+    assert_same(z, pickle.loads(pickle.dumps(want)))
+    if pending:
+        assert y.node.origin is not None and z.node.origin == y.node.origin and "test_tensor_api.py" in z.node.origin

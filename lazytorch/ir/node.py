@@ -55,6 +55,8 @@ class Node:
         gradient into the original's .grad (as when records lived in weak tables keyed by node)."""
         state = {name: getattr(self, name) for name in _STATE if hasattr(self, name)}
         state["autograd"] = None
+        if "_origin" in state:
+            state["_origin"] = self.origin       # "file.py:12": a pickle cannot hold the raw (code, offset)
         return None, state
 
     @classmethod
