@@ -23,6 +23,7 @@ import pytest
 
 import lazytorch as lt
 from lazytorch.ir import build as B
+from lazytorch.ir.native import NATIVE
 from lazytorch.ir.graph import MAX_TREE_NODES
 from lazytorch.ir.node import EPOCH, _PACKAGE, format_site
 from lazytorch.tensor import live_pending
@@ -41,7 +42,7 @@ def test_built_wherever_it_can_be():
     compiler = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0])
     if os.environ.get("LAZYTORCH_NATIVE") == "0" or not (headers and compiler):
         pytest.skip("no C compiler or Python headers here, or turned off")
-    assert B._fastpath is not None
+    assert NATIVE is not None
     assert {"__mul__", "__add__", "__sub__", "__truediv__"} <= set(FAST)
 
 
@@ -274,3 +275,74 @@ def test_methods_copy_as_functions():
     assert all(copied[name] is fn for name, fn in ops.items())
     with pytest.raises(pickle.PicklingError):
         pickle.dumps(ops["__mul__"])
+
+
+@needs_fast
+def test_signatures_match_the_python():
+    """ir/replay.py's signature in C (Signer) returns what the Python returns, on every argument
+    form a call can take: the memo key, the tensor argument nodes and the flat arguments."""
+    from lazytorch.ir import replay
+    assert type(replay.signature).__name__ == "Signer"
+    x = lt.from_numpy(X.copy())
+    p, q = x * 2.0, x + 1.0
+    m = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    v, w = m[0], m.t()
+    calls = [
+        ((x,), {}), ((p, 2.0), {}), ((p, 0.0), {}), ((p, -0.0), {}), ((p, float("nan")), {}), ((p, 3), {}),
+        ((p, True), {}), ((p, None), {}), ((p, "mean"), {}), ((p, lt.float32), {}), ((p, (1, 2)), {}),
+        ((p, [1, 2]), {}), ((m, lt.Size([3, 2])), {}), ((p, (1, 2.0)), {}), ((p, []), {}), ((p, ()), {}),
+        (([p, q],), {}), (([p, p],), {}), ((p, p), {}), ((p, q), {}), ((v, m), {}), ((v, w), {}),
+        (([v, w, p],), {}), (((p, (q, x)),), {}), ((p, object()), {}), ((p, np.float64(2.0)), {}),
+        ((p,), {"dim": 1, "keepdim": True}), ((p, q), {"alpha": 2.0}), ((), {}), ((p.node, q.node), {}),
+        ((lt.tensor(2.0).node,), {}),
+    ]
+    for args, kwargs in calls:
+        got, want = replay.signature(args, kwargs), replay.signature_py(args, kwargs)
+        if want is None:
+            assert got is None, (args, kwargs)
+            continue
+        assert got[0] == want[0] and len(got[1]) == len(want[1]), (args, kwargs, got[0], want[0])
+        assert all(a is b for a, b in zip(got[1], want[1])) and tuple(got[2]) == tuple(want[2])
+    with pytest.raises(TypeError):
+        replay.signature([p], {})
+
+
+@needs_fast
+def test_replays_match_the_python(monkeypatch):
+    """Recording.replay in C (Replayer) builds what the Python builds: every replay of a small
+    GPT block's forward and backward (views, scalar leaves of arguments and of recorded values,
+    several results) is made both ways and compared node by node."""
+    import sys
+    from lazytorch.ir import replay
+    assert type(replay.Recording.__dict__["replay"]).__name__ == "Replayer"
+    native = replay.Recording.__dict__["replay"]
+    seen = []
+
+    def same(a, b, args: set[int]) -> None:
+        if id(a) in args or a is b:
+            assert a is b
+            return
+        assert (a.op, a.attrs, a.shape, a.dtype, a.key, a._origin, a.buffer, a.tree, a.autograd) == \
+               (b.op, b.attrs, b.shape, b.dtype, b.key, b._origin, b.buffer, b.tree, b.autograd)
+        assert a.value is b.value and len(a.inputs) == len(b.inputs)
+        for x, y in zip(a.inputs, b.inputs):
+            same(x, y, args)
+
+    def both(rec, nodes, flat, site):
+        got, want = native(rec, nodes, flat, site), replay.replay_py(rec, nodes, flat, site)
+        args = {id(n) for n in nodes} | {id(n.inputs[0]) for n in nodes if n.op == "view"}
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            same(g, w, args)
+        assert type(got) is type(want)
+        seen.append(len(rec.steps))
+        return got
+
+    monkeypatch.setattr(replay.Recording, "replay", both)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    from gpt_block import block, random_weights
+    w = {k: lt.from_numpy(v).requires_grad_() for k, v in random_weights(32).items()}
+    x = lt.from_numpy(np.random.default_rng(0).standard_normal((2, 8, 32)).astype(np.float32))
+    for _ in range(3):
+        loss = block(lt, x, w, 4).square().mean()
+        loss.backward()
+    assert len(seen) > 50 and max(seen) > 1

@@ -378,6 +378,430 @@ static PyTypeObject FastOpType = {
     .tp_setattro = PyObject_GenericSetAttr,
 };
 
+/* ---------------------------------------------------------------- call signatures
+ *
+ * ir/replay.py::signature in C: the key a recorded build is found by, from a call's arguments.
+ * `Signer(kinds, classify, node_type, bases, tensor, node, plain, float, sequence, dtype)` holds
+ * replay.py's class table (`_KINDS`) and its miss function (`_kind`), `_bases`, and the kind
+ * names (compared by identity, as the Python does); a call `signer(args, kwargs)` returns what
+ * the Python returns, step for step: (key, nodes, flat) or None. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *kinds, *classify, *bases;
+    PyTypeObject *node_type;
+    PyObject *k_tensor, *k_node, *k_plain, *k_float, *k_seq, *k_dtype;
+    Py_ssize_t op_at, inputs_at, key_at;
+} Signer;
+
+static const Py_ssize_t SIGNER_HELD[] = {
+    offsetof(Signer, dict), offsetof(Signer, kinds), offsetof(Signer, classify), offsetof(Signer, bases),
+    offsetof(Signer, node_type), offsetof(Signer, k_tensor), offsetof(Signer, k_node), offsetof(Signer, k_plain),
+    offsetof(Signer, k_float), offsetof(Signer, k_seq), offsetof(Signer, k_dtype),
+};
+static PyObject *VIEW, *PARAM, *NODE_ATTR, *KEY_ATTR;
+
+/* A node's key (Node.key: the cached `_key`, else the property computes and caches it). */
+static PyObject *node_key(Signer *self, PyObject *n) {
+    PyObject *key = SLOT(n, self->key_at);
+    if (key != NULL && key != Py_None) { Py_INCREF(key); return key; }
+    return PyObject_GetAttr(n, KEY_ATTR);
+}
+
+/* Appends `item` (a new reference, or NULL for an error) to `list`: 0, or -1 with an exception. */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* Whether the nodes are distinct objects (`len(set(map(id, nodes))) == len(nodes)`). */
+static int distinct(PyObject *nodes) {
+    Py_ssize_t n = PyList_GET_SIZE(nodes);
+    for (Py_ssize_t i = 1; i < n; i++)
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (PyList_GET_ITEM(nodes, i) == PyList_GET_ITEM(nodes, j)) return 0;
+    return 1;
+}
+
+static PyObject *sign(Signer *self, PyObject *flat, PyObject *key);
+
+/* One argument's entries of the key: 1, 0 (the call is not memoized: the signature is None) or
+ * -1 with an exception. */
+static int sign_one(Signer *self, PyObject *v, PyObject *key, PyObject *nodes, int *views) {
+    PyObject *c = (PyObject *)Py_TYPE(v);
+    PyObject *kind = PyDict_GetItemWithError(self->kinds, c);
+    if (kind != NULL) {
+        Py_INCREF(kind);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        if ((kind = PyObject_CallOneArg(self->classify, c)) == NULL) return -1;
+    }
+    int r = 1;
+    if (kind == self->k_tensor || kind == self->k_node) {
+        PyObject *n = kind == self->k_tensor ? PyObject_GetAttr(v, NODE_ATTR) : (Py_INCREF(v), v);
+        if (n == NULL) { r = -1; goto out; }
+        PyObject *op = Py_TYPE(n) == self->node_type ? SLOT(n, self->op_at) : NULL;
+        if (op == NULL || !PyUnicode_Check(op)) {
+            PyErr_SetString(PyExc_TypeError, "signature: a tensor argument's node is not a Node");
+            r = -1;
+        } else if (PyUnicode_Compare(op, VIEW) == 0) {
+            PyObject *inputs = SLOT(n, self->inputs_at);
+            PyObject *k = node_key(self, n), *b = NULL;
+            if (k != NULL && inputs != NULL && PyTuple_Check(inputs) && PyTuple_GET_SIZE(inputs) > 0)
+                b = node_key(self, PyTuple_GET_ITEM(inputs, 0));
+            r = (k == NULL || b == NULL) ? -1 : append_new(key, PyTuple_Pack(2, k, b)) < 0 ? -1 : 1;
+            Py_XDECREF(k);
+            Py_XDECREF(b);
+            *views = 1;
+        } else if (PyUnicode_Compare(op, SCALAR) == 0 || PyUnicode_Compare(op, PARAM) == 0) {
+            r = 0;
+        } else {
+            r = append_new(key, node_key(self, n)) < 0 ? -1 : 1;
+        }
+        if (r == 1 && PyList_Append(nodes, n) < 0) r = -1;
+        Py_DECREF(n);
+    } else if (kind == self->k_plain) {
+        r = append_new(key, PyTuple_Pack(2, c, v)) < 0 ? -1 : 1;
+    } else if (kind == self->k_float) {
+        int truth = PyObject_IsTrue(v);               /* (a zero keeps its sign: repr) */
+        PyObject *shown = truth < 0 ? NULL : truth ? (Py_INCREF(v), v) : PyObject_Repr(v);
+        r = shown == NULL ? -1 : append_new(key, PyTuple_Pack(2, c, shown)) < 0 ? -1 : 1;
+        Py_XDECREF(shown);
+    } else if (kind == self->k_seq) {
+        Py_ssize_t size = PySequence_Size(v);
+        PyObject *first = size > 0 ? PySequence_GetItem(v, 0) : NULL;
+        if (size < 0 || (size > 0 && first == NULL)) { r = -1; goto out; }
+        if (first != NULL && Py_TYPE(first) != &PyLong_Type) {   /* a tensor list: each one's node */
+            Py_DECREF(first);
+            PyObject *inner_key = PyList_New(0);
+            PyObject *inner = inner_key == NULL ? NULL : sign(self, v, inner_key);
+            Py_XDECREF(inner_key);
+            if (inner == NULL) { r = -1; goto out; }
+            if (inner == Py_None) { Py_DECREF(inner); r = 0; goto out; }
+            r = append_new(key, PyTuple_Pack(2, c, PyTuple_GET_ITEM(inner, 0))) < 0 ? -1 : 1;
+            if (r == 1) {
+                PyObject *more = PyTuple_GET_ITEM(inner, 1);
+                if (PyList_SetSlice(nodes, PyList_GET_SIZE(nodes), PyList_GET_SIZE(nodes), more) < 0) r = -1;
+            }
+            Py_DECREF(inner);
+            *views = 1;                                  /* (may hold views: `_bases` looks) */
+            goto out;
+        }
+        Py_XDECREF(first);
+        PyObject *items = PySequence_Tuple(v);
+        if (items == NULL) { r = -1; goto out; }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++)
+            if (Py_TYPE(PyTuple_GET_ITEM(items, i)) != &PyLong_Type) { r = 0; break; }
+        if (r == 1) r = append_new(key, PyTuple_Pack(2, c, items)) < 0 ? -1 : 1;
+        Py_DECREF(items);
+    } else if (kind == self->k_dtype) {
+        r = PyList_Append(key, v) < 0 ? -1 : 1;      /* (a singleton, hashed by identity) */
+    } else {
+        r = 0;
+    }
+out:
+    Py_DECREF(kind);
+    return r;
+}
+
+/* signature(flat, {}) with `key` holding what comes before the arguments' entries: the triple,
+ * None, or NULL with an exception. */
+static PyObject *sign(Signer *self, PyObject *flat, PyObject *key) {
+    PyObject *items = PySequence_Fast(flat, "signature: arguments are a sequence");
+    PyObject *nodes = items == NULL ? NULL : PyList_New(0);
+    PyObject *out = NULL;
+    if (nodes == NULL) goto done;
+    int views = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+        int r = sign_one(self, PySequence_Fast_GET_ITEM(items, i), key, nodes, &views);
+        if (r <= 0) {
+            if (r == 0) out = (Py_INCREF(Py_None), Py_None);
+            goto done;
+        }
+    }
+    if (PyList_GET_SIZE(nodes) > 1) {
+        if (!distinct(nodes)) { out = (Py_INCREF(Py_None), Py_None); goto done; }
+        if (views && append_new(key, PyObject_CallOneArg(self->bases, nodes)) < 0) goto done;
+    }
+    PyObject *tuple = PyList_AsTuple(key);
+    if (tuple != NULL) out = PyTuple_Pack(3, tuple, nodes, flat);
+    Py_XDECREF(tuple);
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(nodes);
+    return out;
+}
+
+static PyObject *signer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Signer *self = (Signer *)op;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "signature(args: tuple, kwargs: dict)");
+        return NULL;
+    }
+    PyObject *key = PyList_New(0), *flat = NULL, *out = NULL;
+    if (key == NULL) return NULL;
+    if (PyDict_GET_SIZE(args[1]) == 0) {
+        flat = (Py_INCREF(args[0]), args[0]);
+    } else {                                         /* key: [tuple(kwargs)]; flat: (*args, *values) */
+        PyObject *names = PySequence_Tuple(args[1]), *values = PyDict_Values(args[1]);
+        PyObject *rest = values == NULL ? NULL : PyList_AsTuple(values);
+        if (names != NULL && rest != NULL && PyList_Append(key, names) == 0)
+            flat = PySequence_Concat(args[0], rest);
+        Py_XDECREF(names);
+        Py_XDECREF(values);
+        Py_XDECREF(rest);
+    }
+    if (flat != NULL) out = sign(self, flat, key);
+    Py_XDECREF(flat);
+    Py_DECREF(key);
+    return out;
+}
+
+static PyObject *signer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *kinds, *classify, *bases, *node_type, *names[6];
+    static char *kw[] = {"kinds", "classify", "node_type", "bases", "tensor", "node", "plain", "float", "sequence",
+                         "dtype", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!OOOOOOO:Signer", kw, &PyDict_Type, &kinds, &classify,
+                                     &PyType_Type, &node_type, &bases, &names[0], &names[1], &names[2], &names[3],
+                                     &names[4], &names[5]))
+        return NULL;
+    Signer *self = (Signer *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = signer_vectorcall;
+    PyObject *values[] = {NULL, kinds, classify, bases, node_type, names[0], names[1], names[2], names[3], names[4],
+                          names[5]};                         /* (SIGNER_HELD's order; no dict yet) */
+    for (size_t i = 1; i < sizeof values / sizeof *values; i++) {
+        Py_INCREF(values[i]);
+        FIELD(self, SIGNER_HELD[i]) = values[i];
+    }
+    static const char *slots[3] = {"op", "inputs", "_key"};
+    Py_ssize_t at[3];
+    if (slot_offsets(self->node_type, slots, 3, at) < 0) { Py_DECREF(self); return NULL; }
+    self->op_at = at[0], self->inputs_at = at[1], self->key_at = at[2];
+    return (PyObject *)self;
+}
+
+static int signer_traverse(Signer *self, visitproc visit, void *arg) {
+    for (size_t i = 0; i < sizeof SIGNER_HELD / sizeof *SIGNER_HELD; i++)
+        Py_VISIT(FIELD(self, SIGNER_HELD[i]));
+    return 0;
+}
+
+static int signer_clear(Signer *self) {
+    for (size_t i = 0; i < sizeof SIGNER_HELD / sizeof *SIGNER_HELD; i++)
+        Py_CLEAR(FIELD(self, SIGNER_HELD[i]));
+    return 0;
+}
+
+static void signer_dealloc(Signer *self) {
+    PyObject_GC_UnTrack(self);
+    signer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject SignerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazytorch.ir._fastpath.Signer",
+    .tp_doc = "ir/replay.py's signature(args, kwargs) in C.",
+    .tp_basicsize = sizeof(Signer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = signer_new,
+    .tp_dealloc = (destructor)signer_dealloc,
+    .tp_traverse = (traverseproc)signer_traverse,
+    .tp_clear = (inquiry)signer_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Signer, vectorcall),
+    .tp_dictoffset = offsetof(Signer, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+/* ---------------------------------------------------------------- replaying a recording
+ *
+ * ir/replay.py::Recording.replay in C, step for step: `Replayer(recording_type, node_type)` is
+ * installed as Recording.replay (a method: called unbound, no Python frame) and builds the
+ * recorded nodes over a call's argument nodes and values.  Steps are (kind, a, b, c, d, e, f):
+ * NODE (op a, input refs b, attrs c, shape d, dtype e, key f), NUMBER (a scalar leaf of argument
+ * a's value) or LEAF (a scalar leaf of value a); refs are (ARG, i), (BASE, i) or (MADE, j). */
+enum { REF_ARG, REF_BASE, REF_MADE };
+enum { STEP_NODE, STEP_NUMBER, STEP_LEAF };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    Py_ssize_t steps_at, result_at;      /* Recording's slots */
+    Py_ssize_t node_at[N_SLOTS];
+} Replayer;
+
+/* The input a ref names. */
+static PyObject *ref_node(Replayer *self, PyObject *ref, PyObject *nodes, PyObject *made) {
+    if (!PyTuple_Check(ref) || PyTuple_GET_SIZE(ref) != 2) goto bad;
+    long k = PyLong_AsLong(PyTuple_GET_ITEM(ref, 0));
+    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(ref, 1));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *from = k == REF_MADE ? made : nodes;
+    if (i < 0 || i >= PyList_GET_SIZE(from)) goto bad;
+    PyObject *n = PyList_GET_ITEM(from, i);
+    if (k != REF_BASE) return n;
+    PyObject *inputs = Py_TYPE(n) == self->node_type ? SLOT(n, self->node_at[N_INPUTS]) : NULL;
+    if (inputs == NULL || !PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) < 1) goto bad;
+    return PyTuple_GET_ITEM(inputs, 0);
+bad:
+    PyErr_SetString(PyExc_ValueError, "Recording.replay: a bad input ref");
+    return NULL;
+}
+
+/* The node of one step (a new reference), or NULL with an exception. */
+static PyObject *replay_step(Replayer *self, PyObject *step, PyObject *nodes, PyObject *flat, PyObject *site,
+                             PyObject *made) {
+    if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 7) {
+        PyErr_SetString(PyExc_ValueError, "Recording.replay: a bad step");
+        return NULL;
+    }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(step, 0));
+    if (kind == -1 && PyErr_Occurred()) return NULL;
+    PyObject *a = PyTuple_GET_ITEM(step, 1), *b = PyTuple_GET_ITEM(step, 2);
+    PyObject *inputs, *value;
+    if (kind == STEP_NODE) {
+        if (!PyTuple_Check(b)) { PyErr_SetString(PyExc_ValueError, "Recording.replay: bad refs"); return NULL; }
+        if ((inputs = PyTuple_New(PyTuple_GET_SIZE(b))) == NULL) return NULL;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(b); j++) {
+            PyObject *n = ref_node(self, PyTuple_GET_ITEM(b, j), nodes, made);
+            if (n == NULL) { Py_DECREF(inputs); return NULL; }
+            Py_INCREF(n);
+            PyTuple_SET_ITEM(inputs, j, n);
+        }
+        value = Py_None;
+    } else {
+        inputs = PyTuple_New(0);
+        if (kind == STEP_NUMBER) {
+            Py_ssize_t at = PyLong_AsSsize_t(a);
+            if (at == -1 && PyErr_Occurred()) { Py_DECREF(inputs); return NULL; }
+            if (at < 0 || at >= PySequence_Fast_GET_SIZE(flat)) {
+                Py_DECREF(inputs);
+                PyErr_SetString(PyExc_ValueError, "Recording.replay: a bad argument index");
+                return NULL;
+            }
+            value = PySequence_Fast_GET_ITEM(flat, at);
+        } else {
+            value = a;
+        }
+    }
+    PyObject *node = self->node_type->tp_alloc(self->node_type, 0);
+    if (node == NULL) { Py_DECREF(inputs); return NULL; }
+    const Py_ssize_t *at = self->node_at;
+    put(node, at[N_OP], kind == STEP_NODE ? a : SCALAR);
+    SLOT(node, at[N_INPUTS]) = inputs;
+    put(node, at[N_ATTRS], PyTuple_GET_ITEM(step, 3));
+    put(node, at[N_SHAPE], kind == STEP_NODE ? PyTuple_GET_ITEM(step, 4) : inputs);     /* (a leaf's: ()) */
+    put(node, at[N_DTYPE], PyTuple_GET_ITEM(step, 5));
+    put(node, at[N_KEY], PyTuple_GET_ITEM(step, 6));
+    put(node, at[N_BUFFER], Py_None);
+    put(node, at[N_VALUE], value);
+    put(node, at[N_ORIGIN], kind == STEP_NODE ? site : Py_None);
+    put(node, at[N_TREE], Py_None);
+    put(node, at[N_AUTOGRAD], Py_None);
+    return node;
+}
+
+static PyObject *replayer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Replayer *self = (Replayer *)op;
+    if (PyVectorcall_NARGS(nargsf) != 4 || kwnames != NULL || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "Recording.replay(nodes: list, flat, site)");
+        return NULL;
+    }
+    PyObject *rec = args[0], *nodes = args[1], *site = args[3];
+    PyObject *steps = SLOT(rec, self->steps_at), *result = SLOT(rec, self->result_at);
+    if (steps == NULL || result == NULL || !PyList_Check(steps)) {
+        PyErr_SetString(PyExc_TypeError, "Recording.replay: not a Recording");
+        return NULL;
+    }
+    PyObject *flat = PySequence_Fast(args[2], "Recording.replay: flat is a sequence");
+    PyObject *made = flat == NULL ? NULL : PyList_New(0), *out = NULL;
+    if (made == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(steps); i++)
+        if (append_new(made, replay_step(self, PyList_GET_ITEM(steps, i), nodes, flat, site, made)) < 0) goto done;
+    if (PyLong_Check(result)) {
+        Py_ssize_t i = PyLong_AsSsize_t(result);
+        if (i >= 0 && i < PyList_GET_SIZE(made)) out = (Py_INCREF(PyList_GET_ITEM(made, i)), PyList_GET_ITEM(made, i));
+    } else if (PyTuple_Check(result) && (out = PyTuple_New(PyTuple_GET_SIZE(result))) != NULL) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(result); j++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, j));
+            if (i < 0 || i >= PyList_GET_SIZE(made)) { Py_CLEAR(out); break; }
+            Py_INCREF(PyList_GET_ITEM(made, i));
+            PyTuple_SET_ITEM(out, j, PyList_GET_ITEM(made, i));
+        }
+    }
+    if (out == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Recording.replay: a bad result");
+done:
+    Py_XDECREF(flat);
+    Py_XDECREF(made);
+    return out;
+}
+
+static PyObject *replayer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *recording_type, *node_type;
+    static char *kw[] = {"recording_type", "node_type", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!:Replayer", kw, &PyType_Type, &recording_type, &PyType_Type,
+                                     &node_type))
+        return NULL;
+    Replayer *self = (Replayer *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = replayer_vectorcall;
+    Py_INCREF(node_type);
+    self->node_type = (PyTypeObject *)node_type;
+    static const char *slots[2] = {"steps", "result"};
+    Py_ssize_t at[2];
+    if (slot_offsets((PyTypeObject *)recording_type, slots, 2, at) < 0 ||
+        slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->steps_at = at[0], self->result_at = at[1];
+    return (PyObject *)self;
+}
+
+static int replayer_traverse(Replayer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    Py_VISIT(self->node_type);
+    return 0;
+}
+
+static int replayer_clear(Replayer *self) {
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->node_type);
+    return 0;
+}
+
+static void replayer_dealloc(Replayer *self) {
+    PyObject_GC_UnTrack(self);
+    replayer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject ReplayerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazytorch.ir._fastpath.Replayer",
+    .tp_doc = "ir/replay.py's Recording.replay in C.",
+    .tp_basicsize = sizeof(Replayer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_new = replayer_new,
+    .tp_dealloc = (destructor)replayer_dealloc,
+    .tp_traverse = (traverseproc)replayer_traverse,
+    .tp_clear = (inquiry)replayer_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Replayer, vectorcall),
+    .tp_descr_get = fastop_get,
+    .tp_dictoffset = offsetof(Replayer, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
@@ -387,7 +811,13 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     SCALAR = PyUnicode_InternFromString("scalar");
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
-    if (SCALAR == NULL || ZERO == NULL || ONE == NULL || PyType_Ready(&FastOpType) < 0)
+    VIEW = PyUnicode_InternFromString("view");
+    PARAM = PyUnicode_InternFromString("param");
+    NODE_ATTR = PyUnicode_InternFromString("node");
+    KEY_ATTR = PyUnicode_InternFromString("key");
+    if (SCALAR == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
+        KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&SignerType) < 0 ||
+        PyType_Ready(&ReplayerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -396,6 +826,15 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(&FastOpType);
         Py_DECREF(m);
         return NULL;
+    }
+    PyTypeObject *types[] = {&SignerType, &ReplayerType};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

@@ -12,7 +12,6 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 """
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from typing import Any, Callable
@@ -25,17 +24,11 @@ from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from . import replay
+from .native import NATIVE
 from .node import _INSIDE, BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, inside as classify, user_site
 from .promotion import opmath
 from .registry import OpDef, get
 from .schema import Schema, SchemaError, pack_int_list_varargs
-
-try:                       # fast_builder's hot branch in C (setup.py builds it; optional)
-    from . import _fastpath
-except ImportError:
-    _fastpath = None
-if os.environ.get("LAZYTORCH_NATIVE", "1") == "0":
-    _fastpath = None
 
 Args = dict[str, Any]
 BUILDERS: dict[str, Callable[[OpDef, Schema, Args], Any]] = {}
@@ -767,11 +760,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
             memo[sig] = (node.attrs, node.shape, node.dtype, node.key, tree_id(("op", node.key)))
         return result
 
-    if mode is None or _fastpath is None:
+    if mode is None or NATIVE is None:
         return build
     # The same build with its first branch in C (ir/_fastpath.c): no Python frame for
     # `tensor <op> number` in a chain; every other call runs `build`.
-    fast = _fastpath.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
+    fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
                             user_site=user_site, no_attrs=_NO_ATTRS, last=last)
     # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no

@@ -35,6 +35,7 @@ import os
 from typing import Any
 
 from .dtypes import DType
+from .native import NATIVE
 from .node import BUILD_EFFECTS, EPOCH, Node
 from .registry import OpDef
 
@@ -77,9 +78,10 @@ def _kind(c: type) -> str:
     return kind
 
 
-def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
+def signature_py(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
     """(signature, tensor argument nodes, flat argument values) of a call, or None where the call
-    can't be memoized (an argument of another class, a scalar or param node, one node twice)."""
+    can't be memoized (an argument of another class, a scalar or param node, one node twice).
+    `signature` is this function, or its C version (ir/native.py) where that is built."""
     if kwargs:
         key: list = [tuple(kwargs)]
         flat = (*args, *kwargs.values())
@@ -109,7 +111,7 @@ def signature(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             key.append((c, v if v else repr(v)))
         elif kind is SEQUENCE:
             if v and v[0].__class__ is not int:               # a tensor list (cat, stack): each one's node
-                inner = signature(v, {})
+                inner = signature_py(v, {})
                 if inner is None:
                     return None
                 key.append((c, inner[0]))
@@ -155,6 +157,11 @@ def _bases(nodes: list[Node]) -> tuple[int, ...]:
     return tuple(where)
 
 
+signature = signature_py if NATIVE is None else NATIVE.Signer(
+    kinds=_KINDS, classify=_kind, node_type=Node, bases=_bases, tensor=TENSOR, node=NODE_ARG, plain=PLAIN,
+    float=FLOAT, sequence=SEQUENCE, dtype=DTYPE)
+
+
 # ---------------------------------------------------------------- recordings
 
 class Recording:
@@ -187,6 +194,11 @@ class Recording:
         if result.__class__ is int:
             return made[result]
         return tuple([made[i] for i in result])
+
+
+replay_py = Recording.replay
+if NATIVE is not None:                   # the same steps in C (ir/native.py), without a Python frame
+    Recording.replay = NATIVE.Replayer(recording_type=Recording, node_type=Node)
 
 
 def record(nodes: list[Node], flat: tuple, result: Any) -> Recording | None:

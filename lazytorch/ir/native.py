@@ -1,0 +1,17 @@
+"""The optional C versions of the IR's hottest Python (ir/_fastpath.c, built by setup.py).
+
+`NATIVE` is that extension module, or None where it did not build (no C compiler or Python
+headers) or `LAZYTORCH_NATIVE=0` turns it off.  Each user keeps its Python version as the
+definition and installs the C one only where NATIVE is set: ir/build.py fast_builder (FastOp: the
+Tensor API's `tensor <op> number`), ir/replay.py (Signer: a call's signature).
+"""
+from __future__ import annotations
+
+import os
+
+try:
+    from . import _fastpath as NATIVE
+except ImportError:
+    NATIVE = None
+if os.environ.get("LAZYTORCH_NATIVE", "1") == "0":
+    NATIVE = None
