@@ -346,3 +346,28 @@ def test_replays_match_the_python(monkeypatch):
         loss = block(lt, x, w, 4).square().mean()
         loss.backward()
     assert len(seen) > 50 and max(seen) > 1
+
+
+@needs_fast
+def test_user_sites_match_the_python():
+    """ir/node.py's user_site in C (SiteFinder) finds what the Python finds: the first frame
+    outside the package, from each depth, through package frames (code compiled with a package
+    file name stands in for lazytorch's own), and None past the outermost frame."""
+    from lazytorch.ir import node
+    assert type(node.user_site).__name__ == "SiteFinder"
+    namespace: dict = {"node": node}
+    exec(compile("def inner(depth):\n    return node.user_site(depth), node.user_site_py(depth)\n"
+                 "def outer(depth):\n    return inner(depth)\n",
+                 os.path.join(_PACKAGE, "lazytorch", "_fake_sites.py"), "exec"), namespace)
+
+    def here(depth):
+        return namespace["outer"](depth)
+
+    for depth in (1, 2, 3, 4):
+        got, want = here(depth)
+        assert got == want and got is not None and got[0].co_filename == __file__, depth
+    got, want = node.user_site(1), node.user_site_py(1)     # (two calls: their offsets differ, the line not)
+    assert node.format_site(got) == node.format_site(want) and got[0] is want[0] is sys._getframe().f_code
+    assert node.user_site() == node.user_site_py()                  # (the default depth: the caller's caller)
+    with pytest.raises(TypeError):
+        node.user_site(1, 2)

@@ -802,6 +802,107 @@ static PyTypeObject ReplayerType = {
     .tp_setattro = PyObject_GenericSetAttr,
 };
 
+/* ---------------------------------------------------------------- the user's line
+ *
+ * ir/node.py::user_site in C: `SiteFinder(inside, classify)` holds node.py's table of code
+ * objects (id -> whether lazytorch's own) and its miss function; a call `finder(depth=2)` returns
+ * (code object, instruction offset) of the first frame outside the package from `depth` frames up,
+ * counted as the Python counts them from its own frame (this has none: the caller's frame is 1),
+ * or None. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict, *inside, *classify;
+} SiteFinder;
+
+static PyObject *site_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    SiteFinder *self = (SiteFinder *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), depth = 2;
+    if (nargs > 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "user_site(depth: int = 2)");
+        return NULL;
+    }
+    if (nargs == 1 && (depth = PyLong_AsSsize_t(args[0])) == -1 && PyErr_Occurred()) return NULL;
+    PyFrameObject *frame = PyEval_GetFrame();
+    Py_XINCREF(frame);
+    for (Py_ssize_t i = 1; i < depth && frame != NULL; i++) {
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    while (frame != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        PyObject *id = PyLong_FromVoidPtr(code);
+        PyObject *mine = id == NULL ? NULL : PyDict_GetItemWithError(self->inside, id);
+        Py_XINCREF(mine);
+        Py_XDECREF(id);
+        if (mine == NULL && !PyErr_Occurred()) mine = PyObject_CallOneArg(self->classify, (PyObject *)code);
+        int own = mine == NULL ? -1 : PyObject_IsTrue(mine);
+        Py_XDECREF(mine);
+        if (own < 0) { Py_DECREF(code); Py_DECREF(frame); return NULL; }
+        if (!own) {
+            PyObject *lasti = PyLong_FromLong(PyFrame_GetLasti(frame));
+            PyObject *site = lasti == NULL ? NULL : PyTuple_Pack(2, (PyObject *)code, lasti);
+            Py_XDECREF(lasti);
+            Py_DECREF(code);
+            Py_DECREF(frame);
+            return site;
+        }
+        Py_DECREF(code);
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *inside, *classify;
+    static char *kw[] = {"inside", "classify", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O:SiteFinder", kw, &PyDict_Type, &inside, &classify))
+        return NULL;
+    SiteFinder *self = (SiteFinder *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = site_vectorcall;
+    Py_INCREF(inside);
+    Py_INCREF(classify);
+    self->inside = inside, self->classify = classify;
+    return (PyObject *)self;
+}
+
+static int site_traverse(SiteFinder *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict); Py_VISIT(self->inside); Py_VISIT(self->classify);
+    return 0;
+}
+
+static int site_clear(SiteFinder *self) {
+    Py_CLEAR(self->dict); Py_CLEAR(self->inside); Py_CLEAR(self->classify);
+    return 0;
+}
+
+static void site_dealloc(SiteFinder *self) {
+    PyObject_GC_UnTrack(self);
+    site_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject SiteFinderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazytorch.ir._fastpath.SiteFinder",
+    .tp_doc = "ir/node.py's user_site(depth=2) in C.",
+    .tp_basicsize = sizeof(SiteFinder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = site_new,
+    .tp_dealloc = (destructor)site_dealloc,
+    .tp_traverse = (traverseproc)site_traverse,
+    .tp_clear = (inquiry)site_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(SiteFinder, vectorcall),
+    .tp_dictoffset = offsetof(SiteFinder, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
@@ -817,7 +918,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     KEY_ATTR = PyUnicode_InternFromString("key");
     if (SCALAR == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
         KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&SignerType) < 0 ||
-        PyType_Ready(&ReplayerType) < 0)
+        PyType_Ready(&ReplayerType) < 0 || PyType_Ready(&SiteFinderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -827,7 +928,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&SignerType, &ReplayerType};
+    PyTypeObject *types[] = {&SignerType, &ReplayerType, &SiteFinderType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

@@ -28,6 +28,7 @@ import threading
 from typing import Any
 
 from .dtypes import DType
+from .native import NATIVE
 
 LEAF_OPS = frozenset({"buffer", "scalar", "param"})
 
@@ -245,6 +246,11 @@ def user_site(depth: int = 2) -> tuple | None:
             return (code, f.f_lasti)
         f = f.f_back
     return None
+
+
+user_site_py = user_site
+if NATIVE is not None:                      # the same walk in C (ir/native.py)
+    user_site = NATIVE.SiteFinder(inside=_INSIDE, classify=inside)
 
 
 def format_site(site: tuple) -> str:
