@@ -59,6 +59,42 @@ static const Py_ssize_t HELD[] = {
 };
 #define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
 
+/* tp_traverse, tp_clear and tp_dealloc of a type whose held objects' offsets are listed in `held`,
+ * and the type itself: a callable object (vectorcall), with a __dict__ for the names Python sets
+ * on it, and `flags`/`get` for the method types. */
+#define HELD_GC(prefix, Type, held)                                                              \
+    static int prefix##_traverse(Type *self, visitproc visit, void *arg) {                       \
+        for (size_t i = 0; i < sizeof held / sizeof *held; i++) Py_VISIT(FIELD(self, held[i]));  \
+        return 0;                                                                                \
+    }                                                                                            \
+    static int prefix##_clear(Type *self) {                                                      \
+        for (size_t i = 0; i < sizeof held / sizeof *held; i++) Py_CLEAR(FIELD(self, held[i])); \
+        return 0;                                                                                \
+    }                                                                                            \
+    static void prefix##_dealloc(Type *self) {                                                   \
+        PyObject_GC_UnTrack(self);                                                               \
+        prefix##_clear(self);                                                                    \
+        Py_TYPE(self)->tp_free((PyObject *)self);                                                \
+    }
+#define CALLABLE_TYPE(prefix, Type, name, doc, flags, get)                                       \
+    static PyTypeObject prefix##_type = {                                                        \
+        PyVarObject_HEAD_INIT(NULL, 0)                                                           \
+        .tp_name = "lazytorch.ir._fastpath." name,                                               \
+        .tp_doc = doc,                                                                           \
+        .tp_basicsize = sizeof(Type),                                                            \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | (flags), \
+        .tp_new = prefix##_new,                                                                  \
+        .tp_dealloc = (destructor)prefix##_dealloc,                                              \
+        .tp_traverse = (traverseproc)prefix##_traverse,                                          \
+        .tp_clear = (inquiry)prefix##_clear,                                                     \
+        .tp_call = PyVectorcall_Call,                                                            \
+        .tp_vectorcall_offset = offsetof(Type, vectorcall),                                      \
+        .tp_descr_get = get,                                                                     \
+        .tp_dictoffset = offsetof(Type, dict),                                                   \
+        .tp_getattro = PyObject_GenericGetAttr,                                                  \
+        .tp_setattro = PyObject_GenericSetAttr,                                                  \
+    };
+
 static PyObject *SCALAR;      /* "scalar" */
 static PyObject *ZERO, *ONE;
 static char not_taken_marker;
@@ -323,23 +359,7 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     return (PyObject *)self;
 }
 
-static int fastop_traverse(FastOp *self, visitproc visit, void *arg) {
-    for (size_t i = 0; i < sizeof HELD / sizeof *HELD; i++)
-        Py_VISIT(FIELD(self, HELD[i]));
-    return 0;
-}
-
-static int fastop_clear(FastOp *self) {
-    for (size_t i = 0; i < sizeof HELD / sizeof *HELD; i++)
-        Py_CLEAR(FIELD(self, HELD[i]));
-    return 0;
-}
-
-static void fastop_dealloc(FastOp *self) {
-    PyObject_GC_UnTrack(self);
-    fastop_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
+HELD_GC(fastop, FastOp, HELD)
 
 /* copy.copy and copy.deepcopy keep a FastOp as they keep a function (a reduction to a name is a
  * global's); pickle then looks that name up in __module__, and fails there as on the function. */
@@ -584,40 +604,8 @@ static PyObject *signer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     return (PyObject *)self;
 }
 
-static int signer_traverse(Signer *self, visitproc visit, void *arg) {
-    for (size_t i = 0; i < sizeof SIGNER_HELD / sizeof *SIGNER_HELD; i++)
-        Py_VISIT(FIELD(self, SIGNER_HELD[i]));
-    return 0;
-}
-
-static int signer_clear(Signer *self) {
-    for (size_t i = 0; i < sizeof SIGNER_HELD / sizeof *SIGNER_HELD; i++)
-        Py_CLEAR(FIELD(self, SIGNER_HELD[i]));
-    return 0;
-}
-
-static void signer_dealloc(Signer *self) {
-    PyObject_GC_UnTrack(self);
-    signer_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject SignerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "lazytorch.ir._fastpath.Signer",
-    .tp_doc = "ir/replay.py's signature(args, kwargs) in C.",
-    .tp_basicsize = sizeof(Signer),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_new = signer_new,
-    .tp_dealloc = (destructor)signer_dealloc,
-    .tp_traverse = (traverseproc)signer_traverse,
-    .tp_clear = (inquiry)signer_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Signer, vectorcall),
-    .tp_dictoffset = offsetof(Signer, dict),
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+HELD_GC(signer, Signer, SIGNER_HELD)
+CALLABLE_TYPE(signer, Signer, "Signer", "ir/replay.py's signature(args, kwargs) in C.", 0, NULL)
 
 /* ---------------------------------------------------------------- replaying a recording
  *
@@ -766,41 +754,10 @@ static PyObject *replayer_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     return (PyObject *)self;
 }
 
-static int replayer_traverse(Replayer *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dict);
-    Py_VISIT(self->node_type);
-    return 0;
-}
-
-static int replayer_clear(Replayer *self) {
-    Py_CLEAR(self->dict);
-    Py_CLEAR(self->node_type);
-    return 0;
-}
-
-static void replayer_dealloc(Replayer *self) {
-    PyObject_GC_UnTrack(self);
-    replayer_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject ReplayerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "lazytorch.ir._fastpath.Replayer",
-    .tp_doc = "ir/replay.py's Recording.replay in C.",
-    .tp_basicsize = sizeof(Replayer),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_new = replayer_new,
-    .tp_dealloc = (destructor)replayer_dealloc,
-    .tp_traverse = (traverseproc)replayer_traverse,
-    .tp_clear = (inquiry)replayer_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Replayer, vectorcall),
-    .tp_descr_get = fastop_get,
-    .tp_dictoffset = offsetof(Replayer, dict),
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+static const Py_ssize_t REPLAYER_HELD[] = {offsetof(Replayer, dict), offsetof(Replayer, node_type)};
+HELD_GC(replayer, Replayer, REPLAYER_HELD)
+CALLABLE_TYPE(replayer, Replayer, "Replayer", "ir/replay.py's Recording.replay in C.", Py_TPFLAGS_METHOD_DESCRIPTOR,
+              fastop_get)
 
 /* ---------------------------------------------------------------- the user's line
  *
@@ -870,38 +827,10 @@ static PyObject *site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     return (PyObject *)self;
 }
 
-static int site_traverse(SiteFinder *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dict); Py_VISIT(self->inside); Py_VISIT(self->classify);
-    return 0;
-}
-
-static int site_clear(SiteFinder *self) {
-    Py_CLEAR(self->dict); Py_CLEAR(self->inside); Py_CLEAR(self->classify);
-    return 0;
-}
-
-static void site_dealloc(SiteFinder *self) {
-    PyObject_GC_UnTrack(self);
-    site_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject SiteFinderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "lazytorch.ir._fastpath.SiteFinder",
-    .tp_doc = "ir/node.py's user_site(depth=2) in C.",
-    .tp_basicsize = sizeof(SiteFinder),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_new = site_new,
-    .tp_dealloc = (destructor)site_dealloc,
-    .tp_traverse = (traverseproc)site_traverse,
-    .tp_clear = (inquiry)site_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(SiteFinder, vectorcall),
-    .tp_dictoffset = offsetof(SiteFinder, dict),
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+static const Py_ssize_t SITE_HELD[] = {offsetof(SiteFinder, dict), offsetof(SiteFinder, inside),
+                                       offsetof(SiteFinder, classify)};
+HELD_GC(site, SiteFinder, SITE_HELD)
+CALLABLE_TYPE(site, SiteFinder, "SiteFinder", "ir/node.py's user_site(depth=2) in C.", 0, NULL)
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
@@ -917,8 +846,8 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     NODE_ATTR = PyUnicode_InternFromString("node");
     KEY_ATTR = PyUnicode_InternFromString("key");
     if (SCALAR == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
-        KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&SignerType) < 0 ||
-        PyType_Ready(&ReplayerType) < 0 || PyType_Ready(&SiteFinderType) < 0)
+        KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&signer_type) < 0 ||
+        PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -928,7 +857,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&SignerType, &ReplayerType, &SiteFinderType};
+    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {
