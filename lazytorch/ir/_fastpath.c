@@ -1,13 +1,18 @@
-/* The Tensor API's hottest build, `tensor <op> number` inside a tree, without a Python frame.
+/* The IR's hottest Python in C: what every call of a model's forward and backward runs.
  *
- * ir/build.py::fast_builder's `build` defines the fast path; its first branch (a pending
- * non-view Tensor, a Python number, the operand's tree summary current and the result's record
- * in the number class's chain table) is the one a chain of scalar ops takes at every op, and in
- * Python it costs a frame and about 150 bytecodes an op.  `FastOp` is that branch in C, step for
- * step in the same order (see the Python for why each step is there); every other call, and this
- * branch's rare misses, go to the Python `build` it wraps, so binding, meta rules and errors stay
- * the general route's.  ir/build.py installs a FastOp only where this module imports
- * (LAZYTORCH_NATIVE=0 turns it off), and tests/test_fastpath.py builds the same programs both ways.
+ * Four parts, each the C version of a Python function that stays the definition (installed by
+ * ir/native.py's users only where this module builds; LAZYTORCH_NATIVE=0 turns them off;
+ * tests/test_fastpath.py compares each with its Python):
+ * - FastOp: ir/build.py::fast_builder's first branch, `tensor <op> number` inside a tree (a
+ *   pending non-view Tensor, a Python number, the operand's tree summary current and the
+ *   result's record in the number class's chain table), the one a chain of scalar ops takes at
+ *   every op: in Python a frame and about 150 bytecodes an op.  Step for step in the same order
+ *   (see the Python for why each step is there); every other call, and this branch's rare
+ *   misses, go to the Python `build` it wraps, so binding, meta rules and errors stay the
+ *   general route's.
+ * - Signer: ir/replay.py::signature, the key of a recorded build (about 200 bytecodes a call).
+ * - Replayer: ir/replay.py::Recording.replay, the nodes of a recorded build.
+ * - SiteFinder: ir/node.py::user_site, the user's line a node names.
  *
  * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
  * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
