@@ -3,7 +3,9 @@
 `NATIVE` is that extension module, or None where it did not build (no C compiler or Python
 headers) or `LAZYTORCH_NATIVE=0` turns it off.  Each user keeps its Python version as the
 definition and installs the C one only where NATIVE is set: ir/build.py fast_builder (FastOp: the
-Tensor API's `tensor <op> number`), ir/replay.py (Signer: a call's signature).
+Tensor API's `tensor <op> number`), ir/replay.py (Signer: a call's signature; Replayer:
+Recording.replay), ir/node.py (SiteFinder: user_site).  tests/test_fastpath.py compares each C
+version with its Python.
 """
 from __future__ import annotations
 
