@@ -371,3 +371,20 @@ def test_user_sites_match_the_python():
     assert node.user_site() == node.user_site_py()                  # (the default depth: the caller's caller)
     with pytest.raises(TypeError):
         node.user_site(1, 2)
+
+
+@needs_fast
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (2, 3)], ids=str)
+def test_chains_of_every_shape(backend, shape):
+    """0-d, empty, size-1 and 2-d operands take the C branch like any other (one kernel; numpy's
+    values in float64), and a chain over a non-contiguous view's result too."""
+    a = np.asarray((np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1) / 4)
+    cases = [(lt.from_numpy(a.copy()), a.astype(np.float64))]
+    if len(shape) == 2:
+        cases.append((lt.from_numpy(np.ascontiguousarray(a.T)).t(), a.astype(np.float64)))
+    for x, want in cases:
+        for _ in range(2):
+            y = ((x * 1.5 + 0.5) - 0.25) / 2.0
+        assert y.node.tree is not None or x._base is not None
+        np.testing.assert_allclose(y.numpy(), ((want * 1.5 + 0.5) - 0.25) / 2.0, rtol=1e-6)
+        assert y.shape == lt.Size(shape)
