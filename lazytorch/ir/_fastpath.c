@@ -118,7 +118,8 @@ static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_
         PyObject *d = PyDict_GetItemString(type->tp_dict, names[i]);
         if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
             (((PyMemberDescrObject *)d)->d_member->flags & READONLY)) {
-            PyErr_Format(PyExc_TypeError, "FastOp: %s.%s is not a writable slot", type->tp_name, names[i]);
+            PyErr_Format(PyExc_TypeError, "lazytorch.ir._fastpath: %s.%s is not a writable slot", type->tp_name,
+                         names[i]);
             return -1;
         }
         at[i] = ((PyMemberDescrObject *)d)->d_member->offset;
