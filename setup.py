@@ -8,6 +8,9 @@ lazytorch finds them beside its code (codegen/render.py::shader_dir).
 lazytorch.ir._fastpath (ir/_fastpath.c) builds `tensor <op> number` without a Python frame.  It
 is optional: where it does not compile (no C compiler or Python headers) the install goes on and
 ir/build.py uses its Python version, which computes the same.
+
+lazytorch.runtime._rows (runtime/_rows.c) is the cpu backend's float32 product for linear layers
+on few rows (AVX-512, chosen at run time).  Optional too: without it products call the BLAS.
 """
 from setuptools import Extension, find_namespace_packages, setup
 
@@ -16,5 +19,6 @@ setup(
     + ["lazytorch.shaders"],
     package_dir={"lazytorch.shaders": "shaders"},
     package_data={"lazytorch": ["ir/registry/*.yaml"], "lazytorch.shaders": ["*.j2", "*.h"]},
-    ext_modules=[Extension("lazytorch.ir._fastpath", ["lazytorch/ir/_fastpath.c"], optional=True)],
+    ext_modules=[Extension("lazytorch.ir._fastpath", ["lazytorch/ir/_fastpath.c"], optional=True),
+                 Extension("lazytorch.runtime._rows", ["lazytorch/runtime/_rows.c"], optional=True)],
 )

@@ -1,7 +1,8 @@
-"""One linear layer's product three ways in one process, on the cores it may use: torch.mm (on one
-and on two threads), numpy's matmul (its OpenBLAS) and lazytorch's compiled product (the cpu
-backend's BLAS helper, runtime/library.py), min over 40 calls, for the shapes of the README demo
-and of W9.
+"""One linear layer's product several ways in one process, on the cores it may use: torch.mm (on
+one and on two threads), numpy's matmul (its OpenBLAS) as asked and transposed (W @ xᵀ), the rows
+kernel alone on one thread (runtime/_rows.c, where built) and lazytorch's compiled product (the
+cpu backend's helper, runtime/library.py, with the route it picks), min over 40 calls, for the
+shapes of the README demo and of W9, in µs and GFLOP/s.
 
     OMP_NUM_THREADS=2 taskset -c 0,1 python -m benchmarks.gemm_probe
 """
@@ -11,7 +12,8 @@ import numpy as np
 
 from .timing import per_call_us
 
-SHAPES = [(256, 256, 768), (256, 256, 1024), (256, 1024, 256), (55, 384, 384), (55, 384, 1536)]
+SHAPES = [(256, 256, 768), (256, 256, 1024), (256, 1024, 256), (55, 384, 384), (55, 384, 1536), (55, 1536, 384),
+          (128, 384, 1536), (16, 384, 1536)]
 
 
 def best_us(fn, calls: int = 40) -> float:
@@ -21,8 +23,14 @@ def best_us(fn, calls: int = 40) -> float:
 def main() -> None:
     import torch
 
+    import ctypes
+
     import lazytorch as lt
+    from lazytorch.runtime import library
     lt.set_backend("cpu")
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    address = library.rows_kernel()
+    rows = ctypes.CFUNCTYPE(ctypes.c_int, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)(address) if address else None
     rng = np.random.default_rng(0)
     for m, k, n in SHAPES:
         a = rng.standard_normal((m, k)).astype(np.float32)
@@ -34,8 +42,14 @@ def main() -> None:
             torch.set_num_threads(threads)
             row.append(f"torch{threads} {best_us(lambda: ta @ tw.t()):.0f}")
         row.append(f"numpy {best_us(lambda: a @ w.T):.0f}")
+        row.append(f"numpy_transposed {best_us(lambda: w @ a.T):.0f}")
+        if rows:
+            c = np.empty((m, n), np.float32)
+            row.append(f"rows_kernel {best_us(lambda: rows(m, n, k, a.ctypes.data, k, w.ctypes.data, k, c.ctypes.data, n)):.0f}")
         row.append(f"lt.compile {best_us(lambda: product(la, lw).numpy()):.0f}")
-        print("  ".join(row), "us (min)", flush=True)
+        flops = 2 * m * k * n
+        print("  ".join(row), "us (min);", " ".join(f"{part.split()[0]} {flops / float(part.split()[1]) / 1e3:.0f}"
+                                                    for part in row[1:]), "GFLOP/s", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ deals).  Consecutive kernels and products run as one segment through the program
 (shaders/c_runner.c.j2): values, the error flag of a step inside a segment, the debug path."""
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
@@ -85,28 +86,75 @@ def test_float64_and_uneven_columns(calls, split):
     assert calls[-1] is not None and calls[-1].threads == split
 
 
+ROUTE = library.ROUTES
+ROWS = ROUTE["rows"] if library.rows_kernel() else ROUTE["flipped"]    # (the rows kernel needs AVX-512)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_linear_on_few_rows_computed_transposed(calls, split, dtype):
     """x (m, k) @ Wᵀ with m <= FLIP_MAX_ROWS and W 3x wider: the BLAS computes W @ xᵀ into a
     scratch that is written back transposed (70 columns: uneven slices over 2 threads); twice, so
     the second run reuses the threads' scratch; more rows, or a weight not wide enough, multiply
-    directly."""
+    directly.  float32 products of 17 to 256 rows go to the rows kernel instead."""
     F = lambda m: m.nn.functional          # noqa: E731
+    f32 = dtype == "float32"
     x, w, b = sample((2, 4 + split, 24), dtype), sample((70, 24), dtype, seed=1), sample((70,), dtype, seed=2)
     for _ in range(2):
         check(lambda m, x, w, b: F(m).gelu(F(m).linear(x, w, b)), x, w, b, atol=1e-5)
-    assert calls[-1] is not None and calls[-1].flip == 1 and calls[-1].threads == split
+    assert calls[-1] is not None and calls[-1].route == ROUTE["flipped"] and calls[-1].threads == split
     check(lambda m, x, w: F(m).linear(x, w), sample((1, 1, 24), dtype), w, atol=1e-5)
     # a scratch above the 4 MiB a thread keeps (100 x 12000 floats on one thread: freed after its
     # product), twice
     big = sample((12000, 8), dtype, seed=3)
     for _ in range(2):
         check(lambda m, x, w: F(m).linear(x, w), sample((100 + split, 8), dtype), big, atol=1e-5)
-    assert calls[-1] is not None and calls[-1].flip == 1
+    assert calls[-1] is not None and calls[-1].route == (ROWS if f32 else ROUTE["flipped"])
     check(lambda m, x, w: F(m).linear(x, w), sample((129 + split, 8), dtype), sample((600, 8), dtype, seed=1), atol=1e-5)
-    assert calls[-1] is not None and calls[-1].flip == 0
+    assert calls[-1] is not None and calls[-1].route == (ROWS if f32 else ROUTE["blas"])
     check(lambda m, x, w: F(m).linear(x, w), sample((30 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
-    assert calls[-1] is not None and calls[-1].flip == 0
+    assert calls[-1] is not None and calls[-1].route == (ROWS if f32 else ROUTE["blas"])
+
+
+# (rows, inner, columns) about the rows kernel's edges: panels of 32 rows and a last one of 16 or
+# fewer, blocks of 12 weight rows, the inner dim in stretches of 384 with a tail under 16
+@pytest.mark.parametrize("m,k,n", [(17, 2, 13), (33, 16, 12), (48, 385, 70), (55, 384, 1536),
+                                   (64, 800, 11), (100, 17, 25), (256, 300, 40)])
+def test_linear_on_rows_kernel_against_torch(calls, split, m, k, n):
+    """float32 linear layers of 17 to 256 rows: the rows kernel (runtime/_rows.c) over the
+    threads' column slices, with bias and GELU after it, an activation read through a slice of a
+    wider buffer (its row stride is not its width), and 257 rows back on the BLAS."""
+    F = lambda m: m.nn.functional          # noqa: E731
+    n += split - 1                         # (distinct shapes per thread count: plans are cached)
+    x, w, b = sample((m, k + 3), seed=m), sample((n, k), seed=1), sample((n,), seed=2)
+    check(lambda t, x, w, b: F(t).gelu(F(t).linear(x[:, 1:k + 1], w, b)), x, w, b, atol=1e-4)
+    assert calls[-1] is not None and calls[-1].route == ROWS and calls[-1].a.ld == k + 3
+    check(lambda t, x, w: F(t).linear(x, w), sample((257, k)), w, atol=1e-4)
+    assert calls[-1] is not None and calls[-1].route != ROUTE["rows"]
+
+
+def test_rows_kernel_writes_only_its_block():
+    """The kernel itself (through ctypes) on operands inside larger buffers: values against float64
+    numpy, and nothing written outside the output's rows and columns; an empty inner dim writes
+    zeros."""
+    address = library.rows_kernel()
+    if not address:
+        pytest.skip("the rows kernel is not built or this CPU has no AVX-512")
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    kernel = ctypes.CFUNCTYPE(ctypes.c_int, i64, i64, i64, ptr, i64, ptr, i64, ptr, i64)(address)
+    rng = np.random.default_rng(0)
+    for m, k, n in [(1, 1, 1), (7, 300, 13), (40, 800, 37), (129, 385, 769), (5, 0, 3)]:
+        a = rng.standard_normal((m, k + 3), dtype=np.float32)
+        w = rng.standard_normal((n, k + 5), dtype=np.float32)
+        c = np.full((m + 1, n + 2), 7.0, np.float32)
+        assert kernel(m, n, k, a.ctypes.data, k + 3, w.ctypes.data, k + 5, c.ctypes.data, n + 2) == 1
+        want = a[:, :k].astype(np.float64) @ w[:, :k].T.astype(np.float64)
+        np.testing.assert_allclose(c[:m, :n], want, rtol=1e-4, atol=1e-4 * max(1, k) ** 0.5)
+        assert (c[:m, n:] == 7).all() and (c[m:] == 7).all()
+
+
+def test_rows_kernel_switched_off(monkeypatch):
+    monkeypatch.setenv("LAZYTORCH_NATIVE", "0")
+    assert library._find_rows() == 0
 
 
 def test_batch_dealt_to_threads(calls, split):

@@ -21,7 +21,10 @@ kernel (a parameter block, then buffer pointers), which calls the cblas gemm of 
 numpy loaded (found by symbol, no link dependency) on the output buffer in place: a (B, H) batch
 is one call (the batch stepped by two strides), and a product of GEMM_PARALLEL_MIN multiply-adds
 or more is split over the kernels' OpenMP threads (column slices, or whole products of a batch),
-one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Elsewhere (another
+one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Each slice takes
+the product's route (`ROUTES`): the BLAS as asked, the BLAS on the transpose (few rows), or, for
+float32 linear layers of 17 to 256 rows, the AVX-512 kernel of runtime/_rows.c (built at install,
+passed to the helper as a function pointer; OpenBLAS is slowest at those shapes).  Elsewhere (another
 BLAS, the reference and metal-emu backends, an operand batch the helper cannot step) np.matmul
 runs it, BLAS on one thread.
 
@@ -33,7 +36,9 @@ into that one kernel).  Measured in docs/benchmarks.md ("host path").
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -211,7 +216,7 @@ class BlasCall:
     a: Matrix
     b: Matrix
     threads: int
-    flip: int = 0                 # computed transposed (c_gemm.c.j2 lt_flipped): see `flipped`
+    route: int = 0                # how each slice is computed: ROUTES, chosen by `route`
 
     def launch_fn(self, plan: GemmPlan, launch, step, threads_now) -> Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]:
         """The launch function: `step(args)` with args = the parameter block, the launch's reads,
@@ -223,7 +228,8 @@ class BlasCall:
         reads = len(launch.reads)
         copies = [op for op in (a, b) if op.copy]
         where = {id(op): 1 + reads + 2 + i for i, op in enumerate(copies)}   # (after the error word)
-        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, flip=self.flip, c=1 + reads,
+        values = dict(fn=self.fn, ilp64=self.ilp64, threads=self.threads, route=self.route,
+                      rows=rows_kernel() if self.route == ROUTES["rows"] else 0, c=1 + reads,
                       a=where.get(id(a), 1 + a.slot), b=where.get(id(b), 1 + b.slot),
                       a_offset=0 if a.copy else a.offset, b_offset=0 if b.copy else b.offset,
                       ta=self.a.trans, tb=self.b.trans, batch=self.batch, inner=self.inner, m=self.m,
@@ -281,24 +287,59 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
     work = batch * m * n * k
     count = threads.num_threads() if threads.products_split() and work >= GEMM_PARALLEL_MIN else 1
     inner = batch_shape[-1] if batch_shape else 1
-    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count, flipped(batch, m, n, a, b))
+    return BlasCall(fn, ilp64, batch, inner, m, n, k, a, b, count, route(mm.dtype, batch, m, n, a, b))
 
 
-# A linear layer on a few rows (x (m, k) @ Wᵀ, W (n, k) as torch stores it) runs faster in OpenBLAS
-# as its transpose W @ xᵀ, the few rows becoming the BLAS's columns, written through a scratch
-# (a few percent of the product's time).  One thread, numpy's OpenBLAS 0.3.31 (SkylakeX kernels),
-# weights streamed, CPU time (p10), direct -> transposed: m = 55 (W9's 5 sentences): (384 -> 384)
-# 302 -> 249 us, (384 -> 1536) 1222 -> 995, (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615,
-# 734 -> 515; m = 8 (768 -> 3072): 2855 -> 2158; through the helper (whole lt.compile calls, medians):
-# m = 96 (384 -> 384) 471 -> 425, m = 128 (384 -> 384) 598 -> 556, (384 -> 1536) 2398 -> 2221; but
-# m = 256 (the README demo: 256 -> 768, 256 -> 1024, 1024 -> 256) 5-13% slower.
+# How a product's slices are computed (the helper's LT_ROUTE_* values, rendered from this table):
+# - blas: the BLAS's gemm as asked;
+# - flipped: its transpose W @ xᵀ, the few rows becoming the BLAS's columns, written back through a
+#   scratch.  A linear layer on a few rows (x (m, k) @ Wᵀ, W (n, k) as torch stores it) runs faster
+#   in OpenBLAS this way (one thread, OpenBLAS 0.3.31 SkylakeX kernels, CPU time p10, direct ->
+#   transposed: m = 55 (W9's 5 sentences): (384 -> 384) 302 -> 249 us, (384 -> 1536) 1222 -> 995,
+#   (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615, 734 -> 515; m = 8 (768 -> 3072)
+#   2855 -> 2158; but m = 256, the README demo's products, 5-13% slower);
+# - rows: the float32 kernel of runtime/_rows.c (AVX-512, built at install), which reads x and W in
+#   place and keeps 12 x 32 blocks of the output in registers.  Against OpenBLAS flipped, one
+#   thread, GFLOP/s (docs/benchmarks.md "Linear layers on few rows"): m = 55 (384 -> 1536) ~125
+#   against ~94, m = 64-128 145-160 against 125-140, m = 256 ~150 against ~148 (and the direct
+#   BLAS ~135); at m <= 16 it pads its panel to 16 rows and is no faster, so those stay flipped.
+#   Where the kernel is missing (no AVX-512, not built) the helper runs `flipped` instead.
+ROUTES = {"blas": 0, "flipped": 1, "rows": 2}
 FLIP_MAX_ROWS = 128
+ROWS_RANGE = range(17, 257)          # the rows m the `rows` kernel takes
 
 
-def flipped(batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
-    """1 where a product is computed transposed: a single product of at most FLIP_MAX_ROWS rows
-    against a transposed weight of at least 3x as many columns."""
-    return int(batch == 1 and m <= FLIP_MAX_ROWS and n >= 3 * m and not a.trans and b.trans)
+def route(dtype, batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
+    """How a product is computed (ROUTES): a single product x (m, k) @ Wᵀ with m in ROWS_RANGE goes
+    to the rows kernel (float32, where it is built and the CPU has AVX-512); one of at most
+    FLIP_MAX_ROWS rows against a transposed weight at least 3x as wide is flipped; the rest BLAS."""
+    linear = batch == 1 and not a.trans and b.trans
+    if linear and dtype == D.float32 and m in ROWS_RANGE and rows_kernel():
+        return ROUTES["rows"]
+    if linear and m <= FLIP_MAX_ROWS and n >= 3 * m:
+        return ROUTES["flipped"]
+    return ROUTES["blas"]
+
+
+_rows_found: list = []
+
+
+def rows_kernel() -> int:
+    """The address of runtime/_rows.c's lt_rows_f32, or 0: not built, no AVX-512 on this CPU, or
+    LAZYTORCH_NATIVE=0 (the switch for every optional compiled part)."""
+    if not _rows_found:
+        _rows_found.append(_find_rows())
+    return _rows_found[0]
+
+
+def _find_rows() -> int:
+    if os.environ.get("LAZYTORCH_NATIVE", "1") == "0":
+        return 0
+    spec = importlib.util.find_spec(f"{__package__}._rows")
+    if spec is None or not spec.origin:
+        return 0
+    lib = ctypes.CDLL(spec.origin)
+    return _symbol_address(lib.lt_rows_f32) if lib.lt_rows_available() else 0
 
 
 def _matrix(shape: tuple[int, ...], strides: tuple[int, ...], batch_shape: tuple[int, ...]) -> Matrix | None:
@@ -342,7 +383,7 @@ def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> t
 GEMM_SYMBOLS = {**{f"gemm_{dt.short}": f"lt_gemm_step_{dt.short}" for dt in HOST_GEMM_DTYPES},
                 "gemm_threads": "lt_gemm_threads"}
 # a product step's int64 parameter block, in this order (the helper's enum is rendered from it)
-GEMM_PARAMS = ("fn", "ilp64", "threads", "flip", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
+GEMM_PARAMS = ("fn", "ilp64", "threads", "route", "rows", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
                "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1")
 _gemm_found: dict = {}
 
@@ -355,7 +396,7 @@ def native_gemm() -> bool:
 def gemm_source() -> str:
     """The C helper's source (shaders/c_gemm.c.j2), compiled into the programs that multiply."""
     from ..codegen.render import environment         # (only when a program is rendered)
-    return environment().get_template("c_gemm.c.j2").render(params=GEMM_PARAMS)
+    return environment().get_template("c_gemm.c.j2").render(params=GEMM_PARAMS, routes=ROUTES)
 
 
 def _blas_gemm(dtype) -> tuple[int, int] | None:
