@@ -152,9 +152,10 @@ def test_column_reduction_uses_the_columns_template_on_c():
 
 
 def test_full_reduction_splits_the_row_across_threads():
-    x = param(0, (1 << 19,))
+    # (a sum forks from ~1.8M elements: codegen/targets/c.py's PARALLEL; tests/test_parallel_work.py)
+    x = param(0, (1 << 21,))
     t = call("sum", x)
-    src = render(lower(launch([t], [x], [t], "reduce", (1 << 19,), (0,))), "c").source
+    src = render(lower(launch([t], [x], [t], "reduce", (1 << 21,), (0,))), "c").source
     assert "omp parallel for simd" in src and "reduction(+:" in src
 
 

@@ -22,13 +22,13 @@ from ..ir.meta import compute_dtype
 from ..ir.node import Node
 from ..ir.promotion import opmath
 from ..ir.registry import get
+from .cost import FUNCTIONS
 from .op_classes import op_classes
 from .kernel_ir import I32_LIMIT, Access, Arg, Kernel, Op, Reduce, Stage, Store
 
 PASS_THROUGH = frozenset({"contiguous", "clone"})
 # ops worth keeping in a row cache rather than recomputing in a later pass over the row
-COSTLY = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
-                    "acos", "atan", "sinh", "cosh", "tanh", "erf", "sigmoid", "pow", "atan2"})
+COSTLY = FUNCTIONS
 ROW_CACHE_BYTES = 1 << 18      # per thread (kept on its stack)
 
 

@@ -481,7 +481,8 @@ class _Renderer:
         args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
                  "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
         shape = "linear" if self.linear else "columns" if self._columns(stages) else "rows"
-        parallel = not self.d.gpu and kernel.numel >= int(self.d.extra.get("parallel_min", "0"))
+        rule = self.d.extra.get("parallel")          # (GPU dialects have none: their grid is the parallelism)
+        parallel = rule is not None and rule.forks(kernel)
         ctx = dict(name=kernel.name, args=args, idx=self.idx, kernel=kernel, stages=stages,
                    kernel_stage=stages[0], row_stages=stages[1:], outer=kernel.outer, inner=kernel.inner,
                    numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,

@@ -28,8 +28,8 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
   and forked onto the busy one, 11x its quiet time).  On a
   quiet machine this is where torch's own eager ops (two threads) get their speed from too.
 - Thread counts follow OMP_NUM_THREADS and the process's CPU affinity (libgomp reads both;
-  `num_threads` reports the same number); a kernel goes parallel only above a size the renderer
-  takes from the measured fork cost (codegen/targets/c.py's PARALLEL_MIN).
+  `num_threads` reports the same number); a kernel goes parallel only when its estimated work
+  pays for the measured fork cost (codegen/cost.py, codegen/targets/c.py's PARALLEL).
 """
 from __future__ import annotations
 

@@ -9,12 +9,36 @@ in float32; float32 transcendental functions are preamble helpers (vectorizable,
 """
 from __future__ import annotations
 
+from ..cost import ParallelRule
 from ..dialect import C_CHECKED, C_MATH, INT_C, Dialect, libm_suffix
 
-# A kernel forks threads from this many elements on: below it the fork costs more than it saves
-# (measured on 2 cores: x*2+1 at 32k-131k elements took 97-160 us parallel against 53-86 us on
-# one thread; tanh broke even at 262k).  docs/architecture.md, "Threads".
-PARALLEL_MIN = 262144
+# When a kernel's loop forks threads: from an estimated work (codegen/cost.py) that pays for the
+# fork.  Measured on the 2-core dev machine with `python -m benchmarks.parallel_cost` (each probe
+# 131072 elements, serial and forked alternating; docs/benchmarks.md, "Parallel kernels by work,
+# not size"):
+# - one unit is an element of `a + b` (two loads, an add, a store): 0.15-0.17 ns on one thread
+#   (UNIT_NS); per element, serial: x*2+1 0.12-0.15 ns, a / b and sqrt 0.26 (next to add's 0.28
+#   in the same run), exp and tanh 0.69-0.89, sigmoid 1.1, erf and log 1.4-1.9, pow, sin and
+#   float64 exp (libm calls) 6.6-9.3, a sum over rows of 256 0.07-0.10, softmax rows of 64 1.1-1.4,
+#   layer_norm rows of 256 0.30-0.57, tanh-GELU 0.88-1.2;
+# - an OpenMP region with nothing to do costs 1.1 us while libgomp's workers still spin (the
+#   runtime's spin count, runtime/threads.py: right after another region) but 35-69 us (median of
+#   a run; min 5-21) once they sleep, 20 us or more after the last region: a kernel after a BLAS
+#   call or the host's work between launches finds them asleep (FORK_US);
+# - a forked loop also moves half its data between the cores' caches: `a + b` and x*2+1 at 131072
+#   elements took 30-53 us longer forked than serial even with the workers spinning (MOVE_US);
+# - on 2 threads a loop of serial time T takes T/2 + FORK_US + MOVE_US, so it forks from twice
+#   that: ~160 us of serial work, 1.07M units.  In programs: the README demo's softmax rows
+#   (1.36M units) took 157-158 us median forked against 204-230 serial (LAZYTORCH_DEBUG launch
+#   times), W9's erf-GELU epilogue (1.0M units, 84480 elements) 188-219 forked against 136-163.
+UNIT_NS = 0.15
+FORK_US = 40.0
+MOVE_US = 40.0
+PARALLEL = ParallelRule(
+    class_cost={"cheap": 0.2, "memory": 0.2, "divide": 0.5, "exp": 4.5, "exp_double": 10.0, "libm": 45.0},
+    pass_cost=0.2,
+    min_work=2 * (FORK_US + MOVE_US) * 1e3 / UNIT_NS,
+)
 
 DIALECT = Dialect(
     name="c",
@@ -38,5 +62,5 @@ DIALECT = Dialect(
     templates={"linear": "c_linear.c.j2", "rows": "c_rows.c.j2", "columns": "c_columns.c.j2"},
     preamble="c_preamble.h.j2",
     template_helpers={s: frozenset({"lt_parallel"}) for s in ("linear", "rows", "columns")},
-    extra={"parallel_min": str(PARALLEL_MIN)},
+    extra={"parallel": PARALLEL},
 )
