@@ -9,7 +9,8 @@ per-call spans over all calls.  Beside it, for comparison in the same process: t
 call with `.numpy()` and with `lt.eval + synchronize` (gpu_profile.py's call), the lt.compile
 call both ways (with `--mlx`, mx.compile's: mx.eval and np.array), and the floors: the plan's cached graph launched and waited for, a 4 KB copy to
 pageable host memory and one to pinned memory.  `--cprofile N` adds cProfile's busiest functions
-over N whole lazy calls.
+over N whole lazy calls.  (Logs of the ninth session name the floors "copy pageable" for
+"download" and "copy pinned" for "raw pinned copy".)
 
     PYTHONPATH=$PWD python benchmarks/gpu_w7_stages.py [--calls 2000] [--cprofile 1000] [--tag after] [--mlx]
 """
@@ -202,7 +203,7 @@ def main() -> None:
         dev.synchronize()
         return (clock() - t0,)
 
-    def copy_pageable():
+    def download():                      # (the runtime's: pageable before the ninth session)
         t0 = clock()
         np.asarray(buf)
         return (clock() - t0,)
@@ -214,7 +215,7 @@ def main() -> None:
         staging.copy()
         return (clock() - t0,)
 
-    def graph_pageable():
+    def graph_download():
         t0 = clock()
         dev.launch_graph(graph.exe)
         np.asarray(buf)
@@ -228,12 +229,12 @@ def main() -> None:
         staging.copy()
         return (clock() - t0,)
 
-    floors = {"copy pageable": timed(a.calls, copy_pageable, ("t",))["t"],
-              "copy pinned": timed(a.calls, copy_pinned, ("t",))["t"]}
+    floors = {"download": timed(a.calls, download, ("t",))["t"],
+              "raw pinned copy": timed(a.calls, copy_pinned, ("t",))["t"]}
     if graph is not None:
         floors.update({"graph+sync": timed(a.calls, graph_sync, ("t",))["t"],
-                       "graph+pageable": timed(a.calls, graph_pageable, ("t",))["t"],
-                       "graph+pinned": timed(a.calls, graph_pinned, ("t",))["t"]})
+                       "graph+download": timed(a.calls, graph_download, ("t",))["t"],
+                       "graph+raw pinned": timed(a.calls, graph_pinned, ("t",))["t"]})
     show(f"{a.tag} floors", floors)
 
     pieces(graphed, graph, leaves, a.tag, a.calls)

@@ -255,7 +255,7 @@ class Device:
         """A new host array of `shape` and numpy `dtype` holding the `nbytes` at `ptr`, once the
         stream's work queued before is done.  Up to STAGED_BYTES go through one pinned block and
         are copied out of it: a copy into pageable memory is a staged, synchronous transfer inside
-        the driver (4 KB on an H100 host: 16 us pageable, 9 us pinned with the copy out;
+        the driver (4 KB on an H100 host: 16.5-17.8 us pageable, 9-11 us pinned with the copy out;
         benchmarks/gpu_w7_stages.py).  Not during a capture: its stream takes no waits."""
         staged = self._staged
         if 0 < nbytes <= staged.size and self.capturing is None:

@@ -10,9 +10,10 @@ A graph holds what its launches were given: buffer addresses, and the Python sca
 by value.  So a replay is keyed on exactly those -- the address of each param and output buffer
 and the value of each scalar (a zero with its sign) -- and is correct whatever the buffers hold.
 The key is read off the run's args as given (a device buffer binds as itself, a by-value scalar
-as its number), so a replay binds nothing: W7's 20 scalars cost an H100 host 7 us a call to bind
-and key one by one, 20 -> 6 us for the whole replay.  Args the backend binds to new buffers (a
-host array, a scalar it does not take by value) are keyed on the bound buffers' addresses.
+as its number), so a replay binds nothing: binding W7's 20 scalars and keying them one by one took
+7-14 us of an H100 host's call, and its replay inside the lazy call went 15.5 -> 8.5 us
+(benchmarks/gpu_w7_stages.py).  Args the backend binds to new buffers (a host array, a scalar it
+does not take by value) are keyed on the bound buffers' addresses.
 The memory the launches take during the capture (temps, contiguous copies) is the graph's
 (`Capture`): a block freed during the capture serves the capture's later buffers, as in a plain
 run (one stream records a chain), so a graph keeps its run's peak, and no later buffer takes that
