@@ -323,3 +323,77 @@ def test_graphs_per_plan_stay_bounded_and_churn_stops_capturing(dev, monkeypatch
     # two output addresses, one graph: the second capture evicts the first, then no more captures
     assert len(graphed.graphs) == 1 and dev.destroyed == 1 and graphed.evictions == 1
     assert _delta(before) == {"captures": 2, "replays": 3, "failures": 0}   # (calls 6, 8, 10)
+
+
+class Uploading(Backend):
+    """A backend that binds what it does not take as it is: a host array is uploaded to a new
+    buffer, and a Python number of a param it does not take by value (`device_scalars`) goes
+    to a new 0-d buffer, as the driver backend does for scalars of other dtypes."""
+
+    def __init__(self, dev: Device):
+        super().__init__(dev)
+        self.binds = 0
+
+    def param_converter(self):
+        def convert(value, dtype):
+            if isinstance(value, np.ndarray):
+                buf = Buffer(self.dev, value.shape, dtype)
+                _array(self.dev, buf)[...] = value
+                return buf
+            return value
+        return convert
+
+    def fast_scalar(self, dtype):
+        return None
+
+    def scalar(self, value, dtype):
+        buf = Buffer(self.dev, (), dtype)
+        _array(self.dev, buf)[...] = value
+        return buf
+
+
+def _scaled(dev: Device, backend: Backend):
+    """(graphed plan, args(x, s)) of x * s with a runtime scalar s."""
+    x = lt.tensor(np.ones(5, np.float32))
+    lt.eval(x)
+    plan = kernel_plan([x * 2.5], backend="cpu")
+    assert len(plan.scalar_slots) == 1
+    graphed = cuda_graph.GraphedPlan(PlanExecutor(backend, plan), dev, 2)
+    return graphed, lambda x, s: [s if p.slot in plan.scalar_slots else x for p in plan.params]
+
+
+def test_a_replay_binds_nothing_and_gives_each_calls_values(dev):
+    """A graph's key is read off the args as given: a device buffer's address, a by-value
+    scalar's value.  A hit binds nothing; a miss binds as a plain run."""
+    backend = Backend(dev)
+    graphed, args = _scaled(dev, backend)
+    binds = []
+    bind = graphed.executor.bind
+    graphed.executor.bind = lambda a: binds.append(1) or bind(a)
+    x = Buffer(dev, (5,), D.float32)
+    before = dict(cuda_graph.STATS)
+    for k, s in enumerate([2.0, 2.0, 2.0, 2.0, -0.5, -0.5, -0.5, 2.0]):
+        _array(dev, x)[...] = np.arange(5) + k
+        (y,) = graphed.run(args(x, s))
+        np.testing.assert_array_equal(_array(dev, y), ((np.arange(5) + k) * s).astype(np.float32))
+        del y                       # (the next call's output takes its block: one address)
+    # 2.0 runs plainly, is captured, replays twice; -0.5 runs plainly, is captured, replays once;
+    # 2.0 replays its graph again
+    assert _delta(before) == {"captures": 2, "replays": 4, "failures": 0}
+    assert len(binds) == 8 - 4
+
+
+def test_host_arrays_and_scalars_in_device_buffers_key_their_bound_addresses(dev):
+    """Args the backend binds to new buffers (a host array uploaded, a scalar it does not take by
+    value) are keyed on the bound buffers' addresses, which the graph baked: each call's new
+    values are in the buffers at those addresses before the replay reads them."""
+    backend = Uploading(dev)
+    graphed, args = _scaled(dev, backend)
+    assert graphed.executor.by_value == []
+    before = dict(cuda_graph.STATS)
+    for k, s in enumerate([2.0, 3.0, -1.0, 0.5, 4.0, 2.0]):
+        x = (np.arange(5) + k).astype(np.float32)
+        (y,) = graphed.run(args(x, s))
+        np.testing.assert_array_equal(_array(dev, y), x * np.float32(s))
+        del y
+    assert _delta(before)["replays"] >= 3         # (freed blocks come back: the addresses repeat)

@@ -9,6 +9,11 @@ run is one driver call: on an H100, W5 (an MLP) 238 -> 225 us and W7 (20 ops on 
 A graph holds what its launches were given: buffer addresses, and the Python scalars kernels take
 by value.  So a replay is keyed on exactly those -- the address of each param and output buffer
 and the value of each scalar (a zero with its sign) -- and is correct whatever the buffers hold.
+The key is read off the run's args as given (a device buffer binds as itself, a by-value scalar
+as its number), so a replay binds nothing: binding W7's 20 scalars and keying them one by one took
+7-14 us of an H100 host's call, and its replay inside the lazy call went 15.5 -> 8.5 us
+(benchmarks/gpu_w7_stages.py).  Args the backend binds to new buffers (a host array, a scalar it
+does not take by value) are keyed on the bound buffers' addresses.
 The memory the launches take during the capture (temps, contiguous copies) is the graph's
 (`Capture`): a block freed during the capture serves the capture's later buffers, as in a plain
 run (one stream records a chain), so a graph keeps its run's peak, and no later buffer takes that
@@ -36,6 +41,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections import Counter, OrderedDict
+from operator import itemgetter
 from typing import Any, Sequence
 
 from .backend import scalar_key
@@ -92,16 +98,15 @@ class _Graph:
             pass
 
 
-def _identity(buf: Any):
-    """What a graph baked of a bound param: its address, or the value of a by-value scalar; None
-    where neither is known (the run is not replayed)."""
-    ptr = getattr(buf, "ptr", None)
-    if ptr is not None:
-        return ptr
-    value = getattr(buf, "value", None)
-    if value is None:
-        return None
-    return ("value", value if value else scalar_key(value))     # (only a zero can be -0.0)
+def _picker(positions: list[int]):
+    """A function of a run's args returning the tuple of those at `positions` (itemgetter, which
+    returns a bare item for one position and needs at least one)."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        k = positions[0]
+        return lambda args: (args[k],)
+    return lambda args: ()
 
 
 class GraphedPlan:
@@ -117,7 +122,15 @@ class GraphedPlan:
                    and bool(plan.launches) and len(set(outputs)) == len(outputs)
                    and all(written[o] == 1 for o in outputs))
         self.out_meta = [(tuple(o.shape), o.dtype) for o in plan.outputs]
-        self.param_slots = [i for i, _, _ in executor.params]
+        # a key is read off the args as given: the value of each param the launches take by
+        # value (the executor's by_value), the address of every other -- of the arg itself when
+        # it is a device buffer (the backend binds it unchanged), else of its bound buffer
+        by_value = set(executor.by_value)
+        self.values = _picker(executor.by_value)
+        self.buffers = _picker([k for k in range(len(plan.params)) if k not in by_value])
+        self.buffer_slots = [i for k, (i, _, _) in enumerate(executor.params) if k not in by_value]
+        from .cuda_driver import DeviceBuffer       # (here: cuda_driver imports this module)
+        self.buffer_type = DeviceBuffer
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
         self.evictions = 0
@@ -129,11 +142,17 @@ class GraphedPlan:
         dev.current()                   # (a thread new to the device counts before the test)
         if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
-        env = ex.bind(args)
         empty = ex.backend.empty
         outs = [empty(shape, dtype) for shape, dtype in self.out_meta]
-        key = tuple([_identity(env[i]) for i in self.param_slots] + [o.ptr for o in outs])
+        buffers = self.buffers(args)
+        addressed = all(b.__class__ is self.buffer_type for b in buffers)
+        key = self._key(args, buffers, outs) if addressed else None
         graph = self.graphs.get(key)
+        if graph is None:               # (a replay binds nothing: its graph holds what binding gave)
+            env = ex.bind(args)
+            if not addressed:
+                key = self._key(args, [env[i] for i in self.buffer_slots], outs)
+                graph = self.graphs.get(key)
         if graph is None:
             if None in key or not (self.first or key in self.seen) or self.evictions >= MAX_GRAPHS:
                 self._remember(key)
@@ -149,6 +168,14 @@ class GraphedPlan:
             ex.run(args)                # the plain run raises the launch's own error
             raise AssertionError("a CUDA graph's launch set an error flag that the plain run did not")
         return outs
+
+    def _key(self, args: Sequence[Any], buffers: Sequence[Any], outs: list) -> tuple:
+        """What a graph bakes of a run: the by-value params' values (a zero with its sign), the
+        other params' and the outputs' addresses (None where a buffer has none: not replayed)."""
+        values = self.values(args)
+        if 0 in values:                 # (only a zero can be -0.0, which == 0.0)
+            values = tuple([v if v else scalar_key(v) for v in values])
+        return (values, *[getattr(b, "ptr", None) for b in buffers], *[o.ptr for o in outs])
 
     def _remember(self, key: tuple) -> None:
         self.seen[key] = None

@@ -111,6 +111,9 @@ class PlanExecutor:
 
         self._output_ids = {o.id for o in plan.outputs}     # (_converter: a set, not a scan per param)
         self.params = [(slot(p.id), self._converter(p), p.dtype) for p in plan.params]
+        # params the backend keeps as the Python number (fast_scalar): launches take their value,
+        # so the value alone is what a run gives them (a CUDA graph's key: runtime/cuda_graph.py)
+        self.by_value = [k for k, p in enumerate(plan.params) if self._fast_scalar(p) is not None]
         last_read: dict[int, int] = {}
         for i, launch in enumerate(plan.launches):
             for _, b in launch.reads:
@@ -148,15 +151,22 @@ class PlanExecutor:
         self.size = len(slot_of)
         self._into_outputs: list | None = None
 
+    def _fast_scalar(self, p) -> Callable[[Any, Any], Buffer] | None:
+        """The backend's converter of scalar param `p` that keeps the number on the host
+        (fast_scalar), where it has one and the param is only read by launches (never handed to
+        the user as an output); else None."""
+        fast = getattr(self.backend, "fast_scalar", None)
+        if fast is None or p.slot not in self.plan.scalar_slots or p.id in self._output_ids:
+            return None
+        return fast(p.dtype)
+
     def _converter(self, p) -> Callable[[Any, Any], Buffer]:
         """How the run-time value of param `p` becomes a buffer of this backend."""
         if p.slot not in self.plan.scalar_slots:
             return self.backend.param_converter()
-        fast = getattr(self.backend, "fast_scalar", None)
-        if fast is not None and p.id not in self._output_ids:
-            convert = fast(p.dtype)         # (a buffer only launches read: never handed to the user)
-            if convert is not None:
-                return convert
+        convert = self._fast_scalar(p)
+        if convert is not None:
+            return convert
         if getattr(self.backend.scalar, "host_default", False) and p.dtype in _HOST_SCALAR_DTYPES:
             np_dtype = p.dtype.np
             return lambda value, dtype: np.array(value, np_dtype)
