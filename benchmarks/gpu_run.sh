@@ -12,6 +12,7 @@
 #   AB_TREES="$HOME/w/before $PWD" bash benchmarks/gpu_run.sh setup ab   # the host path's stages
 #       (benchmarks/overhead.py: W7, the README demo, W9) of two trees on two quiet cores, alternating;
 #       the older tree carried as an ignored folder: git archive REV lazytorch benchmarks examples shaders | tar -x -C DIR
+#   bash benchmarks/gpu_run.sh setup gemm           # linear layers' products each way, one core -> $OUT/gemm.log
 #   bash benchmarks/gpu_run.sh setup kernels        # kernel-only times per workload -> $OUT/kernels.jsonl
 #       (GEOMETRIES="threads=512;rows:per_thread=4" compares forced geometries, `;`-separated;
 #        KERNELS_TAG labels the rows, e.g. before/after)
@@ -56,7 +57,7 @@ setup() {
     export LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | tr '\n' ':')${LD_LIBRARY_PATH:-}
     export PYTHONPATH=/tmp/site:$ROOT
     # the C build of the Tensor API's hottest path (setup.py; optional: without it the Python runs)
-    python3 setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "lazytorch.ir._fastpath did not build"
+    python3 setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "the optional extensions did not build"
     python3 -c "import mlx.core as mx, torch; print('mlx', mx.__version__, mx.default_device(), mx.array([1, 2]) + 1, 'torch', torch.__version__, torch.cuda.get_device_name())"
 }
 
@@ -106,8 +107,15 @@ cpu2() {
         | tee "$OUT/cpu2_compete${CPU_COMPETE:-0}.log" | grep -E "^  W|bandwidth"
 }
 
+gemm() {   # one linear layer's product each way on one quiet core (benchmarks/gemm_probe.py)
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 python3 -m benchmarks.gemm_probe 2>&1 | tee "$OUT/gemm.log"
+}
+
 ab() {     # the host path's stages on two quiet cores, trees alternating (AB_TREES: "before after")
     local round tree
+    for tree in ${AB_TREES:-$ROOT}; do      # (each tree's optional extensions, built in place)
+        (cd "$tree" && python3 setup.py -q build_ext --inplace >/dev/null 2>&1) || echo "$tree: extensions did not build"
+    done
     for round in 1 2; do
         for tree in ${AB_TREES:-$ROOT}; do
             echo "--- round $round: $tree"
