@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_run.sh setup profile        # benchmarks/gpu_profile.py: whole calls and CUPTI
 #       kernel time, every framework in one process -> $OUT/profile.log (WORKLOADS picks rows)
 #   bash benchmarks/gpu_run.sh cpu2                 # the cpu backend beside its CPU peers on two of the
-#       host's cores (taskset), a quiet 2-core machine -> $OUT/cpu2_compete0/ (CPU_WORKLOADS picks rows,
+#       host's cores (taskset -c $CORES, default 2,3: core 0 takes the GPU's interrupts), a quiet 2-core machine -> $OUT/cpu2_compete0/ (CPU_WORKLOADS picks rows,
 #       CPU_PEERS the peers); step cpu2busy: the same beside one competing process -> $OUT/cpu2_compete1/
 #   AB_TREES="$HOME/w/before $PWD" bash benchmarks/gpu_run.sh setup ab   # the host path's stages
 #       (benchmarks/overhead.py: W7, the README demo, W9) of two trees on two quiet cores, alternating;
@@ -101,14 +101,14 @@ profile() {
 }
 
 cpu2() {
-    OMP_NUM_THREADS=2 timeout ${CPU_TIMEOUT:-300} taskset -c 0,1 python3 -m benchmarks --device cpu \
+    OMP_NUM_THREADS=2 timeout ${CPU_TIMEOUT:-300} taskset -c ${CORES:-2,3} python3 -m benchmarks --device cpu \
         --workloads ${CPU_WORKLOADS:-W7,W11,W9} --backends cpu --compiled cpu --peers ${CPU_PEERS:-torch,torch.compile,numpy} \
         --compete ${CPU_COMPETE:-0} --out "$OUT/cpu2_compete${CPU_COMPETE:-0}" 2>&1 \
         | tee "$OUT/cpu2_compete${CPU_COMPETE:-0}.log" | grep -E "^  W|bandwidth"
 }
 
 gemm() {   # one linear layer's product each way on one quiet core (benchmarks/gemm_probe.py)
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c 0 python3 -m benchmarks.gemm_probe 2>&1 | tee "$OUT/gemm.log"
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c ${CORES%%,*} python3 -m benchmarks.gemm_probe 2>&1 | tee "$OUT/gemm.log"
 }
 
 ab() {     # the host path's stages on two quiet cores, trees alternating (AB_TREES: "before after")
@@ -120,9 +120,9 @@ ab() {     # the host path's stages on two quiet cores, trees alternating (AB_TR
         for tree in ${AB_TREES:-$ROOT}; do
             echo "--- round $round: $tree"
             (cd "$tree" && export PYTHONPATH=/tmp/site:$tree OMP_NUM_THREADS=2 && \
-                taskset -c 0,1 python3 -m benchmarks.overhead --clock cpu 2>&1 | tail -n 2 && \
-                taskset -c 0,1 python3 -m benchmarks.overhead --demo --calls 60 2>&1 | tail -n 1 && \
-                taskset -c 0,1 python3 -m benchmarks.overhead --model W9 --calls 30 2>&1 | tail -n 1)
+                taskset -c ${CORES:-2,3} python3 -m benchmarks.overhead --clock cpu 2>&1 | tail -n 2 && \
+                taskset -c ${CORES:-2,3} python3 -m benchmarks.overhead --demo --calls 60 2>&1 | tail -n 1 && \
+                taskset -c ${CORES:-2,3} python3 -m benchmarks.overhead --model W9 --calls 30 2>&1 | tail -n 1)
         done
     done
 }

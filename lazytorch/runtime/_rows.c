@@ -2,8 +2,8 @@
  *
  * c (m x n) = a (m x k) @ wᵀ, w (n x k) as torch stores a linear layer's weight, row-major with
  * leading dims lda, ldw, ldc.  numpy's OpenBLAS is slow at this shape when m is small (MiniLM's 55
- * rows: 75-95 GFLOP/s on one core where the machine does ~150; docs/benchmarks.md "Linear layers on
- * few rows"), so the cpu backend's product helper (shaders/c_gemm.c.j2) calls this kernel instead,
+ * rows: 80-95 GFLOP/s on one core where this kernel does 124-137 and the machine's peak is ~160;
+ * docs/benchmarks.md "Linear layers on few rows"), so the cpu backend's product helper (shaders/c_gemm.c.j2) calls this kernel instead,
  * through a function pointer, for the shapes runtime/library.py picks (`ROWS_RANGE`).
  *
  * The product is computed as its transpose, cᵀ = w @ aᵀ, BLIS style: the few rows of `a` are packed

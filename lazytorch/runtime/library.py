@@ -23,7 +23,7 @@ is one call (the batch stepped by two strides), and a product of GEMM_PARALLEL_M
 or more is split over the kernels' OpenMP threads (column slices, or whole products of a batch),
 one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Each slice takes
 the product's route (`ROUTES`): the BLAS as asked, the BLAS on the transpose (few rows), or, for
-float32 linear layers of 17 to 256 rows, the AVX-512 kernel of runtime/_rows.c (built at install,
+float32 linear layers of 8 to 128 rows, the AVX-512 kernel of runtime/_rows.c (built at install,
 passed to the helper as a function pointer; OpenBLAS is slowest at those shapes).  Elsewhere (another
 BLAS, the reference and metal-emu backends, an operand batch the helper cannot step) np.matmul
 runs it, BLAS on one thread.
@@ -299,14 +299,16 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
 #   (1536 -> 384) 938 -> 874; m = 16: 213 -> 79, 867 -> 615, 734 -> 515; m = 8 (768 -> 3072)
 #   2855 -> 2158; but m = 256, the README demo's products, 5-13% slower);
 # - rows: the float32 kernel of runtime/_rows.c (AVX-512, built at install), which reads x and W in
-#   place and keeps 12 x 32 blocks of the output in registers.  Against OpenBLAS flipped, one
-#   thread, GFLOP/s (docs/benchmarks.md "Linear layers on few rows"): m = 55 (384 -> 1536) ~125
-#   against ~94, m = 64-128 145-160 against 125-140, m = 256 ~150 against ~148 (and the direct
-#   BLAS ~135); at m <= 16 it pads its panel to 16 rows and is no faster, so those stay flipped.
+#   place and keeps 12 x 32 blocks of the output in registers.  Against OpenBLAS transposed, one
+#   thread, GFLOP/s, best of 7 rounds alternating (`python -m benchmarks.gemm_probe`, dev machine;
+#   docs/benchmarks.md "Linear layers on few rows"): m = 55 (W9) 124-137 against 92-95 (MKL
+#   112-133); m = 8-24 51-115 against 47-87; m = 128 146 against 143; m = 256 119-148 against
+#   134-149 and on the GPU host's CPU 90-130 against 130-140, so from 129 rows on the BLAS stays;
+#   m = 1-4 (a vector product, for the most part padding) 6-29 against 20-26.
 #   Where the kernel is missing (no AVX-512, not built) the helper runs `flipped` instead.
 ROUTES = {"blas": 0, "flipped": 1, "rows": 2}
 FLIP_MAX_ROWS = 128
-ROWS_RANGE = range(17, 257)          # the rows m the `rows` kernel takes
+ROWS_RANGE = range(8, 129)           # the rows m the `rows` kernel takes
 
 
 def route(dtype, batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
