@@ -108,7 +108,8 @@ cpu2() {
 }
 
 gemm() {   # one linear layer's product each way on one quiet core (benchmarks/gemm_probe.py)
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c ${CORES%%,*} python3 -m benchmarks.gemm_probe 2>&1 | tee "$OUT/gemm.log"
+    local cores=${CORES:-2,3}
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 taskset -c ${cores%%,*} python3 -m benchmarks.gemm_probe 2>&1 | tee "$OUT/gemm.log"
 }
 
 ab() {     # the host path's stages on two quiet cores, trees alternating (AB_TREES: "before after")
