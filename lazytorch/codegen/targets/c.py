@@ -18,7 +18,8 @@ from ..dialect import C_CHECKED, C_MATH, INT_C, Dialect, libm_suffix
 # not size"):
 # - one unit is an element of `a + b` (two loads, an add, a store): 0.15-0.17 ns on one thread
 #   (UNIT_NS); per element, serial: x*2+1 0.12-0.15 ns, a / b and sqrt 0.26 (next to add's 0.28
-#   in the same run), exp and tanh 0.69-0.89, sigmoid 1.1, erf and log 1.4-1.9, pow, sin and
+#   in the same run), exp and tanh 0.69-0.89, sigmoid 1.1, log 1.4-1.9 (erf as well, until its
+#   float32 version: 0.56 alone, class exp since), pow, sin and
 #   float64 exp (libm calls) 6.6-9.3, a sum over rows of 256 0.07-0.10, softmax rows of 64 1.1-1.4,
 #   layer_norm rows of 256 0.30-0.57, tanh-GELU 0.88-1.2;
 # - an OpenMP region with nothing to do costs 1.1 us while libgomp's workers still spin (the
