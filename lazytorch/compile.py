@@ -180,9 +180,9 @@ def _code_names(code: types.CodeType, out: set) -> None:
 
 def discover_tensors(target, depth: int = 32, numbers: list | None = None) -> list[Tensor]:
     """Every root Tensor (not a view; a view contributes its base) reachable from `target`
-    through object attributes, containers, closures and the globals functions name (not those of
-    lazytorch's own functions: _PACKAGE) (`depth`
-    links deep: a module tree nests three links per level; at most _MAX_VISITED objects).
+    through object attributes, containers, closures and the globals functions name, except the
+    globals of lazytorch's own functions (_PACKAGE) (`depth` links deep: a module tree nests three
+    links per level; at most _MAX_VISITED objects).
     `numbers`, if given, receives (container, key, value) for every Python number held in a
     reachable dict entry or object attribute (state a trace must not change)."""
     found: dict[int, Tensor] = {}
