@@ -40,6 +40,13 @@ from .tensor import Tensor, holding
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MAX_VISITED = 100_000          # objects looked at when discovering captured tensors
+# The globals of lazytorch's own functions hold no user state, so discover_tensors does not walk
+# them (it still walks their closures and defaults: a decorator's wrapper holds the user's
+# function).  An lt function the body reaches as an object (lt.sigmoid in a table of ops, a
+# Module's forward) led the walk into the op registry's tables and memos: ~1,500 objects and
+# their dicts' items, 5-9 ms, twice per trace, most of what lt.compile's first call took beyond
+# the lazy one's (docs/benchmarks.md, "W8").
+_PACKAGE = __name__.partition(".")[0]
 
 
 # ---------------------------------------------------------------- statistics and logging
@@ -173,8 +180,9 @@ def _code_names(code: types.CodeType, out: set) -> None:
 
 def discover_tensors(target, depth: int = 32, numbers: list | None = None) -> list[Tensor]:
     """Every root Tensor (not a view; a view contributes its base) reachable from `target`
-    through object attributes, containers, closures and the globals functions name (`depth`
-    links deep: a module tree nests three links per level; at most _MAX_VISITED objects).
+    through object attributes, containers, closures and the globals functions name, except the
+    globals of lazytorch's own functions (_PACKAGE) (`depth` links deep: a module tree nests three
+    links per level; at most _MAX_VISITED objects).
     `numbers`, if given, receives (container, key, value) for every Python number held in a
     reachable dict entry or object attribute (state a trace must not change)."""
     found: dict[int, Tensor] = {}
@@ -205,10 +213,11 @@ def discover_tensors(target, depth: int = 32, numbers: list | None = None) -> li
             children = [obj.func, *obj.args, *obj.keywords.values()]
         elif isinstance(obj, types.FunctionType):
             children = [c.cell_contents for c in (obj.__closure__ or ()) if _cell_filled(c)]
-            names: set = set()
-            _code_names(obj.__code__, names)
             g = obj.__globals__
-            children += [g[n] for n in names if n in g]
+            if g.get("__name__", "").partition(".")[0] != _PACKAGE:
+                names: set = set()
+                _code_names(obj.__code__, names)
+                children += [g[n] for n in names if n in g]
             children += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
         elif hasattr(obj, "__dict__") and not isinstance(obj, (types.BuiltinFunctionType,)):
             children = list(vars(obj).values())

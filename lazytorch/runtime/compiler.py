@@ -22,7 +22,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -84,6 +83,7 @@ def cache_dir() -> Path:
         problem = f"cannot be created ({e.strerror})"
     with _fallback_lock:
         if not _fallback_dir:
+            import tempfile         # (only where something is written: a warm disk cache never imports it)
             _fallback_dir.append(Path(tempfile.mkdtemp(prefix="lazytorch-cache-")))
             warnings.warn(f"lazytorch: kernel cache directory {path} {problem}; compiling into "
                           f"{_fallback_dir[0]} for this process", RuntimeWarning, stacklevel=2)
@@ -223,6 +223,7 @@ def _has_openmp(cc: str, version: str, probe: bool = True) -> bool | None:
     if not probe:
         return None
     import subprocess
+    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text("int f(int n){int s=0;\n#pragma omp parallel for reduction(+:s)\nfor(int i=0;i<n;i++)s+=i;return s;}\n")
@@ -384,6 +385,7 @@ def _compile_all(jobs: list[tuple[str, Path]], tc: Toolchain) -> None:
     """Compile each (source, path) into its cache entry, all compiler processes at once; the
     first failure raises KernelCompileError once every process has ended (no temp file is left)."""
     import subprocess               # (not at import: a warm disk cache starts no compiler)
+    import tempfile
     running, failure = [], None
     try:
         for source, path in jobs:
@@ -430,6 +432,7 @@ def _explain(stderr: str, source: str, compiler_name: str = "the C compiler") ->
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
+    import tempfile
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as f:
         f.write(data)

@@ -27,7 +27,6 @@ from .backend import Backend, LaunchFn
 from .buffer_pool import MIN_BYTES, BufferPool
 from .executor import PlanExecutor, debug_level, kernel_error
 from ..passes.plan import describe_launch
-from .library import GEMM_SYMBOLS, gemm_source, host_gemm, native_gemm
 
 _ptr_arrays: dict[int, type] = {}        # n -> the ctypes type of n pointers (made on first use)
 # gcc's time grows faster than linearly with function size: giant fused chains (100k-node
@@ -144,17 +143,22 @@ class CpuBackend(Backend):
         sources: dict[str, str] = {}
 
         # a program with matrix products carries the GEMM helper (runtime/library.py) in its own
-        # library: no second compile, and the plan index finds it with the kernels
-        gemm = any(launch.kind == "library" for launch in plan.launches) and native_gemm()
+        # library: no second compile, and the plan index finds it with the kernels.  (library.py
+        # is imported only for such programs: its import, ~5 ms of dataclass creation, was a third
+        # of a pointwise program's fixed first-call work: docs/benchmarks.md, "W8")
+        products = None
+        if any(launch.kind == "library" for launch in plan.launches):
+            from . import library as products
+        gemm = products is not None and products.native_gemm()
 
         def make() -> tuple[list[str], tuple[str, ...]]:
             rendered = kernel_sources(plan)
             sources.update(rendered)
             symbols = dict(getattr(rendered, "symbols", None) or {_name(k): k for k in rendered})
             if gemm:
-                rendered["lt_gemm"] = gemm_source()
+                rendered["lt_gemm"] = products.gemm_source()
                 rendered.helpers = rendered.helpers | {"lt_parallel"}     # (the helper reads it too)
-                symbols.update(GEMM_SYMBOLS)
+                symbols.update(products.GEMM_SYMBOLS)
             if rendered:                              # (a program with native steps: the runner too)
                 rendered["lt_run_steps"] = _template("c_runner.c.j2")
                 symbols["run_steps"] = "lt_run_steps"
@@ -169,7 +173,7 @@ class CpuBackend(Backend):
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
-                return host_gemm(launch, functions)     # runtime/library.py: the BLAS, on the kernels' threads
+                return products.host_gemm(launch, functions)     # the BLAS, on the kernels' threads
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..passes.plan import KernelPlan, Launch, describe_launch
+from . import buffer_pool
 from .reference import run_launch
 
 Buffer = Any
@@ -288,7 +289,7 @@ class MemoryPlan:
 
     def allocate(self) -> list:
         """One set of the plan's temp buffers: a typed view of its block per temp."""
-        blocks = [np.empty(n, np.uint8) for n in self.sizes]
+        blocks = [buffer_pool.block(buffer_pool.block_size(n)) for n in self.sizes]
         STATS["static_blocks"] += len(blocks)
         STATS["static_bytes"] += sum(self.sizes)
         out = []
