@@ -40,10 +40,16 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
-# spins before a libgomp worker sleeps (~10 us): long enough to catch the next kernel of a
-# program, short enough to give the cores back to BLAS; GOMP_SPINCOUNT=0 (passive) measured the
-# same on the demo, default (300000, ~3 ms) 5x slower
-SPIN_COUNT = "1000"
+# spins before a libgomp worker sleeps (a spin is a `pause`, ~140 cycles on recent Xeons: 10000 are
+# ~0.5 ms): long enough to span the serial kernels between a program's parallel regions (its
+# split products, wide kernels), short enough to give the cores back soon after the program.
+# With numpy's OpenBLAS in its own pool, 1000 was right (default 300000, ~3 ms of spinning against
+# BLAS's threads, made the demo 5x slower); now products run on this pool, and on two quiet cores
+# of the GPU host 10000 against 1000, two rounds alternating (medians, min):
+# the demo's lt.compile call 3.82, 3.83 ms (3.49, 3.62) against 4.76, 5.37 (4.13, 4.03), W9's
+# 14.1, 13.0 ms (13.0, 9.7) against 16.1, 14.6 (13.3, 12.2): docs/benchmarks.md, ninth session.
+# Beside a busy process kernels stay serial (idle_cores), so nothing spins there.
+SPIN_COUNT = "10000"
 _USER_POLICY = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 _lock = threading.Lock()
 _state: dict[str, object] = {}
