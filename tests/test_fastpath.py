@@ -369,6 +369,8 @@ def test_user_sites_match_the_python():
     got, want = node.user_site(1), node.user_site_py(1)     # (two calls: their offsets differ, the line not)
     assert node.format_site(got) == node.format_site(want) and got[0] is want[0] is sys._getframe().f_code
     assert node.user_site() == node.user_site_py()                  # (the default depth: the caller's caller)
+    deeper = len(inspect.stack(0)) + 5                                # (past the outermost frame: no site)
+    assert node.user_site(deeper) is None and node.user_site_py(deeper) is None
     with pytest.raises(TypeError):
         node.user_site(1, 2)
 

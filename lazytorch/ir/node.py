@@ -234,8 +234,12 @@ def inside(code) -> bool:
 def user_site(depth: int = 2) -> tuple | None:
     """(code object, instruction offset) of the first frame outside this package, from `depth`
     frames up (the caller's caller by default): a node's origin, kept raw (the line number is
-    looked up only when Node.origin formats it: most nodes are never shown)."""
-    f = sys._getframe(depth)
+    looked up only when Node.origin formats it: most nodes are never shown); None where no frame
+    is outside (or the stack is not `depth` deep: a node built from C with no Python caller)."""
+    try:
+        f = sys._getframe(depth)
+    except ValueError:
+        return None
     known = _INSIDE
     while f is not None:
         code = f.f_code
