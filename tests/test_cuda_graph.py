@@ -159,7 +159,7 @@ def _view(block: np.ndarray, shape, dtype) -> np.ndarray:
 def _graphed(dev: Device, outputs, sight: int = 2, **backend) -> tuple:
     plan = kernel_plan(outputs, backend="cpu")
     backend = Backend(dev, **backend)
-    return cuda_graph.GraphedPlan(PlanExecutor(backend, plan), dev, sight), plan, backend
+    return cuda_graph.GraphedPlan(PlanExecutor(backend, plan), dev, cuda_driver.DeviceBuffer, sight), plan, backend
 
 
 def _run_loop(dev: Device, calls: int, scalars=None, sight: int = 2, graphed=None):
@@ -358,7 +358,7 @@ def _scaled(dev: Device, backend: Backend):
     lt.eval(x)
     plan = kernel_plan([x * 2.5], backend="cpu")
     assert len(plan.scalar_slots) == 1
-    graphed = cuda_graph.GraphedPlan(PlanExecutor(backend, plan), dev, 2)
+    graphed = cuda_graph.GraphedPlan(PlanExecutor(backend, plan), dev, cuda_driver.DeviceBuffer, 2)
     return graphed, lambda x, s: [s if p.slot in plan.scalar_slots else x for p in plan.params]
 
 

@@ -816,7 +816,7 @@ class DriverBackend(Backend):
                                            lambda: made.get((call.name, by_value)) or self._compile([(call, by_value)])[0])
             return self._launch(launch, call, fn, by_value)
         executor = PlanExecutor(self, plan, compile_launch)
-        return cuda_graph.GraphedPlan(executor, self.dev, self.graph_sight) if self.graph_sight else executor
+        return cuda_graph.GraphedPlan(executor, self.dev, DeviceBuffer, self.graph_sight) if self.graph_sight else executor
 
     def _compile(self, calls) -> list[c_void_p]:
         return [self.dev.function(cubin, c.name, c.shared_memory) for (c, _), cubin in zip(calls, nvrtc.compile_calls(calls))]

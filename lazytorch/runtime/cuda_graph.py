@@ -112,7 +112,7 @@ def _picker(positions: list[int]):
 class GraphedPlan:
     """A PlanExecutor whose runs replay CUDA graphs where they can (see the module docstring)."""
 
-    def __init__(self, executor: PlanExecutor, dev, sight: int = 2):
+    def __init__(self, executor: PlanExecutor, dev, buffer_type: type, sight: int = 2):
         self.executor, self.plan, self.dev = executor, executor.plan, dev
         self.first = sight == 1
         plan = executor.plan
@@ -124,13 +124,12 @@ class GraphedPlan:
         self.out_meta = [(tuple(o.shape), o.dtype) for o in plan.outputs]
         # a key is read off the args as given: the value of each param the launches take by
         # value (the executor's by_value), the address of every other -- of the arg itself when
-        # it is a device buffer (the backend binds it unchanged), else of its bound buffer
+        # it is a device buffer (`buffer_type`: the backend binds it unchanged), else of its bound buffer
         by_value = set(executor.by_value)
         self.values = _picker(executor.by_value)
         self.buffers = _picker([k for k in range(len(plan.params)) if k not in by_value])
         self.buffer_slots = [i for k, (i, _, _) in enumerate(executor.params) if k not in by_value]
-        from .cuda_driver import DeviceBuffer       # (here: cuda_driver imports this module)
-        self.buffer_type = DeviceBuffer
+        self.buffer_type = buffer_type
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
         self.evictions = 0
