@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import os
 
+
+def switched_off() -> bool:
+    """`LAZYTORCH_NATIVE=0`: every optional compiled part stays off (this module's extension and
+    runtime/_rows.c's product kernel, runtime/library.py), the Python and the BLAS run instead."""
+    return os.environ.get("LAZYTORCH_NATIVE", "1") == "0"
+
+
 try:
     from . import _fastpath as NATIVE
 except ImportError:
     NATIVE = None
-if os.environ.get("LAZYTORCH_NATIVE", "1") == "0":
+if switched_off():
     NATIVE = None

@@ -38,13 +38,12 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import math
-import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..ir import dtypes as D
+from ..ir import dtypes as D, native
 from ..ir.views import contiguous_strides
 from . import threads
 
@@ -335,7 +334,7 @@ def rows_kernel() -> int:
 
 
 def _find_rows() -> int:
-    if os.environ.get("LAZYTORCH_NATIVE", "1") == "0":
+    if native.switched_off():
         return 0
     spec = importlib.util.find_spec(f"{__package__}._rows")
     if spec is None or not spec.origin:
