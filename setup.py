@@ -11,6 +11,9 @@ ir/build.py uses its Python version, which computes the same.
 
 lazytorch.runtime._rows (runtime/_rows.c) is the cpu backend's float32 product for linear layers
 on few rows (AVX-512, chosen at run time).  Optional too: without it products call the BLAS.
+
+lazytorch.runtime._launch (runtime/_launch.c) makes the cpu executor's calls of kernels and its
+packing of scalars without ctypes.  Optional: without it runtime/cpu.py uses ctypes and struct.
 """
 from setuptools import Extension, find_namespace_packages, setup
 
@@ -20,5 +23,6 @@ setup(
     package_dir={"lazytorch.shaders": "shaders"},
     package_data={"lazytorch": ["ir/registry/*.yaml"], "lazytorch.shaders": ["*.j2", "*.h"]},
     ext_modules=[Extension("lazytorch.ir._fastpath", ["lazytorch/ir/_fastpath.c"], optional=True),
-                 Extension("lazytorch.runtime._rows", ["lazytorch/runtime/_rows.c"], optional=True)],
+                 Extension("lazytorch.runtime._rows", ["lazytorch/runtime/_rows.c"], optional=True),
+                 Extension("lazytorch.runtime._launch", ["lazytorch/runtime/_launch.c"], optional=True)],
 )

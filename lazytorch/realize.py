@@ -31,7 +31,7 @@ import numpy as np
 
 from .graph_cache import CACHE
 from .ir import dtypes as D
-from .ir.graph import Program, program
+from .ir.graph import Program, leaf_args, program
 from .ir.node import EPOCH, LEAF_OPS, Node, type_str
 from .passes.decompose import has_composites
 from .passes.normalize import normalize
@@ -456,7 +456,7 @@ def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ())
     backend = get_backend(name)
     if backend.device_memory:
         keep_uploads(prog.leaves, backend)
-    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in prog.leaves])
+    outs = compiled.executable.run(leaf_args(prog.leaves, len(prog.leaves)))
     for node, buf in zip(roots, outs):
         node.realize(buf)
 
@@ -473,8 +473,6 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
     epoch, tree, leaves, count, size = root.tree
     if epoch != EPOCH[0] or size > WARN_NODES:
         return False
-    if len(leaves) != count:             # (the summary owns the first `count` of a shared list: ir/graph.py)
-        leaves = leaves[:count]
     if live is LIVE:
         if not LIVE.alone(root):
             return False
@@ -482,13 +480,14 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
         return False
     name = backend_name()
     try:
-        compiled = CACHE.get_or_compile((("tree", tree), name), lambda: _compile_tree(root, leaves, name))
+        compiled = CACHE.get_or_compile((("tree", tree), name), lambda: _compile_tree(root, leaves[:count], name))
     except _NotATree:
         return False
     backend = get_backend(name)
     if backend.device_memory:
-        keep_uploads(leaves, backend)
-    outs = compiled.executable.run([n.buffer if n.op == "buffer" else n.value for n in leaves])
+        keep_uploads(leaves[:count], backend)
+    # (the summary owns the first `count` of a shared leaf list: ir/graph.py)
+    outs = compiled.executable.run(leaf_args(leaves, count))
     root.realize(outs[0])
     return True
 

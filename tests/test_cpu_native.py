@@ -112,7 +112,8 @@ def test_linear_on_few_rows_computed_transposed(calls, split, dtype):
     check(lambda m, x, w: F(m).linear(x, w), sample((129 + split, 8), dtype), sample((600, 8), dtype, seed=1), atol=1e-5)
     assert calls[-1] is not None and calls[-1].route == ROUTE["blas"]
     check(lambda m, x, w: F(m).linear(x, w), sample((30 + split, 8), dtype), sample((70, 8), dtype, seed=1), atol=1e-5)
-    assert calls[-1] is not None and calls[-1].route == (ROWS if f32 else ROUTE["blas"])
+    rows = f32 and library.rows_kernel()         # (not wide enough to flip: the BLAS, or the rows kernel)
+    assert calls[-1] is not None and calls[-1].route == (ROUTE["rows"] if rows else ROUTE["blas"])
 
 
 # (rows, inner, columns) about the rows kernel's edges: panels of 32 rows and a last one of 16 or
@@ -127,7 +128,10 @@ def test_linear_on_rows_kernel_against_torch(calls, split, m, k, n):
     n += split - 1                         # (distinct shapes per thread count: plans are cached)
     x, w, b = sample((m, k + 3), seed=m), sample((n, k), seed=1), sample((n,), seed=2)
     check(lambda t, x, w, b: F(t).gelu(F(t).linear(x[:, 1:k + 1], w, b)), x, w, b, atol=1e-4)
-    assert calls[-1] is not None and calls[-1].route == ROWS and calls[-1].a.ld == k + 3
+    # (without the kernel, or AVX-512: the route the BLAS path takes at this shape)
+    without = ROUTE["flipped"] if n >= 3 * m else ROUTE["blas"]
+    assert calls[-1] is not None and calls[-1].route == (ROUTE["rows"] if library.rows_kernel() else without)
+    assert calls[-1].a.ld == k + 3
     check(lambda t, x, w: F(t).linear(x, w), sample((129, k)), w, atol=1e-4)
     assert calls[-1] is not None and calls[-1].route != ROUTE["rows"]
 
@@ -308,3 +312,74 @@ def test_error_flag_inside_a_segment(monkeypatch, executors, debug, capfd):
         assert ex.segments and len(ex.segments[0]) >= 2      # the division ran inside a segment
     if debug == "1":
         assert "lib" in capfd.readouterr().err     # every launch traced, the product included
+
+
+# ---- runtime/_launch.c: the executor's native calls against their ctypes definitions
+
+def _launch_or_skip():
+    if cpu_backend._LAUNCH is None:
+        pytest.skip("runtime/_launch.c is not built or LAZYTORCH_NATIVE=0")
+    return cpu_backend._LAUNCH
+
+
+@pytest.mark.parametrize("code, values", [
+    ("f", [0.1, -2.5, 1e39, -1e39, float("nan"), float("inf"), 3, True, 3.4028235e38, 1e-46]),
+    ("d", [0.1, -1e300, float("-inf"), 7, False]),
+    ("?", [0, 1, 2.5, 0.0, True, -1]),
+])
+def test_pack_matches_struct_and_ctypes(code, values):
+    """Scalars packed as the kernels read them, byte for byte as struct (and c_float past float32's
+    range: inf) packs them, and nothing written past the last value."""
+    launch = _launch_or_skip()
+    ct = cpu_backend._FORMAT_CTYPES[code]
+    n = len(values)
+    got, want, untouched = (ct * (n + 2))(), (ct * (n + 2))(), (ct * 2)(5, 5)
+    for arr in (got, want):
+        arr[n], arr[n + 1] = 5, 5
+    launch.pack(ctypes.addressof(got), code, values)
+    cpu_backend.pack_py(ctypes.addressof(want), code, values)
+    assert bytes(got) == bytes(want)
+    assert bytes(got)[n * ctypes.sizeof(ct):] == bytes(untouched)
+    with pytest.raises(OverflowError):
+        launch.pack(ctypes.addressof(got), "f", [10 ** 400])
+    with pytest.raises(ValueError):
+        launch.pack(ctypes.addressof(got), "i", [1])
+
+
+def test_call_and_run_steps_match_ctypes(tmp_path):
+    """A kernel and a runner called by address, each way: the same effects and results."""
+    launch = _launch_or_skip()
+    src = tmp_path / "k.c"
+    src.write_text(
+        "#include <stdint.h>\n"
+        "void k(char **a) { ((float *)a[0])[0] += 1.5f; }\n"
+        "int64_t r(void (*const *f)(char **), char **const *a, int32_t *const *e, int64_t n) {\n"
+        "    for (int64_t i = 0; i < n; i++) { f[i](a[i]); if (*e[i]) return i; }\n"
+        "    return -1;\n}\n")
+    lib_path = tmp_path / "k.so"
+    import subprocess
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib_path)], check=True)
+    lib = ctypes.CDLL(str(lib_path))
+    k_at = ctypes.cast(lib.k, ctypes.c_void_p).value
+    r_at = ctypes.cast(lib.r, ctypes.c_void_p).value
+    out = np.zeros(1, np.float32)
+    arr = (ctypes.c_void_p * 1)(out.ctypes.data)
+    for fn in (launch.call, cpu_backend.call_py):
+        fn(k_at, ctypes.addressof(arr))
+    assert out[0] == 3.0
+    errs = (ctypes.c_int32 * 2)(0, 1)
+    fns = (ctypes.c_void_p * 2)(k_at, k_at)
+    args = (ctypes.c_void_p * 2)(ctypes.addressof(arr), ctypes.addressof(arr))
+    words = (ctypes.c_void_p * 2)(ctypes.addressof(errs), ctypes.addressof(errs) + 4)
+    at = [ctypes.addressof(x) for x in (fns, args, words)]
+    assert launch.run_steps(r_at, *at, 2) == cpu_backend.run_steps_py(r_at, *at, 2) == 1
+    errs[1] = 0
+    assert launch.run_steps(r_at, *at, 2) == cpu_backend.run_steps_py(r_at, *at, 2) == -1
+    assert out[0] == 3.0 + 1.5 * 8                   # (each of the four ran both steps)
+    with pytest.raises(TypeError):
+        launch.call(k_at)
+
+
+def test_launch_switched_off(monkeypatch):
+    monkeypatch.setenv("LAZYTORCH_NATIVE", "0")
+    assert cpu_backend._native_launch() is None

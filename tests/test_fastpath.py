@@ -135,7 +135,7 @@ def test_misses_take_the_python_build():
         "number first": (2.0, pend),
         "a view": (chain(x)[1:], 2.0),
         "two tensors": (pend, chain(x)),
-        "a buffer": (x, 2.0),
+        "a buffer of a new shape": (lt.from_numpy(np.ones((3, 1, 2), np.float32)), 2.0),
         "a numpy scalar": (pend, np.float32(2.0)),
     }
     for name, args in cases.items():
@@ -149,6 +149,47 @@ def test_misses_take_the_python_build():
     np.testing.assert_allclose(got.numpy(), (X.astype(np.float64) * 0.5 + 0.25) * 3.0, rtol=1e-6)
     with pytest.raises(TypeError):
         fast(pend, 2.0, 3.0)
+
+
+def python_frames(fn, *args) -> tuple[object, list[str]]:
+    """`fn(*args)` and the Python functions that ran inside it."""
+    ran: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            ran.append(frame.f_code.co_name)
+    sys.setprofile(profile)
+    try:
+        out = fn(*args)
+    finally:
+        sys.setprofile(None)
+    return out, ran[:-1]                # (the last: sys.setprofile's return into `profile`)
+
+
+@needs_fast
+@pytest.mark.parametrize("operand", ["from_numpy", "an eval's result"])
+def test_realized_operands(backend, operand):
+    """A chain's first op on a realized tensor (a buffer leaf: W7's every call) takes the C branch
+    once the leaf's shape has a tree id, with the Python build's node and a summary of two leaves."""
+    x = lt.from_numpy(X.copy())
+    if operand != "from_numpy":
+        x = chain(x)
+        lt.eval(x)
+    assert x.node.op == "buffer" and x.node.tree is None
+    for name, fast in sorted(FAST.items()):
+        for number in NUMBERS:
+            try:
+                fast.__wrapped__(x, number)            # (the leaf's tree id, the op's record)
+            except Exception:                          # (a unary op: test_same_nodes_and_values)
+                continue
+            want = fast.__wrapped__(x, number)
+            python_frames(fast, x, number)             # (this file's frames classified)
+            got, ran = python_frames(fast, x, number)
+            assert ran == [], name
+            same_node(got.node, want.node)
+            tree = got.node.tree
+            assert tree[0] == EPOCH[0] and tree[3:] == (2, 3) and tree[2][0] is x.node
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
 
 
 @needs_fast
@@ -390,3 +431,34 @@ def test_chains_of_every_shape(backend, shape):
         assert y.node.tree is not None or x._base is not None
         np.testing.assert_allclose(y.numpy(), ((want * 1.5 + 0.5) - 0.25) / 2.0, rtol=1e-6)
         assert y.shape == lt.Size(shape)
+
+
+@needs_fast
+def test_leaf_args_match_the_python():
+    """ir/graph.py's leaf_args in C (LeafArgs): each leaf's buffer or number, for the first n
+    leaves (clamped as a slice), objects that are not Nodes read by attribute, and the same
+    errors."""
+    from types import SimpleNamespace
+    from lazytorch.ir import graph
+    from lazytorch.ir.node import Node
+    assert type(graph.leaf_args).__name__ == "LeafArgs"
+    python = graph.leaf_args_py
+    x = lt.from_numpy(X.copy())
+    for _ in range(2):                   # (the second: the ops' records exist, a tree summary)
+        y = x * 2.0 + 1                  # its leaf list holds x's buffer and two numbers
+    leaves = list(y._node.tree[2])
+    leaves.append(SimpleNamespace(op="buffer", buffer="b", value=None))
+    leaves.append(SimpleNamespace(op="scalar", buffer=None, value=3))
+    for n in (0, 1, 3, len(leaves), len(leaves) + 4):
+        got, want = graph.leaf_args(leaves, n), python(leaves, n)
+        assert len(got) == len(want) and all(a is b for a, b in zip(got, want)), n
+    assert graph.leaf_args(leaves, 1)[0] is x.node.buffer
+    bare = Node.__new__(Node)
+    bare.op = "scalar"                   # (no value slot set: both raise AttributeError)
+    for fn in (graph.leaf_args, python):
+        with pytest.raises(AttributeError):
+            fn([bare], 1)
+    with pytest.raises(ValueError):
+        graph.leaf_args(leaves, -1)
+    with pytest.raises(TypeError):
+        graph.leaf_args(tuple(leaves), 1)

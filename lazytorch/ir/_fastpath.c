@@ -4,8 +4,8 @@
  * ir/native.py's users only where this module builds; LAZYTORCH_NATIVE=0 turns them off;
  * tests/test_fastpath.py compares each with its Python):
  * - FastOp: ir/build.py::fast_builder's first branch, `tensor <op> number` inside a tree (a
- *   pending non-view Tensor, a Python number, the operand's tree summary current and the
- *   result's record in the number class's chain table), the one a chain of scalar ops takes at
+ *   non-view Tensor, pending or realized, a Python number, the operand's tree summary current and
+ *   the result's record in the number class's chain table), the one a chain of scalar ops takes at
  *   every op: in Python a frame and about 150 bytecodes an op.  Step for step in the same order
  *   (see the Python for why each step is there); every other call, and this branch's rare
  *   misses, go to the Python `build` it wraps, so binding, meta rules and errors stay the
@@ -13,6 +13,8 @@
  * - Signer: ir/replay.py::signature, the key of a recorded build (about 200 bytecodes a call).
  * - Replayer: ir/replay.py::Recording.replay, the nodes of a recorded build.
  * - SiteFinder: ir/node.py::user_site, the user's line a node names.
+ * - LeafArgs: ir/graph.py::leaf_args, a program's run arguments from its leaves (an eval's every
+ *   call: a listcomp of ~11 bytecodes a leaf, ~0.9 us for W7's 21).
  *
  * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
  * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
@@ -47,6 +49,7 @@ typedef struct {
     PyObject *mode, *track, *live, *compact_at, *compact;   /* tensor.py PENDING_PARTS */
     PyObject *epoch, *trace, *user_code, *inside, *user_site;  /* ir/node.py's */
     PyObject *no_attrs;        /* scalar leaves' shared empty attrs */
+    PyObject *leaf_trees;      /* ir/graph.py LEAF_TREES: (shape, dtype) of a buffer leaf -> its tree id */
     Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
     Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
     Py_ssize_t node_at[N_SLOTS];
@@ -60,7 +63,7 @@ static const Py_ssize_t HELD[] = {
     offsetof(FastOp, node_type), offsetof(FastOp, wrap), offsetof(FastOp, mode), offsetof(FastOp, track),
     offsetof(FastOp, live), offsetof(FastOp, compact_at), offsetof(FastOp, compact), offsetof(FastOp, epoch),
     offsetof(FastOp, trace), offsetof(FastOp, user_code), offsetof(FastOp, inside), offsetof(FastOp, user_site),
-    offsetof(FastOp, no_attrs), offsetof(FastOp, dict),
+    offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, dict),
 };
 #define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
 
@@ -101,6 +104,7 @@ static const Py_ssize_t HELD[] = {
     };
 
 static PyObject *SCALAR;      /* "scalar" */
+static PyObject *BUFFER;      /* "buffer" */
 static PyObject *ZERO, *ONE;
 static char not_taken_marker;
 #define NOT_TAKEN ((PyObject *)&not_taken_marker)
@@ -289,6 +293,31 @@ done:
     return out;
 }
 
+/* A realized operand's tree summary (the Python's, made when the op is "buffer" and its leaf's
+ * tree id known): a new reference, NOT_TAKEN, or NULL with an exception set. */
+static PyObject *leaf_summary(FastOp *self, PyObject *na, PyObject *epoch) {
+    PyObject *op = SLOT(na, self->node_at[N_OP]);
+    if (op == NULL) return NOT_TAKEN;
+    if (op != BUFFER) {
+        int same = PyUnicode_Check(op) ? PyUnicode_Compare(op, BUFFER) : 1;
+        if (same != 0) return same == -1 && PyErr_Occurred() ? NULL : NOT_TAKEN;
+    }
+    PyObject *shape = SLOT(na, self->node_at[N_SHAPE]), *dtype = SLOT(na, self->node_at[N_DTYPE]);
+    if (shape == NULL || dtype == NULL) return NOT_TAKEN;
+    PyObject *sig = PyTuple_Pack(2, shape, dtype);
+    if (sig == NULL) return NULL;
+    PyObject *ia = PyDict_GetItemWithError(self->leaf_trees, sig);
+    Py_DECREF(sig);
+    if (ia == NULL) return PyErr_Occurred() ? NULL : NOT_TAKEN;
+    PyObject *leaves = PyList_New(1);
+    if (leaves == NULL) return NULL;
+    Py_INCREF(na);
+    PyList_SET_ITEM(leaves, 0, na);
+    PyObject *t = PyTuple_Pack(5, epoch, ia, leaves, ONE, ONE);
+    Py_DECREF(leaves);
+    return t;
+}
+
 /* The hot branch of `build(a, b)`: the new pending Tensor, NOT_TAKEN where the Python must
  * decide, or NULL with an exception set. */
 static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
@@ -298,16 +327,21 @@ static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
     PyObject *na = SLOT(a, self->tensor_at[T_NODE]);
     if (na == NULL || Py_TYPE(na) != self->node_type) return NOT_TAKEN;
     PyObject *t = SLOT(na, self->node_at[N_TREE]);
-    if (t == NULL || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return NOT_TAKEN;
     PyObject *epoch = PyList_GetItem(self->epoch, 0);
-    if (epoch == NULL) return NULL;
-    int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
-    if (current <= 0) return current < 0 ? NULL : NOT_TAKEN;
+    if (t == NULL || epoch == NULL) return NULL;
+    if (t == Py_None) {
+        t = leaf_summary(self, na, epoch);        /* (a new reference) */
+        if (t == NULL || t == NOT_TAKEN) return t;
+    } else {
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return NOT_TAKEN;
+        int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
+        if (current <= 0) return current < 0 ? NULL : NOT_TAKEN;
+        Py_INCREF(t);
+    }
     /* From here on Python code may run (`chained`; on 3.11 a collection in any allocation, its gc
      * callbacks and finalizers) and with it another thread: an eval there realizes `na`, dropping
      * `t`, or rebinds `a._node`.  The Python's locals keep both; so do these references. */
     Py_INCREF(na);
-    Py_INCREF(t);
     PyObject *out = build_on(self, h, b, na, t);
     Py_DECREF(t);
     Py_DECREF(na);
@@ -332,15 +366,15 @@ static PyObject *fastop_get(PyObject *op, PyObject *obj, PyObject *type) {
 
 static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *name, *hot, *chained, *node_type, *wrap, *live_parts;
-    PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs;
+    PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs, *leaf_trees;
     Py_ssize_t last;
     static char *kw[] = {"fallback", "name", "hot", "chained", "node_type", "wrap", "live", "epoch", "trace",
-                         "user_code", "inside", "user_site", "no_attrs", "last", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!n:FastOp", kw, &fallback, &name,
+                         "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!:FastOp", kw, &fallback, &name,
                                      &PyDict_Type, &hot, &chained, &PyType_Type, &node_type, &PyType_Type, &wrap,
                                      &PyTuple_Type, &live_parts, &PyList_Type, &epoch, &PyList_Type, &trace,
                                      &PyList_Type, &user_code, &PyDict_Type, &inside, &user_site,
-                                     &PyDict_Type, &no_attrs, &last))
+                                     &PyDict_Type, &no_attrs, &last, &PyDict_Type, &leaf_trees))
         return NULL;
     PyObject *mode, *track, *live, *compact_at, *compact;
     if (!PyArg_ParseTuple(live_parts, "OOO!O!O:FastOp live", &mode, &track, &PyList_Type, &live,
@@ -351,7 +385,7 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->vectorcall = fastop_vectorcall;
     self->last = last;
     PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
-                          epoch, trace, user_code, inside, user_site, no_attrs};     /* (HELD's order) */
+                          epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees};     /* (HELD's order) */
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         Py_INCREF(values[i]);
         FIELD(self, HELD[i]) = values[i];
@@ -838,6 +872,90 @@ static const Py_ssize_t SITE_HELD[] = {offsetof(SiteFinder, dict), offsetof(Site
 HELD_GC(site, SiteFinder, SITE_HELD)
 CALLABLE_TYPE(site, SiteFinder, "SiteFinder", "ir/node.py's user_site(depth=2) in C.", 0, NULL)
 
+/* ---------------------------------------------------------------- a program's arguments
+ *
+ * ir/graph.py::leaf_args in C: `LeafArgs(node_type)`; a call `leaf_args(leaves, n)` returns the
+ * list of each of the first n leaves' buffer (op "buffer") or value (a scalar leaf). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    Py_ssize_t at[N_SLOTS];
+} LeafArgs;
+
+/* One leaf's argument: its buffer or its value, by its op (as the Python reads them). */
+static PyObject *leaf_arg(LeafArgs *self, PyObject *leaf) {
+    if (Py_TYPE(leaf) != self->node_type) {          /* (not a Node: the attributes, as the Python) */
+        PyObject *op = PyObject_GetAttrString(leaf, "op");
+        if (op == NULL) return NULL;
+        int buffer = PyObject_RichCompareBool(op, BUFFER, Py_EQ);
+        Py_DECREF(op);
+        return buffer < 0 ? NULL : PyObject_GetAttrString(leaf, buffer ? "buffer" : "value");
+    }
+    PyObject *op = SLOT(leaf, self->at[N_OP]);
+    int buffer = op == BUFFER;
+    if (!buffer && op != NULL && op != SCALAR) {
+        buffer = PyObject_RichCompareBool(op, BUFFER, Py_EQ);
+        if (buffer < 0) return NULL;
+    }
+    PyObject *v = op == NULL ? NULL : SLOT(leaf, self->at[buffer ? N_BUFFER : N_VALUE]);
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "leaf_args: a leaf has no %s", op == NULL ? "op" : buffer ? "buffer" : "value");
+        return NULL;
+    }
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject *leafargs_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    LeafArgs *self = (LeafArgs *)op;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL || !PyList_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "leaf_args(leaves: list, n: int) takes a list and a count");
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "leaf_args: a count of %zd leaves", n);
+    PyObject *leaves = args[0];
+    if (n > PyList_GET_SIZE(leaves)) n = PyList_GET_SIZE(leaves);   /* (as the Python's slice) */
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(leaves); i++) {
+        PyObject *leaf = PyList_GET_ITEM(leaves, i);
+        Py_INCREF(leaf);                              /* (held while a non-Node's getattr runs) */
+        PyObject *v = leaf_arg(self, leaf);
+        Py_DECREF(leaf);
+        if (v == NULL) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, v);
+    }
+    if (PyList_GET_SIZE(leaves) < n) {                /* (another thread shortened it: the Python's
+                                                       * slice would have been shorter too) */
+        Py_DECREF(out);
+        return PyErr_Format(PyExc_RuntimeError, "leaf_args: the leaf list changed during the call");
+    }
+    return out;
+}
+
+static PyObject *leafargs_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *node_type;
+    static char *kw[] = {"node_type", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:LeafArgs", kw, &PyType_Type, &node_type))
+        return NULL;
+    LeafArgs *self = (LeafArgs *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = leafargs_vectorcall;
+    Py_INCREF(node_type);
+    self->node_type = (PyTypeObject *)node_type;
+    if (slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static const Py_ssize_t LEAF_ARGS_HELD[] = {offsetof(LeafArgs, dict), offsetof(LeafArgs, node_type)};
+HELD_GC(leafargs, LeafArgs, LEAF_ARGS_HELD)
+CALLABLE_TYPE(leafargs, LeafArgs, "LeafArgs", "ir/graph.py's leaf_args in C.", 0, NULL)
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
@@ -845,15 +963,16 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
     SCALAR = PyUnicode_InternFromString("scalar");
+    BUFFER = PyUnicode_InternFromString("buffer");
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
     VIEW = PyUnicode_InternFromString("view");
     PARAM = PyUnicode_InternFromString("param");
     NODE_ATTR = PyUnicode_InternFromString("node");
     KEY_ATTR = PyUnicode_InternFromString("key");
-    if (SCALAR == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
+    if (SCALAR == NULL || BUFFER == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
         KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&signer_type) < 0 ||
-        PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0)
+        PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -863,7 +982,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type};
+    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type, &leafargs_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

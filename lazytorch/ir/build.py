@@ -22,7 +22,7 @@ from . import dtypes as D
 from . import meta
 from . import views as V
 from .errors import op_error, wrap_dim
-from .graph import MAX_TREE_NODES, TREES, leaf_tree, tree_id
+from .graph import LEAF_TREES, MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from . import replay
 from .native import NATIVE
 from .node import _INSIDE, BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, inside as classify, user_site
@@ -568,6 +568,7 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # table is bounded as TREES is).  One dict lookup by class, then one by an int: no tuple key.
     hot = {cls: (dt, scalar_keys[dt], scalar_trees[dt], {}) for cls, dt in NUMBER_DTYPES.items()}
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
+    leaf_trees = LEAF_TREES
     if live is not None:
         mode, track, live_list, compact_at, compact = live
     else:
@@ -601,6 +602,13 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
             # node has a tree summary is pending, so its node is `a._node`, no property.)
             na = a._node
             t = na.tree
+            if t is None and na.op == "buffer":
+                # A realized tensor, a chain's first operand: its leaf's summary, made here (one
+                # stored on the node would hold the node in a cycle, and go stale at every eval).
+                # An id not yet known is made by the general route below.
+                ia = leaf_trees.get((na.shape, na.dtype))
+                if ia is not None:
+                    t = (epoch_now[0], ia, [na], 1, 1)
             if t is not None and t[0] == epoch_now[0]:
                 known = h[3].get(t[1])
                 if known is None:
@@ -766,7 +774,7 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # `tensor <op> number` in a chain; every other call runs `build`.
     fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
-                            user_site=user_site, no_attrs=_NO_ATTRS, last=last)
+                            user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees)
     # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no
     # __module__ of its own, and its class's docstring would stand for the method's)
     fast.__module__, fast.__doc__, fast.__annotations__ = build.__module__, build.__doc__, build.__annotations__

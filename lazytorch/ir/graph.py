@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import count
 from typing import TYPE_CHECKING, Container, Iterable, NamedTuple
 
+from .native import NATIVE
 from .node import LEAF_OPS, Node
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ MAX_TREE_NODES = 256
 MAX_TREES = 1 << 20
 TREES: dict[tuple, int] = {}
 _tree_ids = count(1)
-_LEAF_TREES: dict[tuple, int] = {}          # (shape, dtype) of a buffer leaf -> its id
+LEAF_TREES: dict[tuple, int] = {}          # (shape, dtype) of a buffer leaf -> its id
 
 
 def tree_id(item: tuple) -> int:
@@ -133,21 +134,30 @@ def tree_id(item: tuple) -> int:
         return known
     if len(TREES) >= MAX_TREES:
         TREES.clear()
-        _LEAF_TREES.clear()
+        LEAF_TREES.clear()
     return TREES.setdefault(item, next(_tree_ids))
 
 
 def leaf_tree(node: Node) -> int:
     """The tree id of a buffer leaf (its key depends only on its shape and dtype)."""
     sig = (node.shape, node.dtype)
-    known = _LEAF_TREES.get(sig)
+    known = LEAF_TREES.get(sig)
     if known is None:
-        known = _LEAF_TREES[sig] = tree_id(("leaf", node.key))
+        known = LEAF_TREES[sig] = tree_id(("leaf", node.key))
     return known
 
 
 def leaves(order: list[Node]) -> list[Node]:
     return [n for n in order if n.is_input]
+
+
+def leaf_args_py(leaves: list[Node], n: int) -> list:
+    """A program's run arguments from its leaves (the first `n`: a tree summary's own): a buffer
+    leaf's array, a scalar leaf's number.  (In C where ir/_fastpath.c built: every eval runs it.)"""
+    return [x.buffer if x.op == "buffer" else x.value for x in leaves[:n]]
+
+
+leaf_args = NATIVE.LeafArgs(node_type=Node) if NATIVE is not None else leaf_args_py
 
 
 def consumers(order: list[Node]) -> dict[int, list[Node]]:

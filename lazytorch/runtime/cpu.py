@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..ir import dtypes as D
+from ..ir.native import switched_off
 from . import compiler, threads
 from .backend import Backend, LaunchFn
 from .buffer_pool import MIN_BYTES, BufferPool
@@ -93,6 +94,53 @@ def _name(symbol: str) -> str:
 _SCALAR_CTYPES = {D.float64: ctypes.c_double, D.float32: ctypes.c_float, D.bool_: ctypes.c_bool}
 _CTYPE_SCALARS = frozenset(_SCALAR_CTYPES.values())
 _PACK_FORMATS = {ctypes.c_double: "d", ctypes.c_float: "f", ctypes.c_bool: "?"}   # struct's codes
+_FORMAT_CTYPES = {code: ct for ct, code in _PACK_FORMATS.items()}
+
+
+# ---- the executor's calls into native code: runtime/_launch.c, else these (the definition)
+_kernel_fns: dict[int, Any] = {}
+_KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_RUNNER_T = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+def call_py(fn: int, args: int) -> None:
+    """The kernel at address `fn` (`void f(char **)`) with its pointer array at address `args`."""
+    kernel = _kernel_fns.get(fn) or _kernel_fns.setdefault(fn, _KERNEL_T(fn))
+    kernel(args)
+
+
+def run_steps_py(runner: int, fns: int, args: int, errs: int, n: int) -> int:
+    """The program's runner (shaders/c_runner.c.j2) over n native steps: -1 or the failed one."""
+    steps = _kernel_fns.get(runner) or _kernel_fns.setdefault(runner, _RUNNER_T(runner))
+    return steps(fns, args, errs, n)
+
+
+def pack_py(storage: int, code: str, values: Sequence[Any]) -> None:
+    """Python numbers as consecutive C values of struct's `code` ("f", "d", "?") from address
+    `storage`.  (struct's pack_into writes them in one C loop, a third of ctypes' per-element
+    slice assignment; a float beyond float32, which struct refuses, becomes inf through c_float,
+    as the kernel's own cast made it.)"""
+    arr = (_FORMAT_CTYPES[code] * len(values)).from_address(storage)
+    try:
+        struct.pack_into(code * len(values), arr, 0, *values)
+    except OverflowError:
+        arr[:] = values
+
+
+def _native_launch():
+    """runtime/_launch.c's versions of call, run_steps and pack, or None (not built, or off)."""
+    if switched_off():
+        return None
+    try:
+        from . import _launch
+    except ImportError:
+        return None
+    return _launch
+
+
+_LAUNCH = _native_launch()
+call, run_steps, pack = (_LAUNCH.call, _LAUNCH.run_steps, _LAUNCH.pack) if _LAUNCH is not None \
+    else (call_py, run_steps_py, pack_py)
 
 
 def _address(arr: np.ndarray) -> int:
@@ -361,9 +409,7 @@ class CpuExecutor(PlanExecutor):
         # the program's libraries' lt_parallel, set per run while a spinning libgomp makes
         # forking depend on idle cores (runtime/threads.py)
         self.parallel = list(parallel) if threads.parallel_follows_idle() else []
-        if runner is not None:
-            runner.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-            runner.restype = ctypes.c_int64
+        self.runner_at = ctypes.cast(runner, ctypes.c_void_p).value if runner is not None else 0
         self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
         if self.direct:
             self._layout()
@@ -393,10 +439,7 @@ class CpuExecutor(PlanExecutor):
                 slots.append(slot)
             else:
                 self.converted.append((k, slot, convert, dtype))
-        # (struct's pack_into writes a ctype's arguments into the storage in one C loop, a third of
-        # ctypes' per-element slice assignment)
-        self.packers = [(ct, struct.Struct(_PACK_FORMATS[ct] * len(args)).pack_into, _picker(args))
-                        for ct, (args, _) in self.packed.items()]
+        self.packers = [(ct, _PACK_FORMATS[ct], _picker(args)) for ct, (args, _) in self.packed.items()]
         temp_slot: dict[int, int] = {}                                # slot -> static temp index
         for _, _, writes, _, _ in self.steps:
             for slot, _, _, t in writes:
@@ -453,8 +496,9 @@ class CpuExecutor(PlanExecutor):
                 self.blocks.append(((step,), -1))
         close()
         cfuncs = [step[0] for step in self.program if step[0] is not None]
-        self.segment_fns = [(ctypes.c_void_p * len(ks))(*[ctypes.cast(cfuncs[k], ctypes.c_void_p).value for k in ks])
-                            for ks in self.segments]
+        self.kernel_at = [ctypes.cast(f, ctypes.c_void_p).value for f in cfuncs]
+        self.segment_fns = [(ctypes.c_void_p * len(ks))(*[self.kernel_at[k] for k in ks]) for ks in self.segments]
+        self.segment_at = [(ctypes.addressof(fns), len(fns)) for fns in self.segment_fns]
 
     def _frame(self) -> "_Frame":
         temps = self.memory.allocate() if self.memory is not None else []
@@ -507,12 +551,9 @@ class CpuExecutor(PlanExecutor):
         for k, slot, convert, dtype in self.converted:
             buf = env[slot] = convert(args[k], dtype)
             addr[slot] = _address(buf)
-        storage = frame.storage
-        for ct, pack, pick in self.packers:
-            try:
-                pack(storage[ct], 0, *pick(args))
-            except OverflowError:                # a float beyond float32: c_float makes it inf, as
-                storage[ct][:] = pick(args)      # the kernel's cast did (struct refuses it)
+        storage_at = frame.storage_at
+        for ct, code, pick in self.packers:
+            pack(storage_at[ct], code, pick(args))
         empty = self.backend.empty
         small = self.backend.pool.stats
         temps, errs, arrays = frame.temps, frame.errs, frame.arrays
@@ -520,9 +561,9 @@ class CpuExecutor(PlanExecutor):
             if segment >= 0:                     # native steps: bind their buffers, then one call
                 for step in steps:
                     _bind(step, env, addr, temps, arrays, empty, small)
-                fns = self.segment_fns[segment]
+                fns_at, n = self.segment_at[segment]
                 args_at, errs_at, _, _ = frame.segments[segment]
-                failed = self.runner(ctypes.addressof(fns), args_at, errs_at, len(fns))
+                failed = run_steps(self.runner_at, fns_at, args_at, errs_at, n)
                 if failed >= 0:
                     errs[steps[failed][7]] = 0
                     raise kernel_error(steps[failed][5])
@@ -533,7 +574,7 @@ class CpuExecutor(PlanExecutor):
             cfunc, fn, reads, writes, frees, launch, dynamic, k = steps[0]
             if cfunc is not None:
                 _bind(steps[0], env, addr, temps, arrays, empty, small)
-                cfunc(arrays[k])
+                call(self.kernel_at[k], frame.arrays_at[k])
                 if errs[k]:
                     errs[k] = 0
                     raise kernel_error(launch)
@@ -562,12 +603,15 @@ MAX_FRAMES = 4        # frames kept per plan (runs on as many threads at once re
 
 class _Frame:
     """One run's reusable state: static temps, scalar storage, error words, pointer arrays and, per
-    segment, the runner's arrays of those (addresses first)."""
-    __slots__ = ("temps", "storage", "errs", "arrays", "segments")
+    segment, the runner's arrays of those (addresses first); the storage's and the pointer arrays'
+    addresses, which the native calls take."""
+    __slots__ = ("temps", "storage", "errs", "arrays", "segments", "storage_at", "arrays_at")
 
     def __init__(self, temps, storage, errs, arrays, segments):
         self.temps, self.storage, self.errs, self.arrays = temps, storage, errs, arrays
         self.segments = segments
+        self.storage_at = {ct: ctypes.addressof(a) for ct, a in storage.items()}
+        self.arrays_at = [ctypes.addressof(a) for a in arrays]
 
 
 def _bind(step, env: list, addr: list, temps: list, arrays: list, empty, small: dict) -> None:
