@@ -12,12 +12,12 @@ import re
 import types
 from typing import Any, Callable
 
-from .call_memo import CHECK as MEMO_CHECK, check_replay, effects_now, memo_for, signature
+from .call_memo import CHECK as MEMO_CHECK, check_replay, memo_for, signature
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
 from .ir.errors import op_error
-from .ir.node import SITE, TRACE, Node, user_site
+from .ir.node import SITE, TRACE, Node, effects_now, user_site
 from .ir.registry import OpDef, ops
 from .tensor import PENDING_PARTS, Tensor, alias, pending
 
@@ -102,10 +102,12 @@ def make_function(op: OpDef, name: str):
                 return pending(node)
         sig = signature(args, kwargs) if memo is not None and out is None else None
         if sig is not None:
-            made = memo.replay(*sig, args, _wrap)
+            if MEMO_CHECK:                # (a partial, not a lambda: `sig` would be a cell on every call)
+                made = check_replay(op.name, functools.partial(memo.replay, *sig, args, _wrap),
+                                    lambda: general(args, out, kwargs), args, kwargs)
+            else:
+                made = memo.replay(*sig, args, _wrap)
             if made is not None:
-                if MEMO_CHECK:
-                    check_replay(op.name, made, lambda: general(args, out, kwargs), args, kwargs)
                 return made
         # Every node the general route builds names the same user line: found once here, not
         # per node (a view or a composite builds several)
@@ -115,9 +117,9 @@ def make_function(op: OpDef, name: str):
         try:
             if sig is None:
                 return general(args, out, kwargs)
-            epoch, effects = effects_now()
+            before = effects_now()
             result = general(args, out, kwargs)
-            memo.learn(*sig, result, epoch, effects)
+            memo.learn(*sig, result, before)
             return result
         finally:
             SITE.site = site

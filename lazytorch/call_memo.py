@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .ir.node import BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, type_str, user_site
+from .ir.node import SITE, TRACE, Node, effects_now, own_effects_now, provenance_mark, type_str, user_site
 from .ir.registry import OpDef
 from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, same_program, signature
 from .tensor import Tensor, _wrap_views, pending
@@ -65,10 +65,11 @@ class CallMemo:
             return pending(result)
         return wrap(self.op, result)
 
-    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, effects: int) -> None:
-        """Remember how the general route built `result` (a Tensor or a tuple of them)."""
+    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, before: tuple[int, int]) -> None:
+        """Remember how the general route built `result` (a Tensor or a tuple of them; `before`:
+        effects_now() before it ran)."""
         if self.returns_self and result is next(iter(flat), None):
-            if (EPOCH[0], BUILD_EFFECTS[0]) == (epoch, effects):
+            if effects_now() == before:      # (process-wide, as ir/replay.py Memo.learn)
                 self.memo.keep(key, SELF)
             return
         if isinstance(result, Tensor):
@@ -77,41 +78,47 @@ class CallMemo:
             made = tuple(t._node for t in result)
         else:
             return
-        self.memo.learn(key, nodes, flat, made, epoch, effects)
+        self.memo.learn(key, nodes, flat, made, before)
 
 
-def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
-    """Raise where a replayed call's result differs from the general route's, or where the general
-    route had effects (`effects`: a data read, an update, an evaluation) the replay skipped (CHECK mode)."""
+def verify(op: str, replayed: Any, built: Any, effects: bool = False, origins: bool = True) -> None:
+    """Raise where a replayed call's result differs from the general route's (and their nodes'
+    `origins`, if asked), or where the general route had effects (`effects`: a data read, an
+    update, an evaluation) the replay skipped (CHECK mode)."""
     if effects:
         raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
     mine = [replayed] if isinstance(replayed, Tensor) else list(replayed)
     theirs = [built] if isinstance(built, Tensor) else list(built)
     same = len(mine) == len(theirs) and type(replayed) is type(built) and all(
         same_program(a._node, b._node) and a._base is b._base and a._spec == b._spec
-        and a._node.origin == b._node.origin for a, b in zip(mine, theirs))
+        and (not origins or a._node.origin == b._node.origin) for a, b in zip(mine, theirs))
     if not same:
         raise AssertionError(f"call memo: {op} replayed {[type_str(t._node) for t in mine]} (built at "
                              f"{[t._node.origin for t in mine]}) but the general route built "
                              f"{[type_str(t._node) for t in theirs]} (at {[t._node.origin for t in theirs]})")
 
 
-def effects_now() -> tuple[int, int]:
-    """(EPOCH, BUILD_EFFECTS) now: what `learn` compares with after the general route ran."""
-    return EPOCH[0], BUILD_EFFECTS[0]
-
-
-def check_replay(op: str, made: Any, build: Callable[[], Any], args: tuple, kwargs: dict) -> None:
-    """CHECK mode: build the replayed call the general way too (`build`, with the user's line set as
-    the general route sets it) and raise where the two differ or the general build had effects."""
+def check_replay(op: str, replay: Callable[[], Any], build: Callable[[], Any], args: tuple, kwargs: dict) -> Any:
+    """CHECK mode: the replayed call (`replay()`; None: not replayed, unchecked), built the general
+    way too (`build`, with the user's line set as the general route sets it); raise where the two
+    differ or the general build had effects.  As ir/replay.py `check`: only this thread's own evals
+    and effects count (ir/node.py own_effects_now: the process-wide counters move with other
+    threads' work meanwhile, which is no fault of the replay), and origins are compared where
+    provenance stayed on from the replay to the end of the build (ir/node.py provenance_mark)."""
+    mark = provenance_mark()
+    made = replay()
+    if made is None:
+        return None
     site = SITE.site
     SITE.site = site or user_site(2)
     try:
-        before = effects_now(), arguments_now(args, kwargs)
+        before = own_effects_now(), arguments_now(args, kwargs)
         built = build()
-        verify(op, made, built, before != (effects_now(), arguments_now(args, kwargs)))
+        verify(op, made, built, before != (own_effects_now(), arguments_now(args, kwargs)),
+               mark is not None and mark == provenance_mark())
     finally:
         SITE.site = site
+    return made
 
 
 def arguments_now(args: tuple, kwargs: dict) -> list:

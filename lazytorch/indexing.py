@@ -10,6 +10,7 @@ evaluated at the call and turned into the integer indices of their True elements
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,8 @@ from .ir.creation import fill
 from .ir.errors import op_error
 from .ir.meta import broadcast_shapes
 from .ir.meta.shape import index_shape
-from .ir.node import Node
-from .call_memo import CallMemo, check_replay, effects_now
+from .ir.node import Node, effects_now
+from .call_memo import CallMemo, check_replay
 from .ir.replay import CHECK, ENABLED, Memo, signature
 from .tensor import Tensor, alias
 
@@ -152,15 +153,16 @@ def _advanced(op: str, x: Node, adv: list[tuple[int, Node]], *extra) -> Node:
 def getitem(t: Tensor, key) -> Tensor:
     sig = _memo_key(t, key) if MEMO is not None else None
     if sig is not None:
-        made = MEMO.replay(*sig, (t,), None)
+        if CHECK:
+            made = check_replay("getitem", partial(MEMO.replay, *sig, (t,), None), lambda: _getitem(t, key), (t,), {})
+        else:
+            made = MEMO.replay(*sig, (t,), None)
         if made is not None:
-            if CHECK:
-                check_replay("getitem", made, lambda: _getitem(t, key), (t,), {})
             return made
-        effects = effects_now()
+        before = effects_now()
     result = _getitem(t, key)
     if sig is not None:
-        MEMO.learn(*sig, result, *effects)
+        MEMO.learn(*sig, result, before)
     return result
 
 

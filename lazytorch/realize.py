@@ -174,7 +174,7 @@ class LiveTensors:
     def __init__(self) -> None:
         self.fresh: list[weakref.ref] = []
         self.index: dict[int, _Entry] = {}      # id(node) -> its entry (checked: ids are reused)
-        self.parked_epoch = -1                  # EPOCH when a tensor was last parked
+        self.parked_epoch = -1                  # EPOCH when a tensor was last parked (process-wide, as trees')
         self.added = 0                          # entries and holders added since the last sweep
         self.sweep_at = SWEEP_AT
         self.walked = 0
@@ -471,7 +471,7 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
     when no other live tensor holds a pending value of the tree (the sync would add it); False:
     not done."""
     epoch, tree, leaves, count, size = root.tree
-    if epoch != EPOCH[0] or size > WARN_NODES:
+    if epoch != EPOCH[0] or size > WARN_NODES:   # (process-wide EPOCH: any thread's realize may cut the tree)
         return False
     if live is LIVE:
         if not LIVE.alone(root):

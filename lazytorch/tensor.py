@@ -19,7 +19,7 @@ from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
-from .ir.node import BUILD_EFFECTS, Node, type_str
+from .ir.node import Node, note_build_effect, type_str
 from .host_data import SHARED, is_shared, share, snapshot
 from .realize import LIVE, eval_nodes, host_value
 
@@ -104,7 +104,7 @@ class Tensor:
     def _rebind(self, node: Node, op: str = "in-place op") -> None:
         """Give this tensor a new value (in-place `op`): write through into the base for views."""
         if self._base is None:
-            BUILD_EFFECTS[0] += 1          # (a build that updates an argument is not replayed)
+            note_build_effect()            # (a build that updates an argument is not replayed)
             leaf = _grad.MODE.any_leaf and self._is_grad_leaf()
             if leaf and _grad.MODE.enabled:
                 raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation "

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import lazytorch as lt
-from lazytorch import api
-from lazytorch.ir import build
+from lazytorch import api, call_memo
+from lazytorch.ir import build, replay
 from lazytorch.ir.registry import get
 from lazytorch.ir.graph import program
 from lazytorch.ir.replay import CHECK
@@ -274,3 +274,43 @@ def test_a_deep_copy_leaves_autograds_record_behind():
     if y.requires_grad:
         (y * 2.0).sum().backward()
     assert tx.grad is None and x.grad is None
+
+
+def test_check_mode_catches_a_replayed_build_with_effects(monkeypatch):
+    """Check mode raises where a replayed call's general build has effects a replay skips: arange
+    of a realized tensor reads its value as it builds.  Its memos are made to record it anyway, at
+    the Tensor API's level (api.py, call_memo.py) and at the builder's (ir/build.py `call`)."""
+    def careless(self, key, nodes, flat, result, before):          # (records what has effects too)
+        rec = replay.record(nodes, flat, result._node if isinstance(result, lt.Tensor) else result)
+        if rec is not None:
+            monkeypatch.setitem(self.memo.table if isinstance(self, call_memo.CallMemo) else self.table, key, rec)
+    monkeypatch.setattr(call_memo.CallMemo, "learn", careless)
+    monkeypatch.setattr(api, "MEMO_CHECK", True)
+    n = lt.tensor(3.0)
+    n.numpy()
+    lt.arange(n)
+    with pytest.raises(AssertionError, match="arange was replayed, but building it has effects"):
+        lt.arange(n)
+    monkeypatch.setattr(replay.Memo, "learn", careless)
+    monkeypatch.setattr(replay, "CHECK", True)
+    m = lt.tensor(4.0)
+    m.numpy()
+    build.call("arange", m.node)
+    with pytest.raises(AssertionError, match="arange was replayed, but building it has effects"):
+        build.call("arange", m.node)
+
+
+def test_check_mode_compares_origins_while_provenance_stays_on():
+    """A replay whose node names another line than the general build's is caught, unless
+    provenance was switched off meanwhile (by a compile on another thread: ir/node.py provenance_mark)."""
+    from lazytorch.ir.node import tracing
+    x = lt.from_numpy(arr(3))._node
+    mine, theirs = build.call("neg", x), build.call("neg", x)
+    theirs.origin = "elsewhere.py:1"
+    with pytest.raises(AssertionError, match="neg replayed"):
+        replay.check("neg", lambda: mine, lambda: theirs)
+
+    def built_while_a_compile_ran():
+        with tracing(False):
+            return theirs
+    assert replay.check("neg", lambda: mine, built_while_a_compile_ran) is mine

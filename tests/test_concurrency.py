@@ -100,3 +100,58 @@ def test_compiles_on_several_threads_leave_provenance_on():
     src = open(__file__).read().splitlines()
     line = next(i for i, s in enumerate(src, 1) if s.strip().endswith("# provenance line"))
     assert y.node.origin == f"test_concurrency.py:{line}"
+
+
+# One thread's replays are checked against the general build (LAZYTORCH_CALL_MEMO=check) while
+# another evaluates and runs builds with effects all the while: the checks see only their own
+# thread's effects (ir/node.py own_effects_now), and compare origins only while provenance stayed
+# on (a compile on the other thread switches it off for every thread: ir/node.py provenance_mark).
+CHECKED = """
+import sys, threading, time
+import numpy as np, lazytorch as lt
+from lazytorch.ir import replay
+assert replay.CHECK
+sys.setswitchinterval(1e-6)                    # (switch threads often: inside each other's builds)
+F = lt.nn.functional
+stop, errors, rounds = threading.Event(), [], [0, 0]
+
+def replays():
+    x = lt.tensor(np.ones((4, 6), np.float32))
+    try:
+        while not stop.is_set():
+            F.softmax(x * 2.0, dim=-1) + x.mean(-1, keepdim=True) - x[:, 1:3].sum()
+            rounds[0] += 1
+    except BaseException as e:
+        errors.append(e)
+
+def effects():
+    rm, rv = lt.zeros(6), lt.ones(6)
+    try:
+        while not stop.is_set():
+            x = lt.tensor(np.full((4, 6), rounds[1] % 5, np.float32))
+            F.batch_norm(x, rm, rv, training=True).numpy()     # updates rm, rv as it builds
+            n = lt.tensor(3.0 + rounds[1] % 3)
+            n.numpy()
+            lt.arange(n).numpy()                               # reads n's value as it builds
+            rounds[1] += 1
+    except BaseException as e:
+        errors.append(e)
+
+threads = [threading.Thread(target=replays), threading.Thread(target=effects)]
+for t in threads:
+    t.start()
+time.sleep(1.0)
+stop.set()
+for t in threads:
+    t.join(timeout=60)
+assert not errors, repr(errors[0])
+assert min(rounds) > 10, rounds
+print("ok")
+"""
+
+
+def test_check_mode_sees_only_its_own_threads_effects():
+    env = {**os.environ, "LAZYTORCH_CALL_MEMO": "check", "PYTHONPATH": os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))}
+    out = subprocess.run([sys.executable, "-c", CHECKED], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr[-3000:]

@@ -25,7 +25,7 @@ from .errors import op_error, wrap_dim
 from .graph import LEAF_TREES, MAX_TREE_NODES, TREES, leaf_tree, tree_id
 from . import replay
 from .native import NATIVE
-from .node import _INSIDE, BUILD_EFFECTS, EPOCH, SITE, TRACE, Node, inside as classify, user_site
+from .node import _INSIDE, EPOCH, SITE, TRACE, Node, effects_now, inside as classify, user_site
 from .promotion import opmath
 from .registry import OpDef, get
 from .schema import Schema, SchemaError, pack_int_list_varargs
@@ -183,18 +183,23 @@ def call(name: str, *args, **kwargs):
         return build_call(op, args, kwargs)
     rec = memo.table.get(sig[0])
     if rec is not None:
-        made = rec.replay(sig[1], sig[2], (SITE.site or user_site(2)) if TRACE[0] else None)
         if replay.CHECK:
-            effects = EPOCH[0], BUILD_EFFECTS[0]
-            replay.verify(op.name, made, build_call(op, args, kwargs), effects != (EPOCH[0], BUILD_EFFECTS[0]))
-        return made
-    epoch, effects = EPOCH[0], BUILD_EFFECTS[0]
+            return _checked(op, rec, sig, args, kwargs)
+        return rec.replay(sig[1], sig[2], (SITE.site or user_site(2)) if TRACE[0] else None)
+    before = effects_now()               # (process-wide: refusing to learn after another thread acted is safe)
     result = build_call(op, args, kwargs)
-    memo.learn(*sig, result, epoch, effects)
+    memo.learn(*sig, result, before)
     return result
 
 
 _MEMOS: dict[str, "replay.Memo | bool"] = {}   # op name -> its recordings (False: never replayed)
+
+
+def _checked(op: OpDef, rec: "replay.Recording", sig: tuple, args: tuple, kwargs: dict):
+    """`call`'s replay in check mode, verified against the general build (ir/replay.py check).
+    (Out of `call`: its closures would make `call`'s locals cells on every call.)"""
+    return replay.check(op.name, lambda: rec.replay(sig[1], sig[2], (SITE.site or user_site(2)) if TRACE[0] else None),
+                        lambda: build_call(op, args, kwargs))
 
 
 def build_call(op: OpDef, args: tuple, kwargs: dict):
@@ -567,6 +572,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # op's (tree ids name one structure forever, ir/graph.py, so entries never go stale; each
     # table is bounded as TREES is).  One dict lookup by class, then one by an int: no tuple key.
     hot = {cls: (dt, scalar_keys[dt], scalar_trees[dt], {}) for cls, dt in NUMBER_DTYPES.items()}
+    # (EPOCH process-wide, here and in the C fast path: a tree summary goes stale with a realize on
+    # any thread, since threads may share nodes; ir/node.py)
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
     leaf_trees = LEAF_TREES
     if live is not None:

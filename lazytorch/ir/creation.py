@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes as D
 from .build import builder, call, constant, scalar
 from .errors import op_error
-from .node import BUILD_EFFECTS, Node
+from .node import Node, note_build_effect
 from .registry import OpDef
 from .schema import Schema
 
@@ -150,7 +150,7 @@ def _number(op: str, name: str, v) -> int | float:
         if v.op == "scalar":
             return v.value
         if v.realized and v.numel == 1:
-            BUILD_EFFECTS[0] += 1               # (data read at build time: not a replayable call)
+            note_build_effect()                 # (data read at build time: not a replayable call)
             return np.asarray(D.to_compute(v.buffer, v.dtype)).reshape(()).item()
         raise op_error(TypeError, op, f"argument '{name}' must be a number, got a lazy tensor", {name: v},
                        "evaluate it first or pass a Python number")

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes as D
 from .meta import Args, rule
-from .node import BUILD_EFFECTS, Node
+from .node import Node, note_build_effect
 from .registry import OpDef
 
 HOST_VALUE: Callable[[Node], np.ndarray] | None = None
@@ -47,7 +47,7 @@ def host_value(node: Node) -> np.ndarray:
     """The value of `node` as numpy (bfloat16 widened to float32), evaluating it first if pending."""
     if HOST_VALUE is None:
         raise RuntimeError("host_value: no evaluator installed (import lazytorch first)")
-    BUILD_EFFECTS[0] += 1
+    note_build_effect()
     return HOST_VALUE(node)
 
 

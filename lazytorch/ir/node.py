@@ -114,6 +114,7 @@ class Node:
         self._key = ("buffer", (), self.shape, self.dtype.name)
         self.tree = None
         EPOCH[0] += 1            # every node's tree summary built before now may be stale
+        OWN.counts[0] += 1       # (and this thread evaluated: see OWN)
 
     # ---- where the user built it (formatted when read: most nodes are never shown) ----
     @property
@@ -203,13 +204,51 @@ class _Site(threading.local):
 
 SITE = _Site()
 # Bumped by every realize(): a node's `tree` summary (ir/build.py's fast path) is valid only in the
-# epoch it was made in, since a realize below it changes the program it stands for.
+# epoch it was made in, since a realize below it changes the program it stands for.  Process-wide:
+# a realize on any thread cuts the graph every thread's nodes may share.
 EPOCH = [0]
 # Bumped by everything a build may do besides making nodes -- a read of data (ir/host.py host_value,
 # a realized number's value), an in-place update of a tensor argument (tensor.py Tensor._rebind:
 # batch_norm's running statistics) --: a build that did any is not recorded for replay
-# (ir/replay.py), since replaying only its nodes would skip it or freeze what it read.
+# (ir/replay.py), since replaying only its nodes would skip it or freeze what it read.  Bumped
+# through `note_build_effect` only, which counts the effect in OWN too.
 BUILD_EFFECTS = [0]
+
+
+class _Own(threading.local):
+    """This thread's own part of EPOCH and BUILD_EFFECTS: `counts` = [realizes, build effects] it
+    made itself.  Check mode (ir/replay.py CHECK) asks whether the general build it runs beside a
+    replay had effects; the process-wide counters also move with other threads' evals and builds
+    meanwhile, which would be false alarms.  (Learning a recording keeps comparing the process-wide
+    ones: refusing to record because another thread acted is merely conservative, and another
+    thread's realize may have cut a node the build read.)"""
+
+    def __init__(self) -> None:             # (run once per thread, on its first use)
+        self.counts = [0, 0]
+
+
+OWN = _Own()
+
+
+def effects_now() -> tuple[int, int]:
+    """(EPOCH, BUILD_EFFECTS) now, process-wide: what a memo's `learn` compares with after the
+    general build ran (unchanged: no eval and no effect anywhere meanwhile, so the build had none)."""
+    return EPOCH[0], BUILD_EFFECTS[0]
+
+
+def own_effects_now() -> tuple[int, int]:
+    """This thread's (realizes, build effects) so far: what check mode compares with after the
+    general build it runs beside a replay (unchanged: that build evaluated nothing and had no effect)."""
+    counts = OWN.counts
+    return counts[0], counts[1]
+
+
+def note_build_effect() -> None:
+    """Count an effect of the build running now (see BUILD_EFFECTS), process-wide and for this thread."""
+    BUILD_EFFECTS[0] += 1
+    OWN.counts[1] += 1
+
+
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LINES: dict[tuple, str] = {}               # (code object, instruction offset) -> "file.py:12", interned
 
@@ -271,8 +310,9 @@ class tracing:
     """`with tracing(False):` builds nodes without recording where (compiles run under it).
     TRACE is one flag for every thread (the node build reads it on its hot path), so compiles on
     several threads at once share one count: the state before the first is restored after the
-    last, whatever order they end in (each saving and restoring its own would leave it off)."""
-    _depth, _saved, _lock = [0], [True], threading.Lock()
+    last, whatever order they end in (each saving and restoring its own would leave it off).
+    `_offs` counts the times it switched provenance off (provenance_mark)."""
+    _depth, _saved, _lock, _offs = [0], [True], threading.Lock(), [0]
 
     def __init__(self, on: bool):
         self.on = on
@@ -282,13 +322,25 @@ class tracing:
             if self._depth[0] == 0:
                 self._saved[0] = TRACE[0]
             self._depth[0] += 1
-            TRACE[0] = self.on and TRACE[0]
+            was = TRACE[0]
+            TRACE[0] = self.on and was
+            if was and not self.on:         # (counted after the switch: provenance_mark reads in the other order)
+                self._offs[0] += 1
 
     def __exit__(self, *exc):
         with self._lock:
             self._depth[0] -= 1
             if self._depth[0] == 0:
                 TRACE[0] = self._saved[0]
+
+
+def provenance_mark() -> int | None:
+    """None while provenance is off, else how many times `tracing` switched it off so far: equal
+    marks before and after some work mean provenance stayed on all along.  (Check mode compares a
+    replay's origins with the general build's only then: a compile on another thread switches the
+    one flag off for every thread meanwhile, and the nodes built then name no line.)"""
+    offs = tracing._offs[0]
+    return offs if TRACE[0] else None
 
 
 _OPAQUE = ("a lazy {op} node was {how}: its value is a runtime argument that no pass may inspect "

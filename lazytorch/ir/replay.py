@@ -21,22 +21,24 @@ A call is recorded only when replaying it is the same build (`record` refuses ot
 - its made nodes read only the arguments' nodes, their bases and leaves it made (a builder that
   captured other state, or reached deeper into an argument's history, is not replayed);
 - it read no data, updated no argument in place and evaluated nothing (EPOCH and BUILD_EFFECTS
-  unchanged: ir/node.py), drew no random numbers
+  unchanged, process-wide: ir/node.py effects_now), drew no random numbers
   (ops tagged nondeterministic_seeded have no memo) and made no buffer;
 - its tensor arguments were distinct nodes (a call on `x, x` may build differently);
 - its results are nodes it made (a call returning an input, like `to` of the same dtype, is not).
 Errors are never recorded: a call that raised raises again on the general route.
 `LAZYTORCH_CALL_MEMO=0` turns memos off; `=check` makes the Tensor API compare every replay with
-the general route's build (for running the test suite against them).
+the general route's build (for running the test suite against them), and raise where that build
+evaluated or had effects -- its own thread's (ir/node.py own_effects_now: other threads' evals
+meanwhile are no fault of the replay) -- or named other lines while provenance stayed on (`check`).
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from .dtypes import DType
 from .native import NATIVE
-from .node import BUILD_EFFECTS, EPOCH, Node
+from .node import Node, effects_now, own_effects_now, provenance_mark
 from .registry import OpDef
 
 ENABLED = os.environ.get("LAZYTORCH_CALL_MEMO", "1") != "0"
@@ -245,15 +247,28 @@ def record(nodes: list[Node], flat: tuple, result: Any) -> Recording | None:
     return Recording(steps, refs[0] if result.__class__ is Node else tuple(refs))
 
 
-def verify(op: str, replayed: Any, built: Any, effects: bool = False) -> None:
-    """Raise where a replayed call's nodes differ from the general build's, or where the general
-    build had effects (`effects`) the replay skipped (`LAZYTORCH_CALL_MEMO=check`)."""
+def check(op: str, replay: Callable[[], Any], build: Callable[[], Any]) -> Any:
+    """`LAZYTORCH_CALL_MEMO=check`: the replayed nodes (`replay()`), verified against the general
+    build's (`build()`).  Effects are this thread's own (ir/node.py own_effects_now: other threads'
+    evals meanwhile are no fault of the replay); origins are compared where provenance stayed on
+    from the replay to the end of the build (ir/node.py provenance_mark)."""
+    mark = provenance_mark()
+    made = replay()
+    before = own_effects_now()
+    built = build()
+    verify(op, made, built, before != own_effects_now(), mark is not None and mark == provenance_mark())
+    return made
+
+
+def verify(op: str, replayed: Any, built: Any, effects: bool = False, origins: bool = True) -> None:
+    """Raise where a replayed call's nodes differ from the general build's (and their `origins`,
+    if asked), or where the general build had effects (`effects`) the replay skipped (check mode)."""
     if effects:
         raise AssertionError(f"call memo: {op} was replayed, but building it has effects a replay skips")
     mine = [replayed] if replayed.__class__ is Node else list(replayed)
     theirs = [built] if built.__class__ is Node else list(built)
     if len(mine) != len(theirs) or type(replayed) is not type(built) or any(
-            not same_program(a, b) or a.origin != b.origin for a, b in zip(mine, theirs)):
+            not same_program(a, b) or origins and a.origin != b.origin for a, b in zip(mine, theirs)):
         raise AssertionError(f"call memo: {op} replayed {mine} but the general build made {theirs}")
 
 
@@ -286,10 +301,10 @@ class Memo:
     def __init__(self):
         self.table: dict[tuple, Recording] = {}
 
-    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, epoch: int, effects: int) -> None:
-        """Remember how the general route built `result` for this signature (`epoch` and `effects`:
-        EPOCH and BUILD_EFFECTS before it ran), where replaying it is the same build."""
-        if EPOCH[0] != epoch or BUILD_EFFECTS[0] != effects:
+    def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, before: tuple[int, int]) -> None:
+        """Remember how the general route built `result` for this signature (`before`: effects_now()
+        before it ran), where replaying it is the same build."""
+        if effects_now() != before:      # (process-wide: any eval or effect meanwhile, this thread's or not)
             return
         rec = record(nodes, flat, result)
         if rec is not None:
