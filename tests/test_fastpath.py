@@ -185,7 +185,7 @@ def test_realized_operands(backend, operand):
             want = fast.__wrapped__(x, number)
             python_frames(fast, x, number)             # (this file's frames classified)
             got, ran = python_frames(fast, x, number)
-            assert ran == [], name
+            assert fast.__wrapped__.__name__ not in ran, name     # (autograd's track may run)
             same_node(got.node, want.node)
             tree = got.node.tree
             assert tree[0] == EPOCH[0] and tree[3:] == (2, 3) and tree[2][0] is x.node
