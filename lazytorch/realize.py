@@ -483,11 +483,12 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
         compiled = CACHE.get_or_compile((("tree", tree), name), lambda: _compile_tree(root, leaves[:count], name))
     except _NotATree:
         return False
-    backend = get_backend(name)
-    if backend.device_memory:
-        keep_uploads(leaves[:count], backend)
     # (the summary owns the first `count` of a shared leaf list: ir/graph.py)
-    outs = compiled.executable.run(leaf_args(leaves, count))
+    args = leaf_args(leaves, count)
+    if np.ndarray in map(type, args) and get_backend(name).device_memory:     # (host data: uploaded
+        keep_uploads(leaves[:count], get_backend(name))                       # once, kept on the leaf)
+        args = leaf_args(leaves, count)
+    outs = compiled.executable.run(args)
     root.realize(outs[0])
     return True
 
@@ -509,7 +510,7 @@ def keep_uploads(leaves: list[Node], backend: Backend) -> None:
 
 
 def eval_tensors(tensors, live: "Iterable[Node] | LiveTensors" = ()) -> None:
-    eval_nodes((t.node for t in tensors), live)
+    eval_nodes([t.node for t in tensors], live)     # (a list: eval_nodes' one-tensor case)
 
 
 def warn_long_history(root: Node, size: int) -> None:
