@@ -78,7 +78,7 @@ def test_float32_math_accuracy_full_range():
                         -np.geomspace(1e-38, 1e38, 2000),
                         np.linspace(-4.5, 4.5, 20001),      # erf's pieces meet at |x| = 1 and 4
                         np.linspace(-110, 110, 200001),     # exp's range ends, sigmoid's denormals
-                        np.geomspace(1e-30, 0.6, 20001),    # tanh's series and quotient meet at 0.5
+                        np.geomspace(1e-30, 0.7, 20001),    # tanh's polynomial and quotient meet at 0.625
                         [0.9999999, 1.0, 1.0000001, 3.9199998, 3.92, 3.9999998, 4.0, -1.0, -4.0],
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 88.8, -103.9, -87.3, 1e-45]]).astype(np.float32)
     t = lt.tensor(x)
@@ -95,6 +95,30 @@ def test_float32_math_accuracy_full_range():
             ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
             bad = ~same & (ulps > 2)
             assert not bad.any(), (name, x[bad][:5], got[bad][:5], want[bad][:5])
+
+
+def test_float32_tanh_sigmoid_exp_edges_match_torch():
+    """The float32 helpers where their pieces meet (tanh: polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1)
+    above, clamped from 9.1; sigmoid and exp: computed on 0 below -104) within 2 ulp of float64, and
+    the special values (NaN, +-inf, +-0, denormals) as torch gives them in float32."""
+    f32 = np.float32
+    edges = [f32(0.625), f32(9.1), f32(9.0109), f32(-104.0), f32(-87.33), f32(88.72), f32(0.5)]
+    near = np.concatenate([np.nextafter(np.full(40, e), np.full(40, np.inf if k % 2 else -np.inf), dtype=f32)
+                           for e in edges for k in range(2)])
+    x = np.concatenate([near, -near, np.array(edges, f32), -np.array(edges, f32),
+                        np.linspace(0.6, 0.65, 5001, dtype=f32), np.linspace(8.9, 9.3, 4001, dtype=f32)]).astype(f32)
+    with np.errstate(all="ignore"):
+        refs = {"tanh": (lt.tanh, np.tanh), "sigmoid": (lt.sigmoid, lambda v: 1 / (1 + np.exp(-v))), "exp": (lt.exp, np.exp)}
+        for name, (f, g) in refs.items():
+            got, want = f(lt.tensor(x)).numpy(), g(x.astype(np.float64)).astype(f32)
+            ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+            assert (ulps <= 2).all(), (name, x[ulps > 2][:5], got[ulps > 2][:5], want[ulps > 2][:5])
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40,
+                        1.1754942e-38, -1.1754942e-38, 3.4e38, -3.4e38, 20.0, -20.0, 200.0, -200.0], f32)
+    for f, tf in [(lt.tanh, torch.tanh), (lt.sigmoid, torch.sigmoid), (lt.exp, torch.exp)]:
+        got, want = f(lt.tensor(special)).numpy(), tf(torch.from_numpy(special)).numpy()
+        np.testing.assert_array_equal(got, want)                          # (NaN == NaN here)
+        np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
 def test_matmul_and_reference_fallback():
