@@ -101,6 +101,9 @@ def test_chain_values_and_one_kernel(backend):
     """W7's chain, built by the C branch past its first op, is one tree: one kernel, numpy's values."""
     x = lt.from_numpy(X.copy())
     want = X.astype(np.float64)
+    for _ in range(5):                  # (the ops' records: a run on this backend alone starts cold)
+        x * 1.01 + 0.5 - 0.25
+        (x * 1.01 + 0.5) / 1.02
     for _ in range(3):
         y = x
         want_y = want
@@ -289,7 +292,8 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("where", ["chained", "gc"])
+@pytest.mark.parametrize("where", ["chained", pytest.param("gc", marks=pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="from 3.12 a collection runs between bytecodes, never inside the C build"))])
 def test_operand_summary_dropped_during_the_build(where):
     proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", f"WHERE = {where!r}\n" + textwrap.dedent(DROPPED)],
                           capture_output=True, text=True, timeout=240)
