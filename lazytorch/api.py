@@ -19,6 +19,7 @@ from .ir.build import call, fast_builder
 from .ir.errors import op_error
 from .ir.node import SITE, TRACE, Node, effects_now, user_site
 from .ir.registry import OpDef, ops
+from .host_data import SHARED
 from .tensor import PENDING_PARTS, Tensor, alias, pending
 
 ReturnTypes = {}
@@ -191,7 +192,7 @@ def make_operator(op: OpDef, dunder: str):
     def operator(self, *args):
         return fn(self, *args)
     # (the fast path builds and wraps the node itself, calling `operator` where it cannot)
-    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending, live=PENDING_PARTS)
+    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending, live=PENDING_PARTS, shared=SHARED)
     if fast is not None:
         fast.__name__ = fast.__qualname__ = dunder
         return fast

@@ -196,6 +196,25 @@ def test_realized_operands(backend, operand):
 
 
 @needs_fast
+def test_realized_operand_with_an_array_out(backend):
+    """While an array the user may write through is out over a realized tensor's buffer, its first
+    op takes the general route, which builds on a snapshot: a later write to the array does not
+    reach the result (host_data.py, "Data going out")."""
+    fast = FAST["__mul__"]
+    x = lt.from_numpy(X.copy())
+    for _ in range(3):
+        fast(x, 2.0)                                   # (the leaf's tree id and the op's record)
+    out = x.numpy()                                    # an array over x's buffer
+    got, ran = python_frames(fast, x, 2.0)
+    assert fast.__wrapped__.__name__ in ran
+    out[:] = 0.0
+    np.testing.assert_allclose(got.numpy(), X.astype(np.float64) * 2.0, rtol=1e-6)
+    del out                                            # (no array out: the C branch again)
+    python_frames(fast, x, 2.0)
+    assert fast.__wrapped__.__name__ not in python_frames(fast, x, 2.0)[1]
+
+
+@needs_fast
 def test_past_the_tree_limit():
     """A chain longer than MAX_TREE_NODES has no summary past it and still computes numpy's value."""
     x = lt.from_numpy(X.copy())

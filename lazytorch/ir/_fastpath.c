@@ -50,6 +50,7 @@ typedef struct {
     PyObject *epoch, *trace, *user_code, *inside, *user_site;  /* ir/node.py's */
     PyObject *no_attrs;        /* scalar leaves' shared empty attrs */
     PyObject *leaf_trees;      /* ir/graph.py LEAF_TREES: (shape, dtype) of a buffer leaf -> its tree id */
+    PyObject *shared;          /* host_data.py SHARED: id(buffer) -> arrays out to the user */
     Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
     Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
     Py_ssize_t node_at[N_SLOTS];
@@ -63,7 +64,8 @@ static const Py_ssize_t HELD[] = {
     offsetof(FastOp, node_type), offsetof(FastOp, wrap), offsetof(FastOp, mode), offsetof(FastOp, track),
     offsetof(FastOp, live), offsetof(FastOp, compact_at), offsetof(FastOp, compact), offsetof(FastOp, epoch),
     offsetof(FastOp, trace), offsetof(FastOp, user_code), offsetof(FastOp, inside), offsetof(FastOp, user_site),
-    offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, dict),
+    offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, shared),
+    offsetof(FastOp, dict),
 };
 #define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
 
@@ -293,8 +295,9 @@ done:
     return out;
 }
 
-/* A realized operand's tree summary (the Python's, made when the op is "buffer" and its leaf's
- * tree id known): a new reference, NOT_TAKEN, or NULL with an exception set. */
+/* A realized operand's tree summary (the Python's, made when the op is "buffer", no array is out
+ * over its buffer and its leaf's tree id is known): a new reference, NOT_TAKEN, or NULL with an
+ * exception set. */
 static PyObject *leaf_summary(FastOp *self, PyObject *na, PyObject *epoch) {
     PyObject *op = SLOT(na, self->node_at[N_OP]);
     if (op == NULL) return NOT_TAKEN;
@@ -303,7 +306,14 @@ static PyObject *leaf_summary(FastOp *self, PyObject *na, PyObject *epoch) {
         if (same != 0) return same == -1 && PyErr_Occurred() ? NULL : NOT_TAKEN;
     }
     PyObject *shape = SLOT(na, self->node_at[N_SHAPE]), *dtype = SLOT(na, self->node_at[N_DTYPE]);
-    if (shape == NULL || dtype == NULL) return NOT_TAKEN;
+    PyObject *buffer = SLOT(na, self->node_at[N_BUFFER]);
+    if (shape == NULL || dtype == NULL || buffer == NULL) return NOT_TAKEN;
+    if (PyDict_GET_SIZE(self->shared)) {              /* (an array out: the general route's snapshot) */
+        PyObject *id = PyLong_FromVoidPtr(buffer);
+        int out = id == NULL ? -1 : PyDict_Contains(self->shared, id);
+        Py_XDECREF(id);
+        if (out != 0) return out < 0 ? NULL : NOT_TAKEN;
+    }
     PyObject *sig = PyTuple_Pack(2, shape, dtype);
     if (sig == NULL) return NULL;
     PyObject *ia = PyDict_GetItemWithError(self->leaf_trees, sig);
@@ -366,15 +376,16 @@ static PyObject *fastop_get(PyObject *op, PyObject *obj, PyObject *type) {
 
 static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *name, *hot, *chained, *node_type, *wrap, *live_parts;
-    PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs, *leaf_trees;
+    PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs, *leaf_trees, *shared;
     Py_ssize_t last;
     static char *kw[] = {"fallback", "name", "hot", "chained", "node_type", "wrap", "live", "epoch", "trace",
-                         "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!:FastOp", kw, &fallback, &name,
+                         "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", "shared", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!O!:FastOp", kw, &fallback, &name,
                                      &PyDict_Type, &hot, &chained, &PyType_Type, &node_type, &PyType_Type, &wrap,
                                      &PyTuple_Type, &live_parts, &PyList_Type, &epoch, &PyList_Type, &trace,
                                      &PyList_Type, &user_code, &PyDict_Type, &inside, &user_site,
-                                     &PyDict_Type, &no_attrs, &last, &PyDict_Type, &leaf_trees))
+                                     &PyDict_Type, &no_attrs, &last, &PyDict_Type, &leaf_trees,
+                                     &PyDict_Type, &shared))
         return NULL;
     PyObject *mode, *track, *live, *compact_at, *compact;
     if (!PyArg_ParseTuple(live_parts, "OOO!O!O:FastOp live", &mode, &track, &PyList_Type, &live,
@@ -385,7 +396,8 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->vectorcall = fastop_vectorcall;
     self->last = last;
     PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
-                          epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees};     /* (HELD's order) */
+                          epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees,
+                          shared};     /* (HELD's order) */
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         Py_INCREF(values[i]);
         FIELD(self, HELD[i]) = values[i];

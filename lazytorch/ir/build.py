@@ -541,7 +541,8 @@ NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 
 def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
-                 make: Callable[[Node], Any] | None = None, live: tuple | None = None) -> Callable[..., Any] | None:
+                 make: Callable[[Node], Any] | None = None, live: tuple | None = None,
+                 shared: dict | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
@@ -553,7 +554,9 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     The first call of each operand signature (shapes, dtypes, which operands are numbers) goes
     through `call` (or `general`), so binding, meta rules and errors are exactly the general ones;
     its result's op, attributes, shape, dtype and key are remembered and later calls build the
-    node directly.
+    node directly.  `shared`: the Tensor API's buffers with arrays out to the user (host_data.py
+    SHARED, id(buffer) -> arrays): a realized operand over one is read through the general route,
+    which builds on a snapshot of it (tensor.py `Tensor.node`).
     """
     op = get(name)
     if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
@@ -576,6 +579,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # any thread, since threads may share nodes; ir/node.py)
     getframe, inside, trace, epoch_now = sys._getframe, _INSIDE, TRACE, EPOCH
     leaf_trees = LEAF_TREES
+    if shared is None:
+        shared = {}
     if live is not None:
         mode, track, live_list, compact_at, compact = live
     else:
@@ -609,10 +614,11 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
             # node has a tree summary is pending, so its node is `a._node`, no property.)
             na = a._node
             t = na.tree
-            if t is None and na.op == "buffer":
+            if t is None and na.op == "buffer" and not (shared and id(na.buffer) in shared):
                 # A realized tensor, a chain's first operand: its leaf's summary, made here (one
                 # stored on the node would hold the node in a cycle, and go stale at every eval).
-                # An id not yet known is made by the general route below.
+                # An id not yet known is made by the general route below, as is a buffer with an
+                # array out to the user (the result reads a snapshot of it: Tensor.node).
                 ia = leaf_trees.get((na.shape, na.dtype))
                 if ia is not None:
                     t = (epoch_now[0], ia, [na], 1, 1)
@@ -781,7 +787,7 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     # `tensor <op> number` in a chain; every other call runs `build`.
     fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
-                            user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees)
+                            user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees, shared=shared)
     # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no
     # __module__ of its own, and its class's docstring would stand for the method's)
     fast.__module__, fast.__doc__, fast.__annotations__ = build.__module__, build.__doc__, build.__annotations__
