@@ -485,7 +485,7 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
         return False
     # (the summary owns the first `count` of a shared leaf list: ir/graph.py)
     args = leaf_args(leaves, count)
-    if np.ndarray in map(type, args) and get_backend(name).device_memory:     # (host data: uploaded
+    if any(map(_HOST_ARRAY, args)) and get_backend(name).device_memory:      # (host data: uploaded
         keep_uploads(leaves[:count], get_backend(name))                       # once, kept on the leaf)
         args = leaf_args(leaves, count)
     outs = compiled.executable.run(args)
@@ -498,6 +498,9 @@ def _compile_tree(root: Node, leaves: tuple[Node, ...], name: str) -> Compiled:
     if len(prog.leaves) != len(leaves) or any(a is not b for a, b in zip(prog.leaves, leaves)):
         raise _NotATree(root)
     return _compile(prog.order, [root], name)
+
+
+_HOST_ARRAY = np.ndarray.__instancecheck__      # isinstance(x, np.ndarray), mapped in C over a run's arguments
 
 
 def keep_uploads(leaves: list[Node], backend: Backend) -> None:
