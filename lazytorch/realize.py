@@ -485,9 +485,11 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
         return False
     # (the summary owns the first `count` of a shared leaf list: ir/graph.py)
     args = leaf_args(leaves, count)
-    if any(map(_HOST_ARRAY, args)) and get_backend(name).device_memory:      # (host data: uploaded
-        keep_uploads(leaves[:count], get_backend(name))                       # once, kept on the leaf)
-        args = leaf_args(leaves, count)
+    if any(map(_HOST_ARRAY, args)):      # host data: uploaded once and kept on the leaf (GPU backends)
+        backend = get_backend(name)
+        if backend.device_memory:
+            keep_uploads(leaves[:count], backend)
+            args = leaf_args(leaves, count)
     outs = compiled.executable.run(args)
     root.realize(outs[0])
     return True

@@ -120,11 +120,22 @@ def pack_py(storage: int, code: str, values: Sequence[Any]) -> None:
     `storage`.  (struct's pack_into writes them in one C loop, a third of ctypes' per-element
     slice assignment; a float beyond float32, which struct refuses, becomes inf through c_float,
     as the kernel's own cast made it.)"""
-    arr = (_FORMAT_CTYPES[code] * len(values)).from_address(storage)
+    array_t, packer = _packers.get((code, len(values))) or _packer(code, len(values))
+    arr = array_t.from_address(storage)
     try:
-        struct.pack_into(code * len(values), arr, 0, *values)
+        packer(arr, 0, *values)
     except OverflowError:
         arr[:] = values
+
+
+_packers: dict[tuple[str, int], tuple[type, Callable]] = {}
+
+
+def _packer(code: str, n: int) -> tuple[type, Callable]:
+    """(ctypes array type, struct pack_into) of n values of `code`, made once: a new ctypes type
+    per run cost more than the packing."""
+    made = _packers[(code, n)] = (_FORMAT_CTYPES[code] * n, struct.Struct(code * n).pack_into)
+    return made
 
 
 def _native_launch():
