@@ -79,6 +79,8 @@ def derive(row: dict, entry: dict) -> dict:
 def progress(w: Workload, row: dict) -> None:
     t = row.get("median_s", row.get("cold_first_s"))
     detail = report.fmt_time(t) if t is not None else row.get("error", "")
+    if row.get("per_call"):
+        detail += "  (per call: " + ", ".join(f"{k} {v:g}" for k, v in row["per_call"].items()) + ")"
     print(f"  {w.name} {row['framework']:<22} {row['status']:<6} {detail}", file=sys.stderr, flush=True)
 
 

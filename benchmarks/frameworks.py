@@ -124,6 +124,8 @@ class Framework:
     sync: waits until `out` is computed (mx.eval, lt.eval) -- part of the timed call.
     prepare: wraps the workload function once (torch.compile, mx.compile); identity otherwise.
     setup: runs before this framework's calls (selects a lazytorch backend).
+    counters: the framework's own event counters now (lazytorch's CUDA graph captures and replays),
+    reported per timed call in the row, so a row says how its calls ran.
     """
     name: str
     ops: Callable[[], Any]
@@ -132,6 +134,7 @@ class Framework:
     sync: Callable[[Any], None] = _no_sync
     prepare: Callable[[Callable], Callable] = lambda fn: fn
     setup: Callable[[], None] = lambda: None
+    counters: Callable[[], dict[str, int]] | None = None
 
 
 def _set_lt_backend(name: str) -> Callable[[], None]:

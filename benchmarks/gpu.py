@@ -43,9 +43,14 @@ def _lt_gpu_sync(out) -> None:
     lt.cuda.synchronize()
 
 
+def _lt_graph_counters() -> dict[str, int]:
+    import lazytorch as lt
+    return lt.cuda.graph_info()
+
+
 def lazytorch_gpu(backend: str) -> Framework:
     fw = lazytorch(backend)
-    fw.to_native, fw.sync = _lt_device_in, _lt_gpu_sync
+    fw.to_native, fw.sync, fw.counters = _lt_device_in, _lt_gpu_sync, _lt_graph_counters
     return fw
 
 
@@ -60,7 +65,7 @@ GPU_PEERS: dict[str, Framework] = {f.name: f for f in [
 def lazytorch_gpu_compiled(backend: str) -> Framework:
     """lt.compile on the GPU, on device-resident inputs like lazytorch_gpu."""
     fw = lazytorch_compiled(backend)
-    fw.to_native, fw.sync = _lt_device_in, _lt_gpu_sync
+    fw.to_native, fw.sync, fw.counters = _lt_device_in, _lt_gpu_sync, _lt_graph_counters
     return fw
 
 

@@ -95,7 +95,12 @@ def run_timed(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndar
         row.update(check(fw.to_numpy(out), ref, w.tol))
         del out
         if row["status"] == "ok":
-            row.update(measure(call, plan).as_dict())
+            before = fw.counters() if fw.counters else None
+            timing = measure(call, plan)
+            row.update(timing.as_dict())
+            if before is not None:
+                calls = plan.warmup + 1 + timing.samples * timing.calls_per_sample
+                row["per_call"] = {k: round((v - before.get(k, 0)) / calls, 3) for k, v in fw.counters().items()}
     except Exception as exc:  # a framework's failure is data for its row
         row.update(status="error", error=describe(exc))
     return row

@@ -180,6 +180,9 @@ class LiveTensors:
         self.walked = 0
         self._order = itertools.count()         # parking order: synced values stay oldest first
         self._lock = threading.RLock()
+        # `alone`'s common case in C (ir/_fastpath.c AloneTaker), installed by tensor.py, which
+        # defines the Tensor type it reads; None: the Python below
+        self.take_alone = None
 
     # ---- what evals ask
     def synced(self, prog: Program, roots: list[Node]) -> list[Node]:
@@ -206,6 +209,9 @@ class LiveTensors:
         if not self.fresh:
             return True
         with self._lock:
+            # (where no other live tensor is pending, the C does _take's work and answers)
+            if self.take_alone is not None and self.take_alone(self.fresh, root):
+                return True
             others = self._take((id(root),))
             return not others or not self._split(others, _tree_ids(root))
 

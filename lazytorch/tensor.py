@@ -19,6 +19,7 @@ from .ir import dtypes as D
 from .ir import views as V
 from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
+from .ir.native import NATIVE
 from .ir.node import Node, note_build_effect, type_str
 from .host_data import SHARED, is_shared, share, snapshot
 from .realize import LIVE, eval_nodes, host_value
@@ -510,6 +511,10 @@ def pending(node: Node) -> "Tensor":
     if len(live) > _COMPACT_AT[0]:
         _compact()
     return t
+
+
+if NATIVE is not None:                   # (realize.py's LiveTensors.alone, its common case in C)
+    LIVE.take_alone = NATIVE.AloneTaker(Tensor, Node)
 
 
 # What ir/build.py's fast path needs to make a pending Tensor itself, as `pending` does (one

@@ -485,3 +485,51 @@ def test_leaf_args_match_the_python():
         graph.leaf_args(leaves, -1)
     with pytest.raises(TypeError):
         graph.leaf_args(tuple(leaves), 1)
+
+
+@needs_fast
+def test_alone_taker_matches_the_python():
+    """realize.py LiveTensors.alone's common case in C (AloneTaker): where no live tensor but the
+    root's holds a pending value, it leaves `fresh` as LiveTensors._take leaves it (one reference
+    per live tensor holding the root) and answers True; where another is pending, or an entry is
+    not a reference to a tensor, it answers None and changes nothing, and the Python decides."""
+    from lazytorch.realize import LIVE, LiveTensors
+    take = LIVE.take_alone
+    assert type(take).__name__ == "AloneTaker"
+    x = lt.from_numpy(X.copy())
+
+    def fresh_after(entries: list, root) -> tuple[object, list, list]:
+        """(the C's answer, fresh after it, fresh after the Python's _take) from the same list."""
+        mine, python = list(entries), LiveTensors()
+        python.fresh = list(entries)
+        answer = take(mine, root)
+        others = python._take({id(root)})
+        return answer, mine, (python.fresh if not others else None)
+
+    y = (x * 2.0 + 1.0) * 3.0            # its intermediates dead, x realized, y twice
+    dead = [weakref.ref(t) for t in [x * 1.0 for _ in range(3)]]
+    entries = dead + [weakref.ref(x), weakref.ref(y), weakref.ref(y)]
+    answer, mine, python = fresh_after(entries, y._node)
+    assert answer is True and mine == python == [weakref.ref(y)]
+    lt.eval(y)
+    z = y * 2.0
+    assert fresh_after([weakref.ref(z)], z._node)[:2] == (True, [weakref.ref(z)])
+    assert fresh_after([], z._node)[:2] == (True, [])
+
+    other = y - 1.0                      # another pending tensor: the Python's case
+    entries = [weakref.ref(z), weakref.ref(other)]
+    answer, mine, python = fresh_after(entries, z._node)
+    assert answer is None and mine == entries and python is None
+    odd = [weakref.ref(z), "not a reference", weakref.ref(lt.Tensor)]
+    for bad in (odd[:2], [odd[0], odd[2]]):
+        got = list(bad)
+        assert take(got, z._node) is None and got == bad
+    with pytest.raises(TypeError):
+        take(tuple(entries), z._node)
+
+    # the eval: a chain with nothing else pending runs alone, with another pending tensor syncs it
+    w = z + 1.0
+    keep = (w * 2.0).exp()
+    np.testing.assert_allclose(keep.numpy(), np.exp((X.astype(np.float64) * 6 + 3) * 2 * 2 + 2), rtol=1e-5)
+    assert w._node.op == "buffer"        # (stored with the eval: it read the same pending nodes)
+    np.testing.assert_allclose(other.numpy(), X.astype(np.float64) * 6 + 2, rtol=1e-6)
