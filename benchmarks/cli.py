@@ -19,7 +19,7 @@ from pathlib import Path
 from . import report
 from .frameworks import PEERS, Framework, lazytorch_backend_kept, select
 from .machine import machine_info
-from .runner import ROOF_PEERS, add_ratios, reference, run_cold, run_roof, run_timed
+from .runner import ROOF_PEERS, add_ratios, reference, run_cold, run_interleaved, run_roof, run_timed
 from .timing import FULL, QUICK, Plan, copy_bandwidth
 from .workloads import BY_NAME, WORKLOADS, Workload, make_inputs
 
@@ -44,6 +44,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--compete", type=int, default=0, metavar="N",
                    help="run beside N CPU-bound competing processes (`while True: pass`), as on a "
                         "machine with another job (default: 0, quiet)")
+    p.add_argument("--interleave", choices=("per-call", "all", "none"), default="per-call",
+                   help="take the frameworks' timed samples in turn, one of each per round (timing."
+                        "measure_interleaved) for the per-call workloads (W7: the default), every "
+                        "timed workload, or none (each framework's samples in a row)")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results",
                    help="directory for results.json, results.md and ratios.png")
     args = p.parse_args(argv)
@@ -97,7 +101,8 @@ def competing(n: int):
             proc.wait()
 
 
-def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Plan, bandwidth: dict) -> dict:
+def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Plan, bandwidth: dict,
+                 interleave: str = "per-call") -> dict:
     sizes = BY_NAME[w.of].size(quick) if w.of else w.size(quick)
     entry: dict = {"name": w.name, "title": w.title, "sizes": sizes, "mode": w.mode}
     runnable = w.mode == "cold" or (w.inputs is not None and (w.math or w.run) is not None)
@@ -122,9 +127,14 @@ def run_workload(w: Workload, frameworks: list[Framework], quick: bool, plan: Pl
         peers = [f for f in frameworks if f.name in ROOF_PEERS] or [PEERS["numpy"]]
         entry["matmul_roof"] = run_roof(w, peers, inputs, sizes, plan)
     entry["per_call_us"] = w.per_call_us
-    for fw in frameworks:
-        rows.append(derive(run_timed(w, fw, inputs, ref, plan), entry))
-        progress(w, rows[-1])
+    if interleave == "all" or (interleave == "per-call" and w.per_call_us):
+        for row in run_interleaved(w, frameworks, inputs, ref, plan):
+            rows.append(derive(row, entry))
+            progress(w, rows[-1])
+    else:
+        for fw in frameworks:
+            rows.append(derive(run_timed(w, fw, inputs, ref, plan), entry))
+            progress(w, rows[-1])
     add_ratios(rows, w.ratios_to)
     entry["results"] = rows
     return entry
@@ -152,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with lazytorch_backend_kept(), competing(args.compete):
         for name in args.workloads:
-            run["workloads"].append(run_workload(BY_NAME[name], frameworks, args.quick, plan, bandwidth))
+            run["workloads"].append(run_workload(BY_NAME[name], frameworks, args.quick, plan, bandwidth,
+                                                 args.interleave))
             report.write_json(run, args.out / "results.json")   # an interrupted run keeps what it measured
     text = report.markdown(run)
     note = report.chart(run, args.out / "ratios.png")

@@ -82,6 +82,12 @@ def markdown(run: dict) -> str:
             continue
         line = limit_line(w, bw)
         out += ([line, ""] if line else []) + [table(w["results"]), ""]
+        if any(r.get("interleaved") for r in w["results"]):
+            out += ["Samples interleaved: one of each framework's in turn, round after round.", ""]
+        counted = [r for r in w["results"] if r.get("per_call")]
+        if counted:
+            out += ["Per timed call: " + "; ".join(r["framework"] + " " + ", ".join(
+                f"{k} {v:g}" for k, v in r["per_call"].items()) for r in counted) + ".", ""]
     return "\n".join(out)
 
 

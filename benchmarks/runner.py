@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .frameworks import NUMPY_OPS, PEERS, Framework
-from .timing import Plan, measure
+from .timing import Plan, measure, measure_interleaved
 from .workloads import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +104,72 @@ def run_timed(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndar
     except Exception as exc:  # a framework's failure is data for its row
         row.update(status="error", error=describe(exc))
     return row
+
+
+def run_interleaved(w: Workload, frameworks: list[Framework], inputs: list[np.ndarray], ref: np.ndarray,
+                    plan: Plan) -> list[dict]:
+    """As run_timed for each framework, but the timed samples of all of them taken in turn
+    (timing.measure_interleaved): each is checked first, then every correct one is timed."""
+    rows, calls, setups, counted = [], {}, {}, {}
+    for fw in frameworks:
+        row: dict = {"framework": fw.name}
+        try:
+            call = prepared_call(w, fw, inputs)
+            t0 = time.perf_counter()
+            out = call()
+            row["first_call_s"] = time.perf_counter() - t0
+            row.update(check(fw.to_numpy(out), ref, w.tol))
+            del out
+            if row["status"] == "ok":
+                calls[fw.name], setups[fw.name] = call, fw.setup
+                if fw.counters:
+                    counted[fw.name] = _Counted(fw.counters)
+        except Exception as exc:
+            row.update(status="error", error=describe(exc))
+        rows.append(row)
+    befores = {name: _then(setup, counted[name].before) if name in counted else setup
+               for name, setup in setups.items()}
+    try:
+        timings = measure_interleaved(calls, plan, befores, {k: c.after for k, c in counted.items()})
+    except Exception as exc:         # (one framework failing mid-way: every timed row says so)
+        for row in rows:
+            if row["framework"] in calls:
+                row.update(status="error", error=describe(exc))
+        return rows
+    for row in rows:
+        name = row["framework"]
+        if name in timings:
+            row.update(timings[name].as_dict(), interleaved=True)
+            if name in counted:
+                row["per_call"] = counted[name].per_call()
+    return rows
+
+
+def _then(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+    return both
+
+
+class _Counted:
+    """A framework's event counters (Framework.counters) over its own timed calls only, read
+    around each of its samples (outside the timed part), while other frameworks' samples
+    interleave (lazytorch's rows share one set of counters)."""
+
+    def __init__(self, read: Callable[[], dict[str, int]]):
+        self.read, self.sums, self.calls, self.last = read, {}, 0, {}
+
+    def before(self) -> None:
+        self.last = self.read()
+
+    def after(self, calls: int) -> None:
+        for k, v in self.read().items():
+            self.sums[k] = self.sums.get(k, 0) + v - self.last.get(k, 0)
+        self.calls += calls
+
+    def per_call(self) -> dict[str, float]:
+        return {k: round(v / max(1, self.calls), 3) for k, v in self.sums.items()}
 
 
 def add_ratios(rows: list[dict], to: tuple[str, ...]) -> None:

@@ -66,6 +66,48 @@ def measure(call: Callable[[], object], plan: Plan) -> Timing:
     return Timing(statistics.median(samples), min(samples), len(samples), number)
 
 
+def measure_interleaved(calls: dict[str, Callable[[], object]], plan: Plan,
+                        before: dict[str, Callable[[], None]] | None = None,
+                        after: dict[str, Callable[[int], None]] | None = None) -> dict[str, Timing]:
+    """`measure` for several calls at once, their samples taken in turn (one of each per round), so
+    that a drift of the machine's speed over seconds -- a shared host's CPU ran the same lazy call
+    at ~30 and ~45 us seconds apart (docs/benchmarks.md, "W7 on the GPU: the host, not the code")
+    -- reaches every call alike instead of deciding which row wins.  Untimed around each sample of
+    call `name`: `before[name]()` (a framework's setup) and `after[name](calls in the sample)`."""
+    before, after = before or {}, after or {}
+    number: dict[str, int] = {}
+    for name, call in calls.items():
+        before.get(name, _nothing)()
+        for _ in range(plan.warmup):
+            call()
+        number[name] = _calls_per_sample(call, plan.min_sample_s)
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    spent, budget = 0.0, plan.budget_s * len(calls)
+    while calls:
+        counts = [len(v) for v in samples.values()]
+        if min(counts) >= plan.repeats or (min(counts) >= plan.min_repeats and spent >= budget):
+            break
+        for name, call in calls.items():
+            before.get(name, _nothing)()
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for _ in range(number[name]):
+                    call()
+                dt = time.perf_counter() - t0
+            finally:
+                gc.enable()
+            after.get(name, _nothing)(number[name])
+            samples[name].append(dt / number[name])
+            spent += dt
+    return {name: Timing(statistics.median(v), min(v), len(v), number[name]) for name, v in samples.items()}
+
+
+def _nothing(*_) -> None:
+    pass
+
+
 def copy_bandwidth(nbytes: int, plan: Plan) -> dict:
     """numpy copyto into a preallocated destination; GB/s counts the bytes read plus written
     (2·nbytes per copy), the same way workloads count bytes_moved."""

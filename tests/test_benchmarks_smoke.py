@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 
 from benchmarks.cli import main  # noqa: E402
 from benchmarks.runner import check  # noqa: E402
+from benchmarks.timing import QUICK, measure_interleaved  # noqa: E402
 
 
 def run_quick(tmp_path: Path, *args: str) -> dict:
@@ -37,6 +38,7 @@ def test_quick_run_reports_checked_timings(tmp_path):
             assert 0 < r["min_s"] <= r["median_s"] and r["samples"] >= 2
     assert all("ratio_to_ideal" in r for r in w1["results"])
     assert all("us_per_call" in r for r in w7["results"])
+    assert all(r.get("interleaved") for r in w7["results"]) and not any(r.get("interleaved") for r in w1["results"])
     assert "| lazytorch[reference] | ok |" in (tmp_path / "results.md").read_text()
 
 
@@ -53,3 +55,24 @@ def test_check_reports_wrong_results():
     assert check(ref[::-1], ref, 1e-4)["status"] == "wrong"
     assert check(ref[:5], ref, 1e-4)["status"] == "wrong"
     assert check(np.full_like(ref, np.nan), ref, 1e-4)["status"] == "wrong"
+
+
+def test_interleaved_samples_take_turns():
+    """measure_interleaved: after each call's warm-up, one sample of each per round, the hooks
+    around every sample, untimed, told how many calls it made."""
+    order, made = [], {"a": 0, "b": 0}
+
+    def call(name):
+        def run():
+            made[name] += 1
+        return run
+    told = {"a": 0, "b": 0}
+    hooks = {name: (lambda name=name: order.append(name)) for name in made}
+    counts = {name: (lambda n, name=name: told.__setitem__(name, told[name] + n)) for name in made}
+    timings = measure_interleaved({"a": call("a"), "b": call("b")}, QUICK, hooks, counts)
+    rounds = order[2:]                      # (the first two: each one's warm-up)
+    assert rounds == ["a", "b"] * (len(rounds) // 2) and len(rounds) >= 2 * QUICK.min_repeats
+    for name, t in timings.items():
+        assert t.samples == len(rounds) // 2 and 0 < t.min_s <= t.median_s
+        assert told[name] == t.samples * t.calls_per_sample
+        assert made[name] == told[name] + QUICK.warmup + 1       # (+ the call sizing a sample)
