@@ -383,3 +383,86 @@ def test_call_and_run_steps_match_ctypes(tmp_path):
 def test_launch_switched_off(monkeypatch):
     monkeypatch.setenv("LAZYTORCH_NATIVE", "0")
     assert cpu_backend._native_launch() is None
+
+
+# ---- a plan of one native step run whole in C (runtime/_launch.c run_one, CpuExecutor._run_one)
+
+ONE_STEP = {
+    "float scalars": (lambda m, x: ((x * 1.5 + 0.25) / 1.02 - 0.5).exp(), (3, 5)),
+    "bool scalar": (lambda m, x: ((x > 0) | False) & True, (4, 7)),
+    "reduction": (lambda m, x: x.sum(1), (6, 9)),
+    "pool output": (lambda m, x: x * 2.0 + 1.0, (300, 300)),       # (360 KB: from the buffer pool)
+    "product": (lambda m, x: x @ x.t(), (8, 12)),
+    "float64": (lambda m, x: x.double() * 0.1 - 3.0, (5,)),
+}
+
+
+@pytest.fixture
+def run_args(monkeypatch):
+    """The arguments of each CpuExecutor run during the test, last first."""
+    seen: list = []
+    run = cpu_backend.CpuExecutor._run
+
+    def spy(self, args, frame):
+        seen.insert(0, list(args))
+        return run(self, args, frame)
+    monkeypatch.setattr(cpu_backend.CpuExecutor, "_run", spy)
+    return seen
+
+
+@pytest.mark.parametrize("case", list(ONE_STEP))
+def test_one_step_runs_whole(executors, run_args, case):
+    """One kernel or product step: run_one's outputs equal torch's, and the general path's on the
+    same arguments, and the pool counts its small outputs as the general path does."""
+    if cpu_backend.run_one is None:
+        pytest.skip("runtime/_launch.c is not built or LAZYTORCH_NATIVE=0")
+    import torch
+    fn, shape = ONE_STEP[case]
+    x = np.random.default_rng(5).uniform(-2, 2, shape).astype(np.float32)
+    for _ in range(2):                         # (the second: the cached plan, the frame reused)
+        got = fn(lt, lt.tensor(x)).numpy()
+    want = fn(torch, torch.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    ex = executors[-1]
+    assert ex.one is not None and len(ex.program) == 1
+    args = run_args[0]
+    stats = ex.backend.pool.stats
+    before = dict(stats)
+    fast = ex.run(args)
+    counted = {k: stats[k] - before[k] for k in stats}
+    one, ex.one = ex.one, None
+    try:
+        before = dict(stats)
+        slow = ex.run(args)
+    finally:
+        ex.one = one
+    general = {k: stats[k] - before[k] for k in stats}
+    # (one buffer each, small or from the pool alike; `fast` still holds the block the general
+    # run would have reused)
+    assert sum(counted.values()) == sum(general.values()) == 1 and counted["small"] == general["small"]
+    assert len(fast) == len(slow) and all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(fast, slow))
+    np.testing.assert_allclose(fast[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_one_step_falls_back_and_raises(executors):
+    """A non-contiguous argument goes to the general path (which converts it); an error word set
+    by the kernel raises the launch's error, is cleared, and the next run is right."""
+    if cpu_backend.run_one is None:
+        pytest.skip("runtime/_launch.c is not built or LAZYTORCH_NATIVE=0")
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    t = lt.from_numpy(base.T)                  # (a transposed view: not C-contiguous)
+    for _ in range(2):
+        np.testing.assert_allclose((t * 2.0).numpy(), base.T * 2.0)
+    x, y = lt.tensor(np.arange(6, dtype=np.int64)), lt.tensor(np.array([1, 2, 0, 1, 1, 3]))
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
+        (x // y).numpy()
+    assert executors[-1].one is not None
+    y1 = np.array([1, 2, 4, 1, 1, 3])
+    np.testing.assert_array_equal((x // lt.tensor(y1)).numpy(), np.arange(6) // y1)
+
+
+def test_one_step_off_without_the_extension(monkeypatch, executors):
+    monkeypatch.setattr(cpu_backend, "run_one", None)
+    x = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose((lt.tensor(x) * 3.0 + 0.5).numpy(), x * 3.0 + 0.5, rtol=1e-6)
+    assert executors[-1].one is None

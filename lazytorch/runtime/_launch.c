@@ -51,9 +51,33 @@ static PyObject *run_steps(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromLongLong(failed);
 }
 
-/* pack(storage, code, values): each value as the C type of struct's `code` ("f", "d" or "?") into
- * consecutive places from address `storage`.  A float beyond float32 becomes inf, as the kernel's
- * own cast made it and as ctypes' c_float does (struct refuses it). */
+/* Each of `n` values as the C type of struct's `code` ("f", "d" or "?") into consecutive places
+ * from `storage`.  A float beyond float32 becomes inf, as the kernel's own cast made it and as
+ * ctypes' c_float does (struct refuses it).  -1 with an exception set on a value that is no number
+ * or a code that is none of these. */
+static int pack_values(void *storage, const char *code, PyObject *const *items, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (code[0] == '?' && code[1] == 0) {
+            int v = PyObject_IsTrue(items[i]);
+            if (v < 0) return -1;
+            ((bool *)storage)[i] = v > 0;
+            continue;
+        }
+        double v = PyFloat_AsDouble(items[i]);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        if (code[0] == 'f' && code[1] == 0)
+            ((float *)storage)[i] = (float)v;
+        else if (code[0] == 'd' && code[1] == 0)
+            ((double *)storage)[i] = v;
+        else {
+            PyErr_Format(PyExc_ValueError, "pack: code '%s' is not one of 'f', 'd', '?'", code);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* pack(storage, code, values): pack_values into the storage at address `storage`. */
 static PyObject *pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     void *storage;
@@ -63,36 +87,100 @@ static PyObject *pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (code == NULL) return NULL;
     PyObject *seq = PySequence_Fast(args[2], "pack: values must be a sequence");
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (code[0] == '?' && code[1] == 0) {
-            int v = PyObject_IsTrue(items[i]);
-            ok = v >= 0;
-            ((bool *)storage)[i] = v > 0;
-            continue;
-        }
-        double v = PyFloat_AsDouble(items[i]);
-        if (v == -1.0 && PyErr_Occurred()) { ok = 0; break; }
-        if (code[0] == 'f' && code[1] == 0)
-            ((float *)storage)[i] = (float)v;
-        else if (code[0] == 'd' && code[1] == 0)
-            ((double *)storage)[i] = v;
-        else {
-            PyErr_Format(PyExc_ValueError, "pack: code %R is not one of 'f', 'd', '?'", args[1]);
-            ok = 0;
-        }
-    }
+    int failed = pack_values(storage, code, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq));
     Py_DECREF(seq);
-    if (!ok) return NULL;
+    if (failed) return NULL;
     Py_RETURN_NONE;
+}
+
+/* The data pointer of `o` if it is an ndarray (exactly `ndarray`) whose memory is C-contiguous
+ * (and `writable` if asked), else NULL with no exception set. */
+static void *array_data(PyObject *o, PyObject *ndarray, int writable) {
+    if ((PyObject *)Py_TYPE(o) != ndarray) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    void *data = view.buf;
+    PyBuffer_Release(&view);      /* (the caller holds `o` for as long as it uses the pointer) */
+    return data;
+}
+
+/* run_one(kernel, arr, err, args, ndarray, inputs, packs, outputs): a plan of one kernel step run
+ * whole (runtime/cpu.py CpuExecutor._run's common case, there step by step):
+ *   kernel, arr, err: addresses of the kernel, its pointer array and its error word;
+ *   inputs:  ((arg index, position), ...): array arguments written into the pointer array as they
+ *            are, each an ndarray with C-contiguous memory;
+ *   packs:   ((storage address, code, first, end), ...): args[first:end] packed (`pack`);
+ *   outputs: ((position, make, shape, dtype), ...): make(shape, dtype), a C-contiguous ndarray;
+ * returns the list of outputs; None, with nothing launched, where an input is not such an array
+ * (the Python converts it); False where the kernel set its error word (cleared here). */
+static PyObject *run_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "run_one takes 8 arguments, got %zd", nargs);
+    void *fn, *arr_at, *err_at;
+    if (address(args[0], &fn) < 0 || address(args[1], &arr_at) < 0 || address(args[2], &err_at) < 0) return NULL;
+    PyObject *values = args[3], *ndarray = args[4], *inputs = args[5], *packs = args[6], *outputs = args[7];
+    if (!PyList_CheckExact(values) || !PyTuple_CheckExact(inputs) || !PyTuple_CheckExact(packs) ||
+        !PyTuple_CheckExact(outputs))
+        return PyErr_Format(PyExc_TypeError, "run_one: args must be a list; inputs, packs, outputs tuples");
+    void **arr = (void **)arr_at;
+    Py_ssize_t nvalues = PyList_GET_SIZE(values);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(inputs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(inputs, i);
+        Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 0)), pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
+        if (PyErr_Occurred()) return NULL;
+        if (k < 0 || k >= nvalues) return PyErr_Format(PyExc_IndexError, "run_one: argument %zd of %zd", k, nvalues);
+        void *data = array_data(PyList_GET_ITEM(values, k), ndarray, 0);
+        if (data == NULL) Py_RETURN_NONE;
+        arr[pos] = data;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(packs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(packs, i);
+        void *storage;
+        if (address(PyTuple_GET_ITEM(spec, 0), &storage) < 0) return NULL;
+        const char *code = PyUnicode_AsUTF8(PyTuple_GET_ITEM(spec, 1));
+        Py_ssize_t lo = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2)), hi = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3));
+        if (code == NULL || PyErr_Occurred()) return NULL;
+        if (lo < 0 || hi < lo || hi > nvalues) return PyErr_Format(PyExc_IndexError, "run_one: arguments %zd:%zd of %zd", lo, hi, nvalues);
+        if (pack_values(storage, code, ((PyListObject *)values)->ob_item + lo, hi - lo) < 0) return NULL;
+    }
+    Py_ssize_t nout = PyTuple_GET_SIZE(outputs);
+    PyObject *outs = PyList_New(nout);
+    if (outs == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nout; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(outputs, i);
+        Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 0));
+        if (pos == -1 && PyErr_Occurred()) { Py_DECREF(outs); return NULL; }
+        PyObject *buf = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(spec, 1), PyTuple_GET_ITEM(spec, 2),
+                                                     PyTuple_GET_ITEM(spec, 3), NULL);
+        if (buf == NULL) { Py_DECREF(outs); return NULL; }
+        PyList_SET_ITEM(outs, i, buf);
+        void *data = array_data(buf, ndarray, 1);
+        if (data == NULL) {
+            Py_DECREF(outs);
+            return PyErr_Format(PyExc_TypeError, "run_one: an output is not a writable C-contiguous ndarray");
+        }
+        arr[pos] = data;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ((kernel_fn)fn)((char **)arr);
+    Py_END_ALLOW_THREADS
+    if (*(int32_t *)err_at) {
+        *(int32_t *)err_at = 0;
+        Py_DECREF(outs);
+        Py_RETURN_FALSE;
+    }
+    return outs;
 }
 
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(fn, args): a kernel, by address"},
     {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(runner, fns, args, errs, n)"},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, "pack(storage, code, values): scalars as C values"},
+    {"run_one", (PyCFunction)(void (*)(void))run_one, METH_FASTCALL,
+     "run_one(kernel, arr, err, args, ndarray, inputs, packs, outputs): a plan of one kernel step"},
     {NULL},
 };
 

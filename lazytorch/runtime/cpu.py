@@ -17,7 +17,7 @@ import math
 import operator
 import struct
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -152,6 +152,8 @@ def _native_launch():
 _LAUNCH = _native_launch()
 call, run_steps, pack = (_LAUNCH.call, _LAUNCH.run_steps, _LAUNCH.pack) if _LAUNCH is not None \
     else (call_py, run_steps_py, pack_py)
+# a plan of one kernel step run whole in C (CpuExecutor._run_one), or None: step by step
+run_one = getattr(_LAUNCH, "run_one", None)
 
 
 def _address(arr: np.ndarray) -> int:
@@ -484,6 +486,43 @@ class CpuExecutor(PlanExecutor):
                       for slot, shape, dtype, t in writes]
             self.program.append((cfunc, fn, reads, allocs, frees, launch, dynamic, len(self.fixed) - 1))
         self._segments()
+        self.one = self._one_step()
+
+    def _one_step(self) -> "_OneStep | None":
+        """How a plan of one native step (a kernel or a product) runs whole through
+        runtime/_launch.c's run_one, or None (more steps, static temps, a pointer the run writes
+        that is neither an argument nor an output, scalars not in one run of arguments, a backend
+        that converts its arguments, no extension): the general `_run`.  (`run` sets the parallel
+        flags and product thread counts before either.)"""
+        backend = type(self.backend)
+        if run_one is None or len(self.program) != 1 or self.program[0][0] is None or self.memory is not None \
+                or backend.adopt is not Backend.adopt or backend.from_host is not Backend.from_host:
+            return None
+        cfunc, fn, reads, allocs, frees, launch, dynamic, k = self.program[0]
+        args_at = {slot: k_arg for k_arg, slot, _, _ in self.converted}
+        writes = {w[0]: w for w in allocs}
+        inputs, outputs, written = [], [], []
+        for pos, slot in dynamic:
+            if slot in args_at:
+                inputs.append((args_at[slot], pos))
+            elif slot in writes and writes[slot][3] < 0:
+                slot_, shape, dtype, _, np_dtype, tiny = writes[slot]
+                outputs.append((pos, np.empty, shape, np_dtype) if tiny else (pos, self.backend.empty, shape, dtype))
+                written.append(slot)
+            else:
+                return None
+        if sorted(written) != sorted(writes) or any(o not in written for o in self.outputs):
+            return None
+        spans = []
+        for ct, (arg_indices, _) in self.packed.items():
+            lo, hi = arg_indices[0], arg_indices[-1] + 1
+            if arg_indices != list(range(lo, hi)):
+                return None
+            spans.append((ct, _PACK_FORMATS[ct], lo, hi))
+        order = [written.index(o) for o in self.outputs]
+        return _OneStep(k, launch, tuple(inputs), tuple(outputs), spans,
+                        None if order == list(range(len(written))) else order,
+                        sum(1 for o in outputs if o[1] is np.empty))
 
     def _segments(self) -> None:
         """Blocks of the program: each run of consecutive native steps (kernels, products) is one
@@ -557,6 +596,11 @@ class CpuExecutor(PlanExecutor):
                 frames.append(frame)
 
     def _run(self, args: Sequence[Any], frame: "_Frame") -> list:
+        one = self.one
+        if one is not None:
+            outs = self._run_one(one, args if args.__class__ is list else list(args), frame)
+            if outs is not None:
+                return outs
         env: list = [None] * self.size
         addr: list = [0] * self.size
         for k, slot, convert, dtype in self.converted:
@@ -609,6 +653,37 @@ class CpuExecutor(PlanExecutor):
         return [env[i] for i in self.outputs]
 
 
+    def _run_one(self, one: "_OneStep", args: list, frame: "_Frame") -> list | None:
+        """The plan's one kernel step in one native call (run_one); None: an argument the general
+        `_run` converts first."""
+        at = frame.one
+        if at is None:
+            at = frame.one = (self.kernel_at[one.k], frame.arrays_at[one.k], ctypes.addressof(frame.errs) + 4 * one.k,
+                              tuple((frame.storage_at[ct], code, lo, hi) for ct, code, lo, hi in one.packs))
+        outs = run_one(at[0], at[1], at[2], args, np.ndarray, one.inputs, at[3], one.outputs)
+        if outs is None:
+            return None
+        if outs is False:
+            raise kernel_error(one.launch)
+        if one.tiny:
+            self.backend.pool.stats["small"] += one.tiny
+        return outs if one.order is None else [outs[i] for i in one.order]
+
+
+class _OneStep(NamedTuple):
+    """A plan of one kernel step as run_one takes it: the kernel's number, its launch (for errors),
+    (arg index, pointer position) of its array arguments, (position, make, shape, dtype) of its
+    outputs, (ctype, code, first, end) of its packed scalars, the plan's outputs' order among the
+    step's (None: the same) and how many outputs are small (the pool's count)."""
+    k: int
+    launch: Any
+    inputs: tuple
+    outputs: tuple
+    packs: list
+    order: list | None
+    tiny: int
+
+
 MAX_FRAMES = 4        # frames kept per plan (runs on as many threads at once reuse theirs)
 
 
@@ -616,11 +691,12 @@ class _Frame:
     """One run's reusable state: static temps, scalar storage, error words, pointer arrays and, per
     segment, the runner's arrays of those (addresses first); the storage's and the pointer arrays'
     addresses, which the native calls take."""
-    __slots__ = ("temps", "storage", "errs", "arrays", "segments", "storage_at", "arrays_at")
+    __slots__ = ("temps", "storage", "errs", "arrays", "segments", "storage_at", "arrays_at", "one")
 
     def __init__(self, temps, storage, errs, arrays, segments):
         self.temps, self.storage, self.errs, self.arrays = temps, storage, errs, arrays
         self.segments = segments
+        self.one = None              # (CpuExecutor._run_one's addresses in this frame, made at its first run)
         self.storage_at = {ct: ctypes.addressof(a) for ct, a in storage.items()}
         self.arrays_at = [ctypes.addressof(a) for a in arrays]
 
