@@ -218,11 +218,16 @@ class LiveTensors:
     def reads(self, node: Node) -> bool:
         """Whether a live pending tensor reads `node` (realized: tensor.py `_share`)."""
         if not self.index:
-            for t in filter(_ALIVE, map(operator.call, self.fresh)):
-                if t._node.op != "buffer":
-                    break
+            if self.take_alone is not None:
+                with self._lock:         # (nothing pending, the common case: fresh tidied as _take does)
+                    if self.take_alone(self.fresh, None):
+                        return False
             else:
-                return False             # (nothing pending, the common case: no lock, nothing to tidy)
+                for t in filter(_ALIVE, map(operator.call, self.fresh)):
+                    if t._node.op != "buffer":
+                        break
+                else:
+                    return False         # (nothing pending, the common case: no lock, nothing to tidy)
         with self._lock:
             for ref, n in self._take(set()):
                 self._park(ref, n)

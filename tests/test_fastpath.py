@@ -515,6 +515,9 @@ def test_alone_taker_matches_the_python():
     z = y * 2.0
     assert fresh_after([weakref.ref(z)], z._node)[:2] == (True, [weakref.ref(z)])
     assert fresh_after([], z._node)[:2] == (True, [])
+    # root None: whether nothing is pending at all (LiveTensors.reads), fresh tidied the same way
+    assert fresh_after([weakref.ref(y), weakref.ref(x)] + dead, None)[:2] == (True, [])
+    assert fresh_after([weakref.ref(z)], None)[:2] == (None, [weakref.ref(z)])
 
     other = y - 1.0                      # another pending tensor: the Python's case
     entries = [weakref.ref(z), weakref.ref(other)]

@@ -978,6 +978,7 @@ CALLABLE_TYPE(leafargs, LeafArgs, "LeafArgs", "ir/graph.py's leaf_args in C.", 0
  * than `root`, keeps in `fresh` one reference to each live tensor holding `root` (dropping the
  * rest, as LiveTensors._take does) and returns True, or returns None with `fresh` untouched: the
  * Python then takes its general route (another pending tensor, or an entry not as expected).
+ * With `root` None it answers whether no live tensor is pending at all (LiveTensors.reads). 
  * ~20 dead references took ~3.5 us through _take's map and filter.  No Python code runs between
  * the scan and the rewrite (the GIL is held; the references dropped have no callbacks to run). */
 typedef struct {
