@@ -1,5 +1,6 @@
 """W7's lazy call on the cpu backend by stage, wall clock (min and median of 15 samples of 2000
-calls): build, build + eval, build + eval + numpy.  For A/B runs of two trees on quiet cores:
+calls): build, build + eval, build + eval + numpy; and the lt.compile call + numpy.  For A/B runs
+of two trees on quiet cores:
 
     for t in BEFORE AFTER; do (cd $t && PYTHONPATH=$t taskset -c 0 python3 benchmarks/w7_ab.py); done
 """
@@ -33,7 +34,11 @@ def main():
         y = w7(x)
         lt.eval(y)
 
-    stages = {"build": lambda: w7(x), "build+eval": evaluated, "build+eval+numpy": lambda: w7(x).numpy()}
+    compiled = lt.compile(w7)
+    for _ in range(5):
+        compiled(x).numpy()
+    stages = {"build": lambda: w7(x), "build+eval": evaluated, "build+eval+numpy": lambda: w7(x).numpy(),
+              "compiled+numpy": lambda: compiled(x).numpy()}
     print("  ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in ((k, timed(f)) for k, f in stages.items())), "us min/median")
 
 
