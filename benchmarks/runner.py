@@ -84,17 +84,23 @@ def prepared_call(w: Workload, fw: Framework, inputs: list[np.ndarray],
     return call
 
 
+def checked_call(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndarray, row: dict):
+    """The framework's call, after its first call (timed: compile time) was checked against the
+    reference into `row`; None where the result was wrong.  Raises what the framework raises."""
+    call = prepared_call(w, fw, inputs)
+    t0 = time.perf_counter()
+    out = call()
+    row["first_call_s"] = time.perf_counter() - t0
+    row.update(check(fw.to_numpy(out), ref, w.tol))
+    return call if row["status"] == "ok" else None
+
+
 def run_timed(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndarray, plan: Plan) -> dict:
     """Check first (the first call also records compile time), then time; errors go in the row."""
     row: dict = {"framework": fw.name}
     try:
-        call = prepared_call(w, fw, inputs)
-        t0 = time.perf_counter()
-        out = call()
-        row["first_call_s"] = time.perf_counter() - t0
-        row.update(check(fw.to_numpy(out), ref, w.tol))
-        del out
-        if row["status"] == "ok":
+        call = checked_call(w, fw, inputs, ref, row)
+        if call is not None:
             before = fw.counters() if fw.counters else None
             timing = measure(call, plan)
             row.update(timing.as_dict())
@@ -114,13 +120,8 @@ def run_interleaved(w: Workload, frameworks: list[Framework], inputs: list[np.nd
     for fw in frameworks:
         row: dict = {"framework": fw.name}
         try:
-            call = prepared_call(w, fw, inputs)
-            t0 = time.perf_counter()
-            out = call()
-            row["first_call_s"] = time.perf_counter() - t0
-            row.update(check(fw.to_numpy(out), ref, w.tol))
-            del out
-            if row["status"] == "ok":
+            call = checked_call(w, fw, inputs, ref, row)
+            if call is not None:
                 calls[fw.name], setups[fw.name] = call, fw.setup
                 if fw.counters:
                     counted[fw.name] = _Counted(fw.counters)
