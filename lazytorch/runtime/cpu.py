@@ -152,7 +152,7 @@ def _native_launch():
 _LAUNCH = _native_launch()
 call, run_steps, pack = (_LAUNCH.call, _LAUNCH.run_steps, _LAUNCH.pack) if _LAUNCH is not None \
     else (call_py, run_steps_py, pack_py)
-# a plan of one kernel step run whole in C (CpuExecutor._run_one), or None: step by step
+# a plan of one native step run whole in C (CpuExecutor._run_one), or None: step by step
 run_one = getattr(_LAUNCH, "run_one", None)
 
 
@@ -498,7 +498,7 @@ class CpuExecutor(PlanExecutor):
         if run_one is None or len(self.program) != 1 or self.program[0][0] is None or self.memory is not None \
                 or backend.adopt is not Backend.adopt or backend.from_host is not Backend.from_host:
             return None
-        cfunc, fn, reads, allocs, frees, launch, dynamic, k = self.program[0]
+        _, _, _, allocs, _, launch, dynamic, k = self.program[0]
         args_at = {slot: k_arg for k_arg, slot, _, _ in self.converted}
         writes = {w[0]: w for w in allocs}
         inputs, outputs, written = [], [], []
@@ -506,7 +506,7 @@ class CpuExecutor(PlanExecutor):
             if slot in args_at:
                 inputs.append((args_at[slot], pos))
             elif slot in writes and writes[slot][3] < 0:
-                slot_, shape, dtype, _, np_dtype, tiny = writes[slot]
+                _, shape, dtype, _, np_dtype, tiny = writes[slot]
                 outputs.append((pos, np.empty, shape, np_dtype) if tiny else (pos, self.backend.empty, shape, dtype))
                 written.append(slot)
             else:
@@ -652,9 +652,8 @@ class CpuExecutor(PlanExecutor):
                 env[i] = None
         return [env[i] for i in self.outputs]
 
-
     def _run_one(self, one: "_OneStep", args: list, frame: "_Frame") -> list | None:
-        """The plan's one kernel step in one native call (run_one); None: an argument the general
+        """The plan's one native step in one native call (run_one); None: an argument the general
         `_run` converts first."""
         at = frame.one
         if at is None:
@@ -671,7 +670,7 @@ class CpuExecutor(PlanExecutor):
 
 
 class _OneStep(NamedTuple):
-    """A plan of one kernel step as run_one takes it: the kernel's number, its launch (for errors),
+    """A plan of one native step as run_one takes it: the step's number, its launch (for errors),
     (arg index, pointer position) of its array arguments, (position, make, shape, dtype) of its
     outputs, (ctype, code, first, end) of its packed scalars, the plan's outputs' order among the
     step's (None: the same) and how many outputs are small (the pool's count)."""
