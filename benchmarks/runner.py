@@ -97,25 +97,14 @@ def checked_call(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.n
 
 def run_timed(w: Workload, fw: Framework, inputs: list[np.ndarray], ref: np.ndarray, plan: Plan) -> dict:
     """Check first (the first call also records compile time), then time; errors go in the row."""
-    row: dict = {"framework": fw.name}
-    try:
-        call = checked_call(w, fw, inputs, ref, row)
-        if call is not None:
-            before = fw.counters() if fw.counters else None
-            timing = measure(call, plan)
-            row.update(timing.as_dict())
-            if before is not None:
-                calls = plan.warmup + 1 + timing.samples * timing.calls_per_sample
-                row["per_call"] = {k: round((v - before.get(k, 0)) / calls, 3) for k, v in fw.counters().items()}
-    except Exception as exc:  # a framework's failure is data for its row
-        row.update(status="error", error=describe(exc))
-    return row
+    return run_interleaved(w, [fw], inputs, ref, plan)[0]
 
 
 def run_interleaved(w: Workload, frameworks: list[Framework], inputs: list[np.ndarray], ref: np.ndarray,
                     plan: Plan) -> list[dict]:
-    """As run_timed for each framework, but the timed samples of all of them taken in turn
-    (timing.measure_interleaved): each is checked first, then every correct one is timed."""
+    """run_timed for each framework, the timed samples of all of them taken in turn
+    (timing.measure_interleaved): each is checked first, then every correct one is timed.  A
+    framework's failure is data for its row."""
     rows, calls, setups, counted = [], {}, {}, {}
     for fw in frameworks:
         row: dict = {"framework": fw.name}
@@ -140,7 +129,9 @@ def run_interleaved(w: Workload, frameworks: list[Framework], inputs: list[np.nd
     for row in rows:
         name = row["framework"]
         if name in timings:
-            row.update(timings[name].as_dict(), interleaved=True)
+            row.update(timings[name].as_dict())
+            if len(timings) > 1:
+                row["interleaved"] = True
             if name in counted:
                 row["per_call"] = counted[name].per_call()
     return rows

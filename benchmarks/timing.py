@@ -46,24 +46,7 @@ def _calls_per_sample(call: Callable[[], object], min_sample_s: float) -> int:
 
 def measure(call: Callable[[], object], plan: Plan) -> Timing:
     """Warm up, then time samples of `call` with the garbage collector paused inside each sample."""
-    for _ in range(plan.warmup):
-        call()
-    number = _calls_per_sample(call, plan.min_sample_s)
-    samples: list[float] = []
-    spent = 0.0
-    while len(samples) < plan.repeats and (len(samples) < plan.min_repeats or spent < plan.budget_s):
-        gc.collect()
-        gc.disable()
-        try:
-            t0 = time.perf_counter()
-            for _ in range(number):
-                call()
-            dt = time.perf_counter() - t0
-        finally:
-            gc.enable()
-        samples.append(dt / number)
-        spent += dt
-    return Timing(statistics.median(samples), min(samples), len(samples), number)
+    return measure_interleaved({"call": call}, plan)["call"]
 
 
 def measure_interleaved(calls: dict[str, Callable[[], object]], plan: Plan,
