@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +208,34 @@ def test_out_of_memory_is_torchs_error_naming_the_size():
     dev = _device(oom=2)
     with pytest.raises(cuda_driver.OutOfMemoryError, match="cannot allocate 1024 bytes"):
         dev.alloc(1024)
+
+
+class _ContextDriver:
+    """cuCtxSetCurrent recorded per calling thread."""
+
+    def __init__(self) -> None:
+        self.set_on: list[str] = []
+
+    def cuCtxSetCurrent(self, ctx) -> int:          # noqa: N802
+        self.set_on.append(threading.current_thread().name)
+        return 0
+
+
+def test_every_new_thread_makes_the_context_current_even_with_a_reused_ident():
+    """A thread started after another ended often gets its ident; it still has no current
+    context, so `current` must not take a known ident for a thread that has one."""
+    dev = object.__new__(cuda_driver.Device)
+    dev.cu, dev.ctx, dev.threads = _ContextDriver(), None, set()
+    dev.capture_lock, dev._made_current = threading.RLock(), threading.local()
+
+    def use(reused: bool) -> None:
+        if reused:                                  # (an ended thread's ident, as the OS reuses them)
+            dev.threads.add(threading.get_ident())
+        dev.current()
+        dev.current()                               # (once per thread)
+
+    for name, reused in (("first", False), ("second", True), ("third", True)):
+        t = threading.Thread(target=use, args=(reused,), name=name)
+        t.start()
+        t.join()
+    assert dev.cu.set_on == ["first", "second", "third"]

@@ -120,7 +120,8 @@ class Device:
         self.check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
         self.check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
         self.ctx = ctx
-        self.threads: set[int] = set()
+        self.threads: set[int] = set()     # idents of the threads that used it (graphs: one only)
+        self._made_current = threading.local()
         # a thread new to the device waits for a capture in progress (work another thread queues
         # on the stream would land in the graph); captures happen only while one thread uses it
         self.capture_lock = threading.RLock()
@@ -153,12 +154,14 @@ class Device:
             raise CudaError(f"{what} failed: {text}")
 
     def current(self) -> None:
-        """Makes the context current on this thread (driver calls are per thread)."""
-        tid = threading.get_ident()
-        if tid not in self.threads:
+        """Makes the context current on this thread (driver calls are per thread).  Asked of a
+        thread-local, not of `threads`: a thread started after another ended often gets the
+        ended one's ident, and it had no current context ("invalid device context")."""
+        if not self._made_current.__dict__:
             with self.capture_lock:
                 self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-                self.threads.add(tid)
+                self.threads.add(threading.get_ident())
+                self._made_current.yes = True
 
     def alloc(self, nbytes: int) -> int:
         """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
@@ -774,8 +777,7 @@ class DriverBackend(Backend):
 
     def empty(self, shape: tuple[int, ...], dtype: DType) -> Buffer:
         # (called for every write of every run: the size of a (shape, dtype) is worked out once)
-        if threading.get_ident() not in self.dev.threads:
-            self.dev.current()
+        self.dev.current()
         nbytes = self._nbytes.get((shape, dtype))
         if nbytes is None:
             if len(self._nbytes) > 4096:
