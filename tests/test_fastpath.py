@@ -536,3 +536,227 @@ def test_alone_taker_matches_the_python():
     np.testing.assert_allclose(keep.numpy(), np.exp((X.astype(np.float64) * 6 + 3) * 2 * 2 + 2), rtol=1e-5)
     assert w._node.op == "buffer"        # (stored with the eval: it read the same pending nodes)
     np.testing.assert_allclose(other.numpy(), X.astype(np.float64) * 6 + 2, rtol=1e-6)
+
+
+def same_program(roots, *, python_roots=None) -> object:
+    """ir/graph.py's program in C against program_py over the same roots: the same node objects
+    in the same order, equal keys entry by entry, the same leaves.  The C's result."""
+    from lazytorch.ir import graph
+    got = graph.program(roots)
+    want = graph.program_py(python_roots if python_roots is not None else roots)
+    assert type(got) is graph.Program
+    assert len(got.order) == len(want.order) and all(a is b for a, b in zip(got.order, want.order))
+    assert len(got.key) == len(want.key) and all(a == b for a, b in zip(got.key, want.key))
+    assert got.key == want.key
+    assert len(got.leaves) == len(want.leaves) and all(a is b for a, b in zip(got.leaves, want.leaves))
+    return got
+
+
+@needs_fast
+def test_programs_match_the_python():
+    """ir/graph.py's program in C (ProgramMaker) on programs the Tensor API builds: chains, shared
+    subexpressions (a DAG: each node once, its readers naming its one position), several and
+    repeated roots, views, reductions, runtime scalars and structural constants (a constant is
+    in the order and the key, not a leaf), a realized root, roots given as any iterable."""
+    from lazytorch.ir import graph
+    assert graph.program_py is not graph.program
+    x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4) / 8)
+    v = lt.from_numpy(X.copy())
+    y = x * 2
+    z = y + y.exp()                                     # y read twice, once through exp
+    chain_ = ((v * 2.0 + 1.0).exp() - v) / 3.0
+    views = x.t().reshape(2, 6)[1:, ::2] + x.reshape(12)[:3].sum()
+    reductions = (z.sum(0) * z.mean(1).max()).softmax(-1)
+    constants = (lt.zeros(3, 4) + x).tril() * lt.full((3, 4), 2.5)
+    both = lt.where(x > 1.0, x, 0.0).clamp(min=0.5)
+    for roots in ([z], [chain_], [views], [reductions], [constants], [both], [z, y, z], [x], [x, x],
+                  [x, z], [z, x, chain_, both, views], [v, chain_, v]):
+        nodes = [t.node for t in roots]
+        prog = same_program(nodes)
+        assert prog.key[-1] == ("roots", tuple(prog.order.index(n) for n in nodes))
+    prog = same_program([constants.node])
+    shown = [n for n in prog.order if n.op == "scalar" and n.attrs]
+    assert shown and not any(n in prog.leaves for n in shown)       # (constants: keyed, no input)
+    assert [n.op for n in prog.leaves] == ["buffer", "scalar"]          # (x, and full's 2.5)
+    prog = same_program([z.node])
+    assert len(prog.order) == 5 and prog.leaves == [x.node, y.node.inputs[1]]
+    # any iterable of roots: a generator, a tuple, a dict's keys
+    assert same_program((n for n in [z.node, v.node]), python_roots=[z.node, v.node]).key \
+        == same_program((z.node, v.node)).key == graph.program(dict.fromkeys([z.node, v.node])).key
+    assert same_program([]) == ([], (("roots", ()),), [])
+
+
+@needs_fast
+def test_program_keys_nodes_as_the_python():
+    """`node._key or node.key`: the slot as it is, the property only where it is falsy (a node
+    built without a key gets one, as the Python gives it); an inputless non-leaf (a creation op)
+    is placed at once with no position entry; a param is a leaf."""
+    from lazytorch.ir import graph
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+
+    def fresh():
+        a = Node("buffer", (), {}, (3,), D.float32)
+        fill = Node("full", (), {"value": 1.0}, (3,), D.float32)
+        p = Node("param", (), {"index": 0}, (3,), D.float32)
+        k = Node.constant(2, D.int64)
+        s = Node.scalar(1.5, D.float64)
+        m = Node("mul", (a, fill), {}, (3,), D.float32)
+        out = Node("add", (m, p, k, s, m), {"alpha": 1.0}, (3,), D.float32)
+        return out, (a, fill, p, k, m, out)
+
+    mine, unkeyed = fresh()
+    theirs, _ = fresh()
+    assert all(n._key is None for n in unkeyed)
+    got, want = graph.program([mine]), graph.program_py([theirs])
+    assert got.key == want.key and all(n._key == n.key for n in unkeyed)
+    assert [n.op for n in got.leaves] == ["buffer", "param", "scalar"]
+    odd = Node("buffer", (), {}, (3,), D.float32)
+    odd._key = ()                                        # (falsy: the property, which returns it)
+    assert graph.program([odd]).key == graph.program_py([odd]).key == ((), ("roots", (0,)))
+
+
+@needs_fast
+def test_program_of_a_long_chain():
+    """A 100,000-op chain built lazily (200,001 nodes, each op's number a leaf): no recursion in
+    the C walk, the same result as the Python's."""
+    x = lt.from_numpy(X.copy())
+    y = x
+    for i in range(100_000):
+        y = y * 1.0001 if i % 2 else y + 0.5
+    prog = same_program([y.node])
+    assert len(prog.order) == 200_001 and len(prog.leaves) == 100_001 and prog.order[-1] is y.node
+
+
+@needs_fast
+def test_program_errors():
+    """What the walk cannot take raises, never crashes: an input or root that is not a Node (a
+    TypeError where the Python's attribute read raises AttributeError), inputs that are not a
+    tuple, an unset slot (the Python's AttributeError), a cycle (the Python never ends), a bad
+    call."""
+    from lazytorch.ir import graph
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+    x = lt.from_numpy(X.copy())
+    with pytest.raises(TypeError, match="an input is a int object, not a Node"):
+        graph.program([Node("add", (x.node, 3), {}, (7,), D.float32)])
+    with pytest.raises(TypeError, match="a root is a Tensor object, not a Node"):
+        graph.program([x])
+    with pytest.raises(TypeError, match="not a tuple"):
+        graph.program([Node("add", [x.node], {}, (7,), D.float32)])
+    bare = Node.__new__(Node)
+    bare.inputs = ()                                     # (no _key slot set)
+    for fn in (graph.program, graph.program_py):
+        with pytest.raises(AttributeError):
+            fn([bare])
+    a = Node("neg", (x.node,), {}, (7,), D.float32)
+    b = Node("neg", (a,), {}, (7,), D.float32)
+    a.inputs = (x.node, b)
+    with pytest.raises(ValueError, match="cycle"):
+        graph.program([b])
+    a.inputs = (x.node,)
+    assert same_program([b]).key[-1] == ("roots", (2,))
+    for args in ((), ([b], [b])):
+        with pytest.raises(TypeError):
+            graph.program(*args)
+    with pytest.raises(TypeError):
+        graph.program(5)
+
+
+@needs_fast
+def test_program_holds_nothing():
+    """The walk's references go with its result: a node lives while the result holds it and not
+    after, and repeated calls (and failing ones) leave the traced memory flat."""
+    import tracemalloc
+    from lazytorch.ir import graph
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+    x = lt.from_numpy(X.copy())
+    z = x
+    for i in range(60):
+        z = (z * 2.0 + z.exp()) if i % 7 == 0 else z + 1.0
+    ref = weakref.ref(z.node)
+    prog = graph.program([z.node])
+    del z
+    gc.collect()
+    assert ref() is prog.order[-1]
+    del prog
+    gc.collect()
+    assert ref() is None
+    y = (x * 2.0).exp() + x
+    bad = Node("add", (y.node, 3), {}, (7,), D.float32)
+    roots = [y.node]
+
+    def calls():
+        for _ in range(5000):
+            graph.program(roots)
+            with pytest.raises(TypeError):
+                graph.program([y.node, bad])
+    calls()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        calls()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 10_000, grown
+
+
+REALIZED_MIDWALK = """
+import gc
+import numpy as np
+import lazytorch as lt
+from lazytorch.ir import graph
+lt.set_backend("reference")
+x = lt.from_numpy(np.arange(5, dtype=np.float32) + 1)
+ts = [x]
+for i in range(60):
+    ts.append((ts[-1] * 1.5).exp() - ts[-1] if i % 3 == 0 else ts[-1] * 0.5 + 0.25)
+calls = []
+def collecting(phase, info):
+    if phase == "start":
+        calls.append(1)
+        if len(calls) == 6:              # (past the walk's first allocations: it is under way)
+            lt.eval(ts[20])              # realizes the chain the walk is in (synced: all of it)
+drain = [(i,) for i in range(3000)] + [(i, i) for i in range(3000)]   # (tuples not from free lists:
+gc.callbacks.append(collecting)                                         # each counts to a collection)
+gc.set_threshold(1)
+prog = graph.program([ts[-1].node])
+gc.set_threshold(700)
+gc.callbacks.remove(collecting)
+# nodes realized while on the walk's stack: placed with their buffer key and no input positions
+cut = [i for i, k in enumerate(prog.key[:-1]) if k == () and prog.key[i - 1][0] == "buffer"]
+assert len(calls) > 6 and ts[-1].node.op == "buffer" and cut, (len(calls), prog.key)
+assert len(prog.order) == len(set(map(id, prog.order))) and prog.key[-1][0] == "roots"
+assert graph.program([ts[-1].node]).key == graph.program_py([ts[-1].node]).key
+print("ok")
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="from 3.12 a collection runs between bytecodes only")
+def test_program_survives_a_realize_during_the_walk():
+    """A collection inside the walk's allocations may run Python code that realizes a node the
+    walk is under (its inputs tuple dropped): the walk holds what it iterates, so it ends with a
+    program, without a crash."""
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(REALIZED_MIDWALK)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-3000:])
+
+
+def test_program_is_the_c_one_where_built():
+    """ir/graph.py's `program` is the C ProgramMaker where the extension is loaded (and every
+    caller imported that one), the Python function with LAZYTORCH_NATIVE=0."""
+    from lazytorch.ir import graph
+    users = [sys.modules[name].program for name in ("lazytorch.realize", "lazytorch.compile")]
+    if NATIVE is None:
+        assert graph.program is graph.program_py
+    else:
+        assert type(graph.program).__name__ == "ProgramMaker" and all(fn is graph.program for fn in users)
+    assert graph.program_py.__module__ == graph.__name__ and graph.program_py.__name__ == "program"
+    code = "from lazytorch.ir import graph; print(graph.program is graph.program_py)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "LAZYTORCH_NATIVE": "0"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr[-3000:]

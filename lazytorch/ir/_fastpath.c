@@ -17,6 +17,8 @@
  *   call: a listcomp of ~11 bytecodes a leaf, ~0.9 us for W7's 21).
  * - AloneTaker: realize.py's LiveTensors.alone where no other live tensor is pending (an eval of
  *   one tensor's tree: every lazy call of a chain).
+ * - ProgramMaker: ir/graph.py::program, the order, key and leaves of a pending program (every
+ *   eval that is not a tree: ~0.1-0.2 ms in Python for W9's 232 nodes, 6 to 8 times less here).
  *
  * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
  * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
@@ -1057,6 +1059,367 @@ static const Py_ssize_t ALONE_HELD[] = {offsetof(AloneTaker, dict), offsetof(Alo
 HELD_GC(alone, AloneTaker, ALONE_HELD)
 CALLABLE_TYPE(alone, AloneTaker, "AloneTaker", "realize.py's LiveTensors.alone, its common case, in C.", 0, NULL)
 
+/* ---------------------------------------------------------------- a program's order, key and leaves
+ *
+ * ir/graph.py::program in C: `ProgramMaker(node_type, leaf_ops, constant_op, result)` holds
+ * node.py's LEAF_OPS, the op of a structural constant ("scalar": a leaf of that op with attrs is
+ * no input) and graph.py's Program; a call `program(roots)` returns Program(order, key, leaves),
+ * step for step the Python's walk (every eval that is not a tree runs it: W9's 232 nodes took
+ * ~0.1-0.2 ms in Python).  Nodes are told apart by address, as Node's __hash__ (object's) and __eq__
+ * (`is`) tell them, in a table of this call's own, so no hash or __eq__ runs; a node in the table
+ * is held by `order`, or while on the stack by the inputs it was read from, so its address is not
+ * reused meanwhile.  Python code runs only in the `key`
+ * property of a node not keyed yet and in what an allocation's collection runs: the walk holds
+ * each inputs tuple it goes through, as the Python's iterators do, and re-reads a node's slots
+ * after, as the Python's attribute reads do. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    PyObject *leaf_ops;        /* frozenset of the leaf ops */
+    PyObject *constant_op;     /* "scalar" */
+    PyTypeObject *result;      /* Program, a tuple subclass of three */
+    Py_ssize_t at[N_SLOTS];
+} ProgramMaker;
+
+static const Py_ssize_t MAKER_HELD[] = {offsetof(ProgramMaker, dict), offsetof(ProgramMaker, node_type),
+                                        offsetof(ProgramMaker, leaf_ops), offsetof(ProgramMaker, constant_op),
+                                        offsetof(ProgramMaker, result)};
+static PyObject *ROOTS;       /* "roots", the key's last entry's tag */
+
+/* Node address -> position in `order` (ON_STACK while its inputs are placed): open addressing,
+ * at most half full. */
+#define ON_STACK (-2)
+typedef struct {
+    PyObject *node;
+    Py_ssize_t pos;
+} Entry;
+typedef struct {
+    Entry *entries;
+    size_t mask;
+    Py_ssize_t used;
+} Index;
+
+static inline size_t index_hash(PyObject *node) {
+    size_t h = ((size_t)node >> 4) * (size_t)0x9E3779B97F4A7C15ULL;    /* (objects are 16-aligned) */
+    return h ^ (h >> 29);
+}
+
+/* The entry of `node`, or the empty one where it would go. */
+static Entry *index_slot(const Index *ix, PyObject *node) {
+    size_t i = index_hash(node) & ix->mask;
+    while (ix->entries[i].node != NULL && ix->entries[i].node != node) i = (i + 1) & ix->mask;
+    return &ix->entries[i];
+}
+
+/* The position of `node`, ON_STACK, or -1 where it is not met yet. */
+static inline Py_ssize_t index_find(const Index *ix, PyObject *node) {
+    Entry *e = index_slot(ix, node);
+    return e->node == NULL ? -1 : e->pos;
+}
+
+static int index_init(Index *ix, size_t size) {
+    ix->entries = PyMem_Calloc(size, sizeof(Entry));
+    if (ix->entries == NULL) { PyErr_NoMemory(); return -1; }
+    ix->mask = size - 1;
+    ix->used = 0;
+    return 0;
+}
+
+/* Sets `node`'s position, adding it where it is new: 0, or -1 with an exception. */
+static int index_put(Index *ix, PyObject *node, Py_ssize_t pos) {
+    if ((size_t)(ix->used + 1) * 2 > ix->mask + 1) {
+        Index bigger;
+        if (index_init(&bigger, (ix->mask + 1) * 2) < 0) return -1;
+        for (size_t i = 0; i <= ix->mask; i++)
+            if (ix->entries[i].node != NULL) *index_slot(&bigger, ix->entries[i].node) = ix->entries[i];
+        bigger.used = ix->used;
+        PyMem_Free(ix->entries);
+        *ix = bigger;
+    }
+    Entry *e = index_slot(ix, node);
+    if (e->node == NULL) ix->used++;
+    e->node = node;
+    e->pos = pos;
+    return 0;
+}
+
+/* A node whose inputs are being placed: the Python's (node, iter(node.inputs)). */
+typedef struct {
+    PyObject *node;            /* borrowed: held by the inputs it was read from (below it) or `roots` */
+    PyObject *inputs;          /* a reference: its inputs as read when it was met */
+    Py_ssize_t next;           /* the first input not looked at yet */
+} Pending;
+
+/* One call's state; everything in it is this call's own (a `key` property may call program). */
+typedef struct {
+    ProgramMaker *self;
+    Index index;
+    Pending *stack;
+    Py_ssize_t depth, stack_room;
+    PyObject **sig;            /* the key's entries so far, references */
+    Py_ssize_t n_sig, sig_room;
+    PyObject **numbers;        /* position -> its int (a reference), made when first read */
+    Py_ssize_t numbers_room;
+    PyObject *order, *leaves;
+} Walk;
+
+/* Room for `need` items of `size` bytes in *buf (growing by doubling): 0, or -1 with an exception.
+ * New room is zeroed. */
+static int room_for(void **buf, Py_ssize_t *room, Py_ssize_t need, size_t size) {
+    if (need <= *room) return 0;
+    Py_ssize_t more = *room ? *room : 64;
+    while (more < need) more *= 2;
+    void *grown = PyMem_Realloc(*buf, more * size);
+    if (grown == NULL) { PyErr_NoMemory(); return -1; }
+    memset((char *)grown + *room * size, 0, (more - *room) * size);
+    *buf = grown;
+    *room = more;
+    return 0;
+}
+
+static int walk_init(Walk *w, ProgramMaker *self) {
+    memset(w, 0, sizeof *w);
+    w->self = self;
+    w->order = PyList_New(0);
+    w->leaves = PyList_New(0);
+    if (w->order == NULL || w->leaves == NULL) return -1;
+    return index_init(&w->index, 256);
+}
+
+static void walk_free(Walk *w) {
+    for (Py_ssize_t i = 0; i < w->depth; i++) Py_DECREF(w->stack[i].inputs);
+    for (Py_ssize_t i = 0; i < w->n_sig; i++) Py_DECREF(w->sig[i]);
+    for (Py_ssize_t i = 0; i < w->numbers_room; i++) Py_XDECREF(w->numbers[i]);
+    PyMem_Free(w->stack);
+    PyMem_Free(w->sig);
+    PyMem_Free(w->numbers);
+    PyMem_Free(w->index.entries);
+    Py_XDECREF(w->order);
+    Py_XDECREF(w->leaves);
+}
+
+/* A node's slot, or NULL with the AttributeError the Python's read raises where it is unset. */
+static PyObject *node_slot(Walk *w, PyObject *node, int slot) {
+    PyObject *v = SLOT(node, w->self->at[slot]);
+    if (v == NULL) PyErr_Format(PyExc_AttributeError, "program: a node's slot %s is not set", NODE_SLOTS[slot]);
+    return v;
+}
+
+/* `node.inputs` (borrowed) of a Node, or NULL with an exception: `what` names the object. */
+static PyObject *inputs_of(Walk *w, PyObject *node, const char *what) {
+    if (Py_TYPE(node) != w->self->node_type)      /* (a subclass could hash and compare otherwise) */
+        return PyErr_Format(PyExc_TypeError, "program: %s is a %.200s object, not a Node", what,
+                            Py_TYPE(node)->tp_name);
+    PyObject *inputs = node_slot(w, node, N_INPUTS);
+    if (inputs != NULL && !PyTuple_Check(inputs))
+        return PyErr_Format(PyExc_TypeError, "program: a node's inputs are a %.200s, not a tuple",
+                            Py_TYPE(inputs)->tp_name);
+    return inputs;
+}
+
+/* Appends a new reference (NULL: an error) to the key's entries: 0, or -1 with an exception. */
+static int add_sig(Walk *w, PyObject *item) {
+    if (item == NULL) return -1;
+    if (room_for((void **)&w->sig, &w->sig_room, w->n_sig + 1, sizeof(PyObject *)) < 0) {
+        Py_DECREF(item);
+        return -1;
+    }
+    w->sig[w->n_sig++] = item;
+    return 0;
+}
+
+/* `node._key or node.key`: the slot, the property only where the slot is falsy (a new reference). */
+static PyObject *key_of(Walk *w, PyObject *node) {
+    PyObject *key = node_slot(w, node, N_KEY);
+    if (key == NULL) return NULL;
+    Py_INCREF(key);                               /* (a __bool__ may run Python code) */
+    int truth = PyTuple_CheckExact(key) ? PyTuple_GET_SIZE(key) != 0 : key == Py_None ? 0 : PyObject_IsTrue(key);
+    if (truth > 0) return key;
+    Py_DECREF(key);
+    return truth < 0 ? NULL : PyObject_GetAttr(node, KEY_ATTR);
+}
+
+/* `op in LEAF_OPS and not (attrs and op == constant_op)` (Node.is_input): 1, 0, or -1. */
+static int is_input(Walk *w, PyObject *node) {
+    PyObject *op = node_slot(w, node, N_OP);
+    if (op == NULL) return -1;
+    Py_INCREF(op);                                /* (held across the calls below) */
+    int r = PySet_Contains(w->self->leaf_ops, op);
+    if (r > 0) {
+        PyObject *attrs = node_slot(w, node, N_ATTRS);
+        r = attrs == NULL ? -1 : PyDict_CheckExact(attrs) ? PyDict_GET_SIZE(attrs) != 0 : PyObject_IsTrue(attrs);
+        if (r > 0) {                              /* (attrs: a structural constant if op is the constants') */
+            r = PyObject_RichCompareBool(op, w->self->constant_op, Py_EQ);
+            r = r < 0 ? -1 : !r;
+        } else if (r == 0) {
+            r = 1;
+        }
+    }
+    Py_DECREF(op);
+    return r;
+}
+
+/* The int of position `pos` (borrowed: the walk holds it), made once: consumers share it, as
+ * the Python's index values are shared. */
+static PyObject *number(Walk *w, Py_ssize_t pos) {
+    if (room_for((void **)&w->numbers, &w->numbers_room, pos + 1, sizeof(PyObject *)) < 0) return NULL;
+    if (w->numbers[pos] == NULL) w->numbers[pos] = PyLong_FromSsize_t(pos);
+    return w->numbers[pos];
+}
+
+/* The positions of `nodes` (a tuple or list this holds), as `tuple(map(index.__getitem__, nodes))`. */
+static PyObject *positions(Walk *w, PyObject *nodes) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(nodes);
+    PyObject **items = PySequence_Fast_ITEMS(nodes);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Py_ssize_t pos = index_find(&w->index, items[i]);
+        PyObject *num = pos >= 0 ? number(w, pos) : NULL;
+        if (num == NULL) {
+            if (pos < 0) PyErr_SetObject(PyExc_KeyError, items[i]);    /* (the Python's index[...]) */
+            Py_CLEAR(out);
+            break;
+        }
+        Py_INCREF(num);
+        PyTuple_SET_ITEM(out, i, num);
+    }
+    return out;
+}
+
+/* Places `node` at the end of `order` with its key entries: a node met without inputs (its key,
+ * and it is a leaf if it is an input) or, `inner`, one whose inputs are all placed (its key and
+ * their positions, its inputs read again as the Python reads them).  0, or -1 with an exception. */
+static int place(Walk *w, PyObject *node, int inner) {
+    if (index_put(&w->index, node, PyList_GET_SIZE(w->order)) < 0 || PyList_Append(w->order, node) < 0 ||
+        add_sig(w, key_of(w, node)) < 0)
+        return -1;
+    if (!inner) {
+        int leaf = is_input(w, node);
+        return leaf <= 0 ? leaf : PyList_Append(w->leaves, node);
+    }
+    PyObject *inputs = inputs_of(w, node, "a node");
+    if (inputs == NULL) return -1;
+    Py_INCREF(inputs);
+    int r = add_sig(w, positions(w, inputs));
+    Py_DECREF(inputs);
+    return r;
+}
+
+/* Puts `node` on the stack, its inputs to be placed first: 0, or -1 with an exception. */
+static int push(Walk *w, PyObject *node, PyObject *inputs) {
+    if (room_for((void **)&w->stack, &w->stack_room, w->depth + 1, sizeof(Pending)) < 0 ||
+        index_put(&w->index, node, ON_STACK) < 0)
+        return -1;
+    Py_INCREF(inputs);
+    w->stack[w->depth++] = (Pending){node, inputs, 0};
+    return 0;
+}
+
+/* The next input of the top node to descend into (borrowed, its inputs in *inputs), placing the
+ * ones without inputs on the way; NULL when none is left, or with an exception set. */
+static PyObject *next_child(Walk *w, PyObject **inputs) {
+    Pending *top = &w->stack[w->depth - 1];
+    while (top->next < PyTuple_GET_SIZE(top->inputs)) {
+        PyObject *child = PyTuple_GET_ITEM(top->inputs, top->next++);
+        Py_ssize_t pos = index_find(&w->index, child);
+        if (pos == ON_STACK) {                    /* (the Python would loop until memory runs out) */
+            PyErr_SetString(PyExc_ValueError, "program: the graph has a cycle");
+            return NULL;
+        }
+        if (pos >= 0) continue;
+        if ((*inputs = inputs_of(w, child, "an input")) == NULL) return NULL;
+        if (PyTuple_GET_SIZE(*inputs) != 0) return child;
+        if (place(w, child, 0) < 0) return NULL;  /* (leaves are placed at once, in the same order) */
+    }
+    return NULL;
+}
+
+/* The Python's walk from one root: 0, or -1 with an exception. */
+static int walk_from(Walk *w, PyObject *root) {
+    PyObject *inputs = inputs_of(w, root, "a root");
+    if (inputs == NULL) return -1;
+    if (index_find(&w->index, root) >= 0) return 0;
+    if (PyTuple_GET_SIZE(inputs) == 0) return place(w, root, 0);
+    if (push(w, root, inputs) < 0) return -1;
+    while (w->depth > 0) {
+        PyObject *child = next_child(w, &inputs);
+        if (child != NULL) {
+            if (push(w, child, inputs) < 0) return -1;
+            continue;
+        }
+        if (PyErr_Occurred()) return -1;
+        Pending top = w->stack[--w->depth];
+        int r = place(w, top.node, 1);
+        Py_DECREF(top.inputs);
+        if (r < 0) return -1;
+    }
+    return 0;
+}
+
+/* Program(order, key, leaves), the key's entries moved into it with ("roots", positions). */
+static PyObject *finish(Walk *w, PyObject *roots) {
+    PyObject *at = positions(w, roots);
+    if (add_sig(w, at == NULL ? NULL : PyTuple_Pack(2, ROOTS, at)) < 0) { Py_XDECREF(at); return NULL; }
+    Py_DECREF(at);
+    PyObject *key = PyTuple_New(w->n_sig);
+    PyObject *out = key == NULL ? NULL : w->self->result->tp_alloc(w->self->result, 3);
+    if (out == NULL) { Py_XDECREF(key); return NULL; }
+    memcpy(((PyTupleObject *)key)->ob_item, w->sig, w->n_sig * sizeof(PyObject *));
+    w->n_sig = 0;                                 /* (the key holds them now) */
+    PyTuple_SET_ITEM(out, 0, w->order);
+    PyTuple_SET_ITEM(out, 1, key);
+    PyTuple_SET_ITEM(out, 2, w->leaves);
+    w->order = w->leaves = NULL;
+    return out;
+}
+
+static PyObject *maker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
+        return PyErr_Format(PyExc_TypeError, "program(roots) takes one iterable of nodes");
+    PyObject *roots = PySequence_List(args[0]);   /* (this call's own: nothing else changes it) */
+    if (roots == NULL) return NULL;
+    Walk w;
+    PyObject *out = NULL;
+    if (walk_init(&w, (ProgramMaker *)op) == 0) {
+        Py_ssize_t i = 0;
+        while (i < PyList_GET_SIZE(roots) && walk_from(&w, PyList_GET_ITEM(roots, i)) == 0) i++;
+        if (i == PyList_GET_SIZE(roots)) out = finish(&w, roots);
+    }
+    walk_free(&w);
+    Py_DECREF(roots);
+    return out;
+}
+
+static PyObject *maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *node_type, *leaf_ops, *constant_op, *result;
+    static char *kw[] = {"node_type", "leaf_ops", "constant_op", "result", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!UO!:ProgramMaker", kw, &PyType_Type, &node_type,
+                                     &PyFrozenSet_Type, &leaf_ops, &constant_op, &PyType_Type, &result))
+        return NULL;
+    PyTypeObject *r = (PyTypeObject *)result;      /* (made as tuple.__new__ makes a subclass's) */
+    if (!PyType_IsSubtype(r, &PyTuple_Type) || r->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        r->tp_itemsize != PyTuple_Type.tp_itemsize)
+        return PyErr_Format(PyExc_TypeError, "ProgramMaker: result must be a tuple subclass without slots");
+    ProgramMaker *self = (ProgramMaker *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = maker_vectorcall;
+    PyObject *values[] = {NULL, node_type, leaf_ops, constant_op, result};   /* (MAKER_HELD's order) */
+    for (size_t i = 1; i < sizeof values / sizeof *values; i++) {
+        Py_INCREF(values[i]);
+        FIELD(self, MAKER_HELD[i]) = values[i];
+    }
+    if (slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+HELD_GC(maker, ProgramMaker, MAKER_HELD)
+CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL)
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
@@ -1071,10 +1434,11 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     PARAM = PyUnicode_InternFromString("param");
     NODE_ATTR = PyUnicode_InternFromString("node");
     KEY_ATTR = PyUnicode_InternFromString("key");
+    ROOTS = PyUnicode_InternFromString("roots");
     if (SCALAR == NULL || BUFFER == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
-        KEY_ATTR == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&signer_type) < 0 ||
+        KEY_ATTR == NULL || ROOTS == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&signer_type) < 0 ||
         PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0 ||
-        PyType_Ready(&alone_type) < 0)
+        PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -1084,7 +1448,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type, &leafargs_type, &alone_type};
+    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type, &leafargs_type, &alone_type, &maker_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

@@ -55,7 +55,8 @@ def program(roots: Iterable[Node]) -> Program:
     Node keys hold each node's own structure while ignoring data, buffer identity and scalar
     values.  The program key joins them, in toposort order, with which position each input comes
     from, and the positions of the roots: two programs with equal keys compute the same function of their leaves, whichever
-    buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk.
+    buffers and scalar values those leaves hold.  This runs on every eval, so it is one walk (in
+    C where ir/_fastpath.c built: ProgramMaker, below).
     """
     roots = list(roots)
     index: dict[Node, int] = {}                      # node (hashed by identity) -> its position
@@ -97,6 +98,11 @@ def program(roots: Iterable[Node]) -> Program:
                     sig.append(tuple(map(at, node.inputs)))
     sig.append(("roots", tuple(map(at, roots))))
     return Program(order, tuple(sig), leaves)
+
+
+program_py = program
+if NATIVE is not None:                      # the same walk in C (ir/native.py): every eval runs it
+    program = NATIVE.ProgramMaker(node_type=Node, leaf_ops=LEAF_OPS, constant_op="scalar", result=Program)
 
 
 # ---------------------------------------------------------------- tree keys

@@ -4,8 +4,9 @@
 headers) or `LAZYTORCH_NATIVE=0` turns it off.  Each user keeps its Python version as the
 definition and installs the C one only where NATIVE is set: ir/build.py fast_builder (FastOp: the
 Tensor API's `tensor <op> number`), ir/replay.py (Signer: a call's signature; Replayer:
-Recording.replay), ir/node.py (SiteFinder: user_site).  tests/test_fastpath.py compares each C
-version with its Python.
+Recording.replay), ir/node.py (SiteFinder: user_site), ir/graph.py (LeafArgs: leaf_args;
+ProgramMaker: program, an eval's walk), tensor.py (AloneTaker: realize.py's LiveTensors.alone,
+its common case).  tests/test_fastpath.py compares each C version with its Python.
 """
 from __future__ import annotations
 
