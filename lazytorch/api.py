@@ -154,7 +154,15 @@ def make_function(op: OpDef, name: str):
         return wrapped
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = "\n".join(s.text for s in op.schemas)
-    return fn
+    # A pointwise op's function in C where it can be (ir/build.py fast_builder): `x.sigmoid()`,
+    # `lt.add(x, y)` build their node without a Python frame; keywords and misses run `fn`.
+    stand_in = None if "creation" in op.tags else fast_builder(
+        op.name, wrap=Tensor, general=fn, make=pending, live=PENDING_PARTS, shared=SHARED, outer=fn)
+    if stand_in is None:
+        return fn
+    stand_in.__name__, stand_in.__qualname__, stand_in.__doc__ = name, name, fn.__doc__
+    stand_in.__module__, stand_in.__annotations__ = fn.__module__, fn.__annotations__
+    return stand_in
 
 
 def with_device(fn):

@@ -28,7 +28,7 @@ from lazytorch.ir.graph import MAX_TREE_NODES
 from lazytorch.ir.node import EPOCH, _PACKAGE, format_site
 from lazytorch.tensor import live_pending
 
-FAST = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp"}
+FAST = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp" and name.startswith("__")}
 needs_fast = pytest.mark.skipif(not FAST, reason="lazytorch.ir._fastpath is not built or LAZYTORCH_NATIVE=0")
 
 RNG = np.random.default_rng(3)
@@ -167,6 +167,177 @@ def python_frames(fn, *args) -> tuple[object, list[str]]:
     finally:
         sys.setprofile(None)
     return out, ran[:-1]                # (the last: sys.setprofile's return into `profile`)
+
+def same_general(got, want) -> None:
+    """The nodes the C general branch and the Python build made from the same operands: equal
+    fields, the tensor operands' nodes themselves, equal scalar leaves, equal tree summaries over
+    the same leaves (a scalar leaf each made its own)."""
+    assert (got.op, got.attrs, got.shape, got.dtype, got.key, got.origin) == \
+           (want.op, want.attrs, want.shape, want.dtype, want.key, want.origin)
+    assert (got.buffer, got.value) == (None, None) == (want.buffer, want.value) and got.autograd == want.autograd
+    assert len(got.inputs) == len(want.inputs)
+    scalars = {}
+    for g, w in zip(got.inputs, want.inputs):
+        if w.op == "scalar":
+            assert (g.op, g.dtype, g.key, type(g.value), g.value, g.tree) == (w.op, w.dtype, w.key, type(w.value), w.value, None)
+            scalars[id(g)] = w
+        else:
+            assert g is w
+    tg, tw = got.tree, want.tree
+    assert (tg is None) == (tw is None)
+    if tg is not None:
+        assert (tg[0], tg[1], tg[3], tg[4]) == (tw[0], tw[1], tw[3], tw[4])
+        assert all(scalars.get(id(p)) is q or p is q for p, q in zip(tg[2][:tg[3]], tw[2][:tw[3]]))
+
+
+def general_operands() -> dict[str, tuple]:
+    """Operand forms of the general branch: pending trees, realized leaves, a stale summary, a
+    number first, shared leaves, one operand."""
+    x, y = lt.from_numpy(X.copy()), lt.from_numpy(X[::-1].copy())
+    p, q = chain(x), y * 2.0 - 1.0
+    stale = chain(y)
+    lt.eval(chain(x) * 1.0)                      # (the epoch moves on: `stale` has no current tree)
+    p, q = chain(x), y * 2.0 - 1.0
+    return {"pending + pending": (p, q), "leaf + leaf": (x, y), "pending + leaf": (p, y),
+            "leaf + pending": (y, p), "number + pending": (3.0, q), "int + leaf": (2, x),
+            "stale + pending": (stale, q), "shared leaf": (p, x), "itself": (p, p),
+            "broadcast": (p, lt.from_numpy(np.ones((3, 1), np.float32))), "one pending": (p,), "one leaf": (x,)}
+
+
+@needs_fast
+def test_general_branch_same_nodes_and_values(backend):
+    """Tensor-tensor and one-operand calls (`x + y`, `-x`), past their first call, take the C
+    general branch: no Python frame, the Python build's nodes, values as numpy's in float64."""
+    for case, args in general_operands().items():
+        for name, fast in sorted(FAST.items()):
+            try:
+                fast.__wrapped__(*args)                # (the signature's record)
+            except Exception as e:                     # (arity or dtype: the C raises the same)
+                with pytest.raises(type(e)) as got:
+                    fast(*args)
+                assert str(got.value) == str(e), (case, name)
+                continue
+            python_frames(fast, *args)                 # (this file's frames classified)
+            assert fast.__wrapped__.__name__ not in python_frames(fast, *args)[1], (case, name)
+            got, want = fast(*args), fast.__wrapped__(*args)      # (one line: one origin)
+            same_general(got.node, want.node)
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{case} {name}")
+            f64 = [a.numpy().astype(np.float64) if isinstance(a, lt.Tensor) else a for a in args]
+            if name in ("__add__", "__mul__", "__sub__", "__neg__", "__abs__"):
+                ref = getattr(operator, name)(*f64)
+                np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6, atol=1e-7, err_msg=f"{case} {name}")
+
+
+@needs_fast
+def test_general_branch_trees():
+    """Tree summaries (ir/graph.py tree keys): two trees join, a shared leaf makes no tree, one
+    operand keeps its leaf list; a sum of many leaves gives one kernel."""
+    add = FAST["__add__"]
+    x, y = lt.from_numpy(X.copy()), lt.from_numpy(X[::-1].copy())
+    for _ in range(2):
+        p, q = chain(x), chain(y)
+        joined, shared, neg = add(p, q), add(p, chain(x)), FAST["__neg__"](p)
+    assert joined.node.tree[3:] == (6, 11)
+    assert shared.node.tree is None
+    assert neg.node.tree[2] is p.node.tree[2] and neg.node.tree[3:] == (3, 6)
+    leaves = [lt.from_numpy(X * k) for k in range(1, 9)]
+    total, want = leaves[0], X.astype(np.float64)
+    for k, leaf in enumerate(leaves[1:], 2):
+        total, want = total + leaf, want + X.astype(np.float64) * k
+    assert total.node.tree is not None
+    assert [k.kind for k in lt.kernel_plan(total).kernels] == ["kernel"]
+    np.testing.assert_allclose(total.numpy(), want, rtol=1e-6)
+
+
+@needs_fast
+def test_general_branch_many_leaves():
+    """Two trees of 61 leaves each (near the most pairs the C compares: a joined tree has at most
+    MAX_TREE_NODES nodes, so at most 128 leaves): the Python's summary, a leaf shared by the two
+    found, and past the limit no summary."""
+    add = FAST["__add__"]
+    leaves = [lt.from_numpy(np.full(3, k, np.float32)) for k in range(140)]
+
+    def total(part):
+        t = part[0] * 1.0
+        for leaf in part[1:]:
+            t = t + leaf
+        return t
+    for _ in range(2):
+        a, b, c, big = total(leaves[:60]), total(leaves[60:120]), total(leaves[50:110]), total(leaves[:70])
+        got, want = add(a, b), add.__wrapped__(a, b)
+        overlap, overlap_py = add(a, c), add.__wrapped__(a, c)
+        past, past_py = add(big, b), add.__wrapped__(big, b)
+    assert a.node.tree[3] == 61 and got.node.tree[3:] == (122, 243)
+    for g, w in ((got, want), (overlap, overlap_py), (past, past_py)):
+        same_general(g.node, w.node)
+    assert overlap.node.tree is None and past.node.tree is None
+    np.testing.assert_allclose(got.numpy(), np.full(3, sum(range(120))), rtol=1e-6)
+    np.testing.assert_allclose(overlap.numpy(), np.full(3, sum(range(60)) + sum(range(50, 110))), rtol=1e-6)
+    np.testing.assert_allclose(past.numpy(), np.full(3, sum(range(70)) + sum(range(60, 120))), rtol=1e-6)
+
+
+@needs_fast
+def test_pointwise_functions_and_methods(backend):
+    """A pointwise op's function and method (`lt.sigmoid`, `x.add`) are FastOps standing for the
+    Tensor API function (their `__wrapped__`): positional calls build without a Python frame,
+    keywords and other argument counts run the function, with its results and errors."""
+    x, y = lt.from_numpy(X.copy()), lt.from_numpy(X[::-1].copy())
+    p = chain(x)
+    x64, y64, p64 = X.astype(np.float64), X[::-1].astype(np.float64), X.astype(np.float64) * 0.5 + 0.25
+    sig = 1 / (1 + np.exp(-p64))
+    calls = {"lt.sigmoid(p)": (lt.sigmoid, (p,), sig), "p.sigmoid()": (lt.Tensor.sigmoid, (p,), sig),
+             "lt.add(p, y)": (lt.add, (p, y), p64 + y64), "x.mul(2.0)": (lt.Tensor.mul, (x, 2.0), x64 * 2.0),
+             "lt.maximum(p, y)": (lt.maximum, (p, y), np.maximum(p64, y64)),
+             "2.0 - p": (lt.Tensor.__rsub__, (p, 2.0), 2.0 - p64)}
+    for case, (fn, args, want) in calls.items():
+        for _ in range(2):
+            fn(*args)
+        got, ran = python_frames(fn, *args)
+        if fn is not lt.Tensor.__rsub__:               # (a Python function calling a FastOp)
+            assert type(fn).__name__ == "FastOp", case
+            assert fn.__wrapped__.__name__ not in ran and "build" not in ran, (case, ran)   # (autograd's track may run)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7, err_msg=case)
+    # keywords, other counts: the Tensor API function itself
+    assert lt.add.__wrapped__.__name__ == "add" and inspect.signature(lt.add) == inspect.signature(lt.add.__wrapped__)
+    np.testing.assert_allclose(lt.add(p, y, alpha=2).numpy(), p64 + 2 * y64, rtol=1e-6)
+    out = lt.empty(7)
+    assert lt.sigmoid(p, out=out) is out
+    np.testing.assert_allclose(out.numpy(), sig, rtol=1e-6)
+    np.testing.assert_allclose(lt.add(input=p, other=y).numpy(), p64 + y64, rtol=1e-6)
+    with pytest.raises(TypeError):
+        lt.add()
+    with pytest.raises(TypeError):
+        lt.sigmoid(p, p, p)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        lt.add(p, lt.from_numpy(np.ones(4, np.float32)))
+    assert lt.sigmoid.__name__ == "sigmoid" and lt.sigmoid.__module__ == "lazytorch.api" and lt.sigmoid.__doc__
+
+
+@needs_fast
+def test_general_branch_misses():
+    """What the C general branch leaves to the Python: views, subclasses, a leaf with an array
+    out, a signature not yet seen, errors (the Python's, unchanged)."""
+    add = FAST["__add__"]
+    x = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    p = x * 2.0
+    cases = {"a view": (x[0], p), "an expanded view": (p, x[:1].expand(2, 3)),
+             "a parameter": (lt.nn.Parameter(lt.from_numpy(np.ones((2, 3), np.float32))), p)}
+    for case, args in cases.items():
+        for _ in range(2):
+            got, ran = python_frames(add, *args)
+        assert add.__wrapped__.__name__ in ran, case
+        np.testing.assert_array_equal(got.numpy(), add.__wrapped__(*args).numpy(), err_msg=case)
+    held = x.numpy()                                   # an array out over x's buffer
+    add(x, p)
+    got, ran = python_frames(add, x, p)
+    assert add.__wrapped__.__name__ in ran
+    held[:] = 0.0
+    np.testing.assert_allclose(got.numpy(), np.arange(6).reshape(2, 3) * 3.0)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="cannot be broadcast"):
+            add(p, lt.from_numpy(np.ones(4, np.float32)))
+    with pytest.raises(TypeError):
+        add(p, p, p)
 
 
 @needs_fast

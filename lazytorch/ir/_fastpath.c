@@ -3,13 +3,16 @@
  * The parts, each the C version of a Python function that stays the definition (installed by
  * ir/native.py's users only where this module builds; LAZYTORCH_NATIVE=0 turns them off;
  * tests/test_fastpath.py compares each with its Python):
- * - FastOp: ir/build.py::fast_builder's first branch, `tensor <op> number` inside a tree (a
+ * - FastOp: ir/build.py::fast_builder's `build`, the Tensor API's operators and pointwise
+ *   functions of one or two operands.  Its first branch, `tensor <op> number` inside a tree (a
  *   non-view Tensor, pending or realized, a Python number, the operand's tree summary current and
- *   the result's record in the number class's chain table), the one a chain of scalar ops takes at
- *   every op: in Python a frame and about 150 bytecodes an op.  Step for step in the same order
- *   (see the Python for why each step is there); every other call, and this branch's rare
- *   misses, go to the Python `build` it wraps, so binding, meta rules and errors stay the
- *   general route's.
+ *   the result's record in the number class's chain table), is the one a chain of scalar ops takes
+ *   at every op: in Python a frame and about 150 bytecodes an op.  Its general branch (non-view
+ *   Tensors and numbers whose signature the memo knows: `x + y`, `x.sigmoid()`, `2.0 * x`) about
+ *   300.  Step for step in the same order (see the Python for why each step is there); every
+ *   other call, and these branches' rare misses, go to the Python `build` it wraps (or, with
+ *   keywords, to the Tensor API function), so binding, meta rules and errors stay the general
+ *   route's.
  * - Signer: ir/replay.py::signature, the key of a recorded build (about 200 bytecodes a call).
  * - Replayer: ir/replay.py::Recording.replay, the nodes of a recorded build.
  * - SiteFinder: ir/node.py::user_site, the user's line a node names.
@@ -44,7 +47,9 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;            /* __name__, __qualname__, __doc__ (the Tensor API sets them) */
-    PyObject *fallback;        /* ir/build.py's `build`: every call this does not take */
+    PyObject *fallback;        /* ir/build.py's `build`: every call of one or two operands this does not take */
+    PyObject *outer;           /* every other call (keywords, other counts): `build` too, or the
+                                * Tensor API function this stands for (api.py make_function) */
     PyObject *name;            /* the op's name, the result node's op */
     PyObject *hot;             /* number class -> (dtype, scalar leaf key, its tree id, chain table) */
     PyObject *chained;         /* (h, node, tree id, size) -> record or None: a chain table's miss */
@@ -55,6 +60,8 @@ typedef struct {
     PyObject *no_attrs;        /* scalar leaves' shared empty attrs */
     PyObject *leaf_trees;      /* ir/graph.py LEAF_TREES: (shape, dtype) of a buffer leaf -> its tree id */
     PyObject *shared;          /* host_data.py SHARED: id(buffer) -> arrays out to the user */
+    PyObject *memo;            /* operand signature -> (attrs, shape, dtype, key, op tree id) */
+    PyObject *trees, *tree_id; /* ir/graph.py TREES and tree_id (its miss) */
     Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
     Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
     Py_ssize_t node_at[N_SLOTS];
@@ -69,6 +76,7 @@ static const Py_ssize_t HELD[] = {
     offsetof(FastOp, live), offsetof(FastOp, compact_at), offsetof(FastOp, compact), offsetof(FastOp, epoch),
     offsetof(FastOp, trace), offsetof(FastOp, user_code), offsetof(FastOp, inside), offsetof(FastOp, user_site),
     offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, shared),
+    offsetof(FastOp, memo), offsetof(FastOp, trees), offsetof(FastOp, tree_id), offsetof(FastOp, outer),
     offsetof(FastOp, dict),
 };
 #define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
@@ -111,6 +119,7 @@ static const Py_ssize_t HELD[] = {
 
 static PyObject *SCALAR;      /* "scalar" */
 static PyObject *BUFFER;      /* "buffer" */
+static PyObject *VIEW, *PARAM, *NODE_ATTR, *KEY_ATTR;
 static PyObject *ZERO, *ONE;
 static char not_taken_marker;
 #define NOT_TAKEN ((PyObject *)&not_taken_marker)
@@ -362,13 +371,238 @@ static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
     return out;
 }
 
+/* ---- the general branch: ir/build.py fast_builder's `build` past its first branch, where the
+ * operands are one or two non-view Tensors or Python numbers and the memo knows their signature
+ * (`x + y`, `x * w` of a model: in Python a frame and ~300 bytecodes; every miss of this goes to
+ * the Python, which learns the signature). */
+
+/* Whether `op` (a node's op) is the interned `name`: 1, 0, or -1 with an exception set. */
+static int op_is(PyObject *op, PyObject *name) {
+    if (op == name) return 1;
+    if (!PyUnicode_Check(op)) return 0;
+    int r = PyUnicode_Compare(op, name);
+    return r == -1 && PyErr_Occurred() ? -1 : r == 0;
+}
+
+/* One operand: its node, signature part (a Tensor's (shape, dtype), a number's dtype) and tree
+ * summary (id NULL: no tree).  Every reference is the struct's own. */
+typedef struct {
+    PyObject *node, *sig, *id, *leaves;
+    Py_ssize_t count, size;
+    int number;
+} Operand;
+
+static void operand_clear(Operand *o) {
+    Py_CLEAR(o->node);
+    Py_CLEAR(o->sig);
+    Py_CLEAR(o->id);
+    Py_CLEAR(o->leaves);
+}
+
+/* Operand `o` of `x`, as the Python's `da = ...` block: 1, 0 (NOT_TAKEN: the Python decides) or
+ * -1 with an exception set. */
+static int operand(FastOp *self, PyObject *x, PyObject *epoch, Operand *o) {
+    PyObject *h = PyDict_GetItemWithError(self->hot, (PyObject *)Py_TYPE(x));
+    if (h != NULL) {                                  /* a number: its scalar leaf, a tree of one */
+        o->number = 1;
+        if ((o->node = scalar_leaf(self, h, x)) == NULL || (o->leaves = PyList_New(1)) == NULL) return -1;
+        Py_INCREF(o->node);
+        PyList_SET_ITEM(o->leaves, 0, o->node);
+        o->sig = PyTuple_GET_ITEM(h, 0);
+        o->id = PyTuple_GET_ITEM(h, 2);
+        Py_INCREF(o->sig);
+        Py_INCREF(o->id);
+        o->count = o->size = 1;
+        return 1;
+    }
+    if (PyErr_Occurred()) return -1;
+    /* (a view or a subclass: the `node` property's work, in the Python) */
+    if (Py_TYPE(x) != self->wrap || SLOT(x, self->tensor_at[T_BASE]) != Py_None) return 0;
+    PyObject *n = SLOT(x, self->tensor_at[T_NODE]);
+    if (n == NULL || Py_TYPE(n) != self->node_type) return 0;
+    const Py_ssize_t *at = self->node_at;
+    PyObject *op = SLOT(n, at[N_OP]), *shape = SLOT(n, at[N_SHAPE]), *dtype = SLOT(n, at[N_DTYPE]);
+    PyObject *buffer = SLOT(n, at[N_BUFFER]), *t = SLOT(n, at[N_TREE]);
+    if (op == NULL || shape == NULL || dtype == NULL || buffer == NULL || t == NULL) return 0;
+    int r;
+    if ((r = op_is(op, PARAM)) != 0 || (r = op_is(op, SCALAR)) != 0) return r < 0 ? -1 : 0;
+    if (buffer != Py_None && PyDict_GET_SIZE(self->shared)) {   /* (an array out: Tensor.node's snapshot) */
+        PyObject *id = PyLong_FromVoidPtr(buffer);
+        int out = id == NULL ? -1 : PyDict_Contains(self->shared, id);
+        Py_XDECREF(id);
+        if (out != 0) return out < 0 ? -1 : 0;
+    }
+    Py_INCREF(n);
+    o->node = n;
+    if ((o->sig = PyTuple_Pack(2, shape, dtype)) == NULL) return -1;
+    if (t != Py_None) {
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return 0;
+        int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
+        if (current <= 0) return current < 0 ? -1 : 1;            /* (stale: not a tree) */
+        PyObject *leaves = PyTuple_GET_ITEM(t, 2);
+        o->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
+        o->size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
+        if ((o->count == -1 || o->size == -1) && PyErr_Occurred()) return -1;
+        if (!PyList_CheckExact(leaves) || PyList_GET_SIZE(leaves) < o->count) return 0;
+        o->id = PyTuple_GET_ITEM(t, 1);
+        o->leaves = leaves;
+        Py_INCREF(o->id);
+        Py_INCREF(leaves);
+        return 1;
+    }
+    if ((r = op_is(op, BUFFER)) <= 0) return r < 0 ? -1 : 1;    /* (pending, not a tree) */
+    PyObject *ia = PyDict_GetItemWithError(self->leaf_trees, o->sig);
+    if (ia == NULL) return PyErr_Occurred() ? -1 : 0;            /* (leaf_tree makes it, in the Python) */
+    if ((o->leaves = PyList_New(1)) == NULL) return -1;
+    Py_INCREF(n);
+    PyList_SET_ITEM(o->leaves, 0, n);
+    Py_INCREF(ia);
+    o->id = ia;
+    o->count = o->size = 1;
+    return 1;
+}
+
+/* `disjoint(la[:ca], lb[:cb])`: whether the two leaf lists share no buffer node (1, 0 or -1),
+ * pairwise: called only where the joined tree fits MAX_TREE_NODES, and a tree of size z has at
+ * most (z + 1) / 2 leaves, so ca + cb <= 128 and the pairs are at most 64 * 64. */
+static int leaves_disjoint(FastOp *self, Operand *a, Operand *b) {
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        PyObject *n = PyList_GET_ITEM(b->leaves, i);
+        for (Py_ssize_t j = 0; j < a->count; j++) {
+            if (PyList_GET_ITEM(a->leaves, j) != n) continue;
+            /* the same node in both: shared if it is a buffer (scalar leaves are one op's own) */
+            PyObject *op = Py_TYPE(n) == self->node_type ? SLOT(n, self->node_at[N_OP]) : NULL;
+            int r = op == NULL ? 1 : op_is(op, BUFFER);
+            if (r != 0) return r < 0 ? -1 : 0;
+        }
+    }
+    return 1;
+}
+
+/* TREES.get(item) or tree_id(item): a new reference, or NULL with an exception set. */
+static PyObject *tree_of(FastOp *self, PyObject *item) {
+    PyObject *id = PyDict_GetItemWithError(self->trees, item);
+    if (id != NULL) {
+        Py_INCREF(id);
+        return id;
+    }
+    return PyErr_Occurred() ? NULL : PyObject_CallOneArg(self->tree_id, item);
+}
+
+/* The result's tree summary (the Python's `node.tree = ...`): a new reference, or NULL. */
+static PyObject *general_tree(FastOp *self, PyObject *epoch, PyObject *op_id, Operand *a, Operand *b) {
+    PyObject *item, *leaves;
+    Py_ssize_t count, size;
+    if (b == NULL) {                                             /* one operand: its list, shared */
+        if (a->id == NULL || a->size > self->last) Py_RETURN_NONE;
+        item = PyTuple_Pack(2, op_id, a->id);
+        leaves = a->leaves;
+        Py_INCREF(leaves);
+        count = a->count;
+        size = a->size + 1;
+    } else {
+        size = a->size + b->size + 1;
+        if (a->id == NULL || b->id == NULL || size > self->last + 1) Py_RETURN_NONE;
+        item = PyTuple_Pack(3, op_id, a->id, b->id);
+        leaves = PyList_New(a->count + b->count);                /* (ir/build.py joined) */
+        if (leaves != NULL) {
+            for (Py_ssize_t i = 0; i < a->count; i++) {
+                PyObject *n = PyList_GET_ITEM(a->leaves, i);
+                Py_INCREF(n);
+                PyList_SET_ITEM(leaves, i, n);
+            }
+            for (Py_ssize_t i = 0; i < b->count; i++) {
+                PyObject *n = PyList_GET_ITEM(b->leaves, i);
+                Py_INCREF(n);
+                PyList_SET_ITEM(leaves, a->count + i, n);
+            }
+        }
+        count = a->count + b->count;
+    }
+    PyObject *id = item == NULL || leaves == NULL ? NULL : tree_of(self, item);
+    PyObject *ncount = PyLong_FromSsize_t(count), *nsize = PyLong_FromSsize_t(size);
+    PyObject *tree = id == NULL || ncount == NULL || nsize == NULL ? NULL : PyTuple_Pack(5, epoch, id, leaves, ncount, nsize);
+    Py_XDECREF(item);
+    Py_XDECREF(leaves);
+    Py_XDECREF(id);
+    Py_XDECREF(ncount);
+    Py_XDECREF(nsize);
+    return tree;
+}
+
+/* The general branch for `a` (and `b`, NULL for one operand): the new pending Tensor,
+ * NOT_TAKEN, or NULL with an exception set. */
+static PyObject *general_build(FastOp *self, PyObject *a, PyObject *b) {
+    PyObject *epoch = PyList_GetItem(self->epoch, 0);
+    if (epoch == NULL) return NULL;
+    Py_INCREF(epoch);
+    Operand x = {0}, y = {0};
+    PyObject *out = NOT_TAKEN, *sig = NULL, *known = NULL, *node = NULL;
+    int r = operand(self, a, epoch, &x);
+    if (r > 0 && b != NULL) r = operand(self, b, epoch, &y);
+    if (r <= 0) {
+        out = r < 0 ? NULL : NOT_TAKEN;
+        goto done;
+    }
+    if (b == NULL) {
+        sig = x.sig;
+        Py_INCREF(sig);
+    } else if (y.number) {
+        sig = PyTuple_Pack(2, x.sig, y.sig);
+    } else {
+        sig = PyTuple_Pack(3, x.sig, PyTuple_GET_ITEM(y.sig, 0), PyTuple_GET_ITEM(y.sig, 1));
+    }
+    if (sig == NULL) { out = NULL; goto done; }
+    if (b != NULL && x.id != NULL && y.id != NULL && !x.number      /* (x * x: not a tree) */
+            && x.size + y.size + 1 <= self->last + 1) {             /* (else none anyway) */
+        int d = leaves_disjoint(self, &x, &y);
+        if (d < 0) { out = NULL; goto done; }
+        if (!d) Py_CLEAR(y.id);
+    }
+    known = PyDict_GetItemWithError(self->memo, sig);
+    if (known == NULL) {
+        out = PyErr_Occurred() ? NULL : NOT_TAKEN;
+        goto done;
+    }
+    Py_INCREF(known);                                  /* (tree_id below may run Python code) */
+    if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 5) goto done;
+    if ((node = self->node_type->tp_alloc(self->node_type, 0)) == NULL) { out = NULL; goto done; }
+    const Py_ssize_t *at = self->node_at;
+    put(node, at[N_OP], self->name);
+    SLOT(node, at[N_INPUTS]) = b == NULL ? PyTuple_Pack(1, x.node) : PyTuple_Pack(2, x.node, y.node);
+    put(node, at[N_ATTRS], PyTuple_GET_ITEM(known, 0));
+    put(node, at[N_SHAPE], PyTuple_GET_ITEM(known, 1));
+    put(node, at[N_DTYPE], PyTuple_GET_ITEM(known, 2));
+    put(node, at[N_KEY], PyTuple_GET_ITEM(known, 3));
+    put(node, at[N_BUFFER], Py_None);
+    put(node, at[N_VALUE], Py_None);
+    put(node, at[N_AUTOGRAD], Py_None);
+    out = NULL;
+    if (SLOT(node, at[N_INPUTS]) == NULL) goto done;
+    if ((SLOT(node, at[N_TREE]) = general_tree(self, epoch, PyTuple_GET_ITEM(known, 4), &x,
+                                               b == NULL ? NULL : &y)) == NULL) goto done;
+    if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
+    out = pending(self, node);
+done:
+    operand_clear(&x);
+    operand_clear(&y);
+    Py_DECREF(epoch);
+    Py_XDECREF(sig);
+    Py_XDECREF(known);
+    Py_XDECREF(node);
+    return out;
+}
+
 static PyObject *fastop_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     FastOp *self = (FastOp *)op;
-    if (PyVectorcall_NARGS(nargsf) == 2 && kwnames == NULL) {
-        PyObject *r = hot_build(self, args[0], args[1]);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if ((n == 1 || n == 2) && kwnames == NULL) {
+        PyObject *r = n == 2 ? hot_build(self, args[0], args[1]) : NOT_TAKEN;
+        if (r == NOT_TAKEN) r = general_build(self, args[0], n == 2 ? args[1] : NULL);
         if (r != NOT_TAKEN) return r;
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     }
-    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    return PyObject_Vectorcall(self->outer, args, nargsf, kwnames);
 }
 
 /* A method of the class it is installed in: `x * 2.0` calls it unbound (METHOD_DESCRIPTOR). */
@@ -381,16 +615,20 @@ static PyObject *fastop_get(PyObject *op, PyObject *obj, PyObject *type) {
 static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *name, *hot, *chained, *node_type, *wrap, *live_parts;
     PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs, *leaf_trees, *shared;
+    PyObject *memo, *trees, *tree_id, *outer = NULL;
     Py_ssize_t last;
     static char *kw[] = {"fallback", "name", "hot", "chained", "node_type", "wrap", "live", "epoch", "trace",
-                         "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", "shared", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!O!:FastOp", kw, &fallback, &name,
+                         "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", "shared",
+                         "memo", "trees", "tree_id", "outer", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!O!O!O!O|O:FastOp", kw, &fallback, &name,
                                      &PyDict_Type, &hot, &chained, &PyType_Type, &node_type, &PyType_Type, &wrap,
                                      &PyTuple_Type, &live_parts, &PyList_Type, &epoch, &PyList_Type, &trace,
                                      &PyList_Type, &user_code, &PyDict_Type, &inside, &user_site,
                                      &PyDict_Type, &no_attrs, &last, &PyDict_Type, &leaf_trees,
-                                     &PyDict_Type, &shared))
+                                     &PyDict_Type, &shared, &PyDict_Type, &memo, &PyDict_Type, &trees,
+                                     &tree_id, &outer))
         return NULL;
+    if (outer == NULL || outer == Py_None) outer = fallback;
     PyObject *mode, *track, *live, *compact_at, *compact;
     if (!PyArg_ParseTuple(live_parts, "OOO!O!O:FastOp live", &mode, &track, &PyList_Type, &live,
                           &PyList_Type, &compact_at, &compact))
@@ -401,7 +639,7 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->last = last;
     PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
                           epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees,
-                          shared};     /* (HELD's order) */
+                          shared, memo, trees, tree_id, outer};     /* (HELD's order) */
     for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
         Py_INCREF(values[i]);
         FIELD(self, HELD[i]) = values[i];
@@ -430,14 +668,15 @@ static PyMethodDef fastop_methods[] = {
 };
 
 static PyMemberDef fastop_members[] = {
-    {"__wrapped__", T_OBJECT, offsetof(FastOp, fallback), READONLY, "the Python build this takes the hot branch of"},
+    {"__wrapped__", T_OBJECT, offsetof(FastOp, outer), READONLY,
+     "what this stands for: the Python build it takes the hot branches of, or the Tensor API function"},
     {NULL},
 };
 
 static PyTypeObject FastOpType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "lazytorch.ir._fastpath.FastOp",
-    .tp_doc = "ir/build.py fast_builder's hot branch (`tensor <op> number` in a tree) in C.",
+    .tp_doc = "ir/build.py fast_builder's build (`tensor <op> number` in a tree, `x + y`, `x.sigmoid()`) in C.",
     .tp_basicsize = sizeof(FastOp),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
     .tp_new = fastop_new,
@@ -476,7 +715,6 @@ static const Py_ssize_t SIGNER_HELD[] = {
     offsetof(Signer, node_type), offsetof(Signer, k_tensor), offsetof(Signer, k_node), offsetof(Signer, k_plain),
     offsetof(Signer, k_float), offsetof(Signer, k_seq), offsetof(Signer, k_dtype),
 };
-static PyObject *VIEW, *PARAM, *NODE_ATTR, *KEY_ATTR;
 
 /* A node's key (Node.key: the cached `_key`, else the property computes and caches it). */
 static PyObject *node_key(Signer *self, PyObject *n) {
@@ -1422,7 +1660,7 @@ CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots)
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
-    "The Tensor API's `tensor <op> number` build in C (ir/build.py fast_builder's hot branch).", -1, NULL,
+    "The IR's hottest Python in C: the Tensor API's pointwise builds, call signatures, replays, walks.", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {

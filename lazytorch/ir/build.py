@@ -542,7 +542,7 @@ NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
                  make: Callable[[Node], Any] | None = None, live: tuple | None = None,
-                 shared: dict | None = None) -> Callable[..., Any] | None:
+                 shared: dict | None = None, outer: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
@@ -557,6 +557,10 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     node directly.  `shared`: the Tensor API's buffers with arrays out to the user (host_data.py
     SHARED, id(buffer) -> arrays): a realized operand over one is read through the general route,
     which builds on a snapshot of it (tensor.py `Tensor.node`).
+
+    `outer` (a Tensor API function of the op, with `live`): the result is its stand-in, the C
+    build where it is made (ir/_fastpath.c FastOp) passing every call with keywords or another
+    number of arguments to `outer`; None where it is not made.
     """
     op = get(name)
     if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
@@ -782,12 +786,13 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
         return result
 
     if mode is None or NATIVE is None:
-        return build
+        return None if outer is not None else build
     # The same build with its first branch in C (ir/_fastpath.c): no Python frame for
     # `tensor <op> number` in a chain; every other call runs `build`.
     fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
-                            user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees, shared=shared)
+                            user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees, shared=shared,
+                            memo=memo, trees=TREES, tree_id=tree_id, outer=outer)
     # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no
     # __module__ of its own, and its class's docstring would stand for the method's)
     fast.__module__, fast.__doc__, fast.__annotations__ = build.__module__, build.__doc__, build.__annotations__
