@@ -268,6 +268,29 @@ fail:
     return NULL;
 }
 
+/* A new node of this op over `inputs` (a reference the node takes; NULL: an error is set) with the
+ * attrs, shape, dtype and key of `record` (a memo record), no value yet; its tree summary and
+ * origin are the caller's to set. */
+static PyObject *op_node(FastOp *self, PyObject *inputs, PyObject *record) {
+    if (inputs == NULL) return NULL;
+    PyObject *node = self->node_type->tp_alloc(self->node_type, 0);
+    if (node == NULL) {
+        Py_DECREF(inputs);
+        return NULL;
+    }
+    const Py_ssize_t *at = self->node_at;
+    put(node, at[N_OP], self->name);
+    SLOT(node, at[N_INPUTS]) = inputs;
+    put(node, at[N_ATTRS], PyTuple_GET_ITEM(record, 0));
+    put(node, at[N_SHAPE], PyTuple_GET_ITEM(record, 1));
+    put(node, at[N_DTYPE], PyTuple_GET_ITEM(record, 2));
+    put(node, at[N_KEY], PyTuple_GET_ITEM(record, 3));
+    put(node, at[N_BUFFER], Py_None);
+    put(node, at[N_VALUE], Py_None);
+    put(node, at[N_AUTOGRAD], Py_None);
+    return node;
+}
+
 /* hot_build past its tests, with its own references to `na` and its tree summary `t`. */
 static PyObject *build_on(FastOp *self, PyObject *h, PyObject *b, PyObject *na, PyObject *t) {
     PyObject *ia = PyTuple_GET_ITEM(t, 1);
@@ -284,20 +307,10 @@ static PyObject *build_on(FastOp *self, PyObject *h, PyObject *b, PyObject *na, 
         return NOT_TAKEN;
     }
     PyObject *nb = scalar_leaf(self, h, b);
-    PyObject *node = nb == NULL ? NULL : self->node_type->tp_alloc(self->node_type, 0);
+    PyObject *node = nb == NULL ? NULL : op_node(self, PyTuple_Pack(2, na, nb), record);
     PyObject *out = NULL;
     if (node == NULL) goto done;
     const Py_ssize_t *at = self->node_at;
-    put(node, at[N_OP], self->name);
-    SLOT(node, at[N_INPUTS]) = PyTuple_Pack(2, na, nb);
-    put(node, at[N_ATTRS], PyTuple_GET_ITEM(record, 0));
-    put(node, at[N_SHAPE], PyTuple_GET_ITEM(record, 1));
-    put(node, at[N_DTYPE], PyTuple_GET_ITEM(record, 2));
-    put(node, at[N_KEY], PyTuple_GET_ITEM(record, 3));
-    put(node, at[N_BUFFER], Py_None);
-    put(node, at[N_VALUE], Py_None);
-    put(node, at[N_AUTOGRAD], Py_None);
-    if (SLOT(node, at[N_INPUTS]) == NULL) goto done;
     if ((SLOT(node, at[N_TREE]) = summary(self, t, record, nb)) == NULL) goto done;
     if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
     out = pending(self, node);
@@ -566,19 +579,10 @@ static PyObject *general_build(FastOp *self, PyObject *a, PyObject *b) {
     }
     Py_INCREF(known);                                  /* (tree_id below may run Python code) */
     if (!PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 5) goto done;
-    if ((node = self->node_type->tp_alloc(self->node_type, 0)) == NULL) { out = NULL; goto done; }
-    const Py_ssize_t *at = self->node_at;
-    put(node, at[N_OP], self->name);
-    SLOT(node, at[N_INPUTS]) = b == NULL ? PyTuple_Pack(1, x.node) : PyTuple_Pack(2, x.node, y.node);
-    put(node, at[N_ATTRS], PyTuple_GET_ITEM(known, 0));
-    put(node, at[N_SHAPE], PyTuple_GET_ITEM(known, 1));
-    put(node, at[N_DTYPE], PyTuple_GET_ITEM(known, 2));
-    put(node, at[N_KEY], PyTuple_GET_ITEM(known, 3));
-    put(node, at[N_BUFFER], Py_None);
-    put(node, at[N_VALUE], Py_None);
-    put(node, at[N_AUTOGRAD], Py_None);
     out = NULL;
-    if (SLOT(node, at[N_INPUTS]) == NULL) goto done;
+    node = op_node(self, b == NULL ? PyTuple_Pack(1, x.node) : PyTuple_Pack(2, x.node, y.node), known);
+    if (node == NULL) goto done;
+    const Py_ssize_t *at = self->node_at;
     if ((SLOT(node, at[N_TREE]) = general_tree(self, epoch, PyTuple_GET_ITEM(known, 4), &x,
                                                b == NULL ? NULL : &y)) == NULL) goto done;
     if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
