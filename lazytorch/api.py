@@ -195,7 +195,13 @@ def make_operator(op: OpDef, dunder: str):
         def reflected(self, other):
             return fn(other, self)               # (fn takes the fast path itself)
         reflected.__name__ = dunder
-        return reflected
+        # in C where it can be, as the operators below: `2.0 - x` builds sub(2.0, x) with no frame
+        fast = fast_builder(op.name, wrap=Tensor, general=fn, make=pending, live=PENDING_PARTS, shared=SHARED,
+                            outer=reflected, swapped=True)
+        if fast is None:
+            return reflected
+        fast.__name__ = fast.__qualname__ = dunder
+        return fast
 
     def operator(self, *args):
         return fn(self, *args)

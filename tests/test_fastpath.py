@@ -28,7 +28,10 @@ from lazytorch.ir.graph import MAX_TREE_NODES
 from lazytorch.ir.node import EPOCH, _PACKAGE, format_site
 from lazytorch.tensor import live_pending
 
-FAST = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp" and name.startswith("__")}
+NATIVE_OPS = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp"}
+FAST = {name: fn for name, fn in NATIVE_OPS.items() if hasattr(operator, name)}          # x <op> y
+REFLECTED = {name: fn for name, fn in NATIVE_OPS.items() if hasattr(operator, name.replace("__r", "__", 1))
+             and name.startswith("__r") and name not in FAST}                              # y <op> x
 needs_fast = pytest.mark.skipif(not FAST, reason="lazytorch.ir._fastpath is not built or LAZYTORCH_NATIVE=0")
 
 RNG = np.random.default_rng(3)
@@ -311,6 +314,38 @@ def test_pointwise_functions_and_methods(backend):
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         lt.add(p, lt.from_numpy(np.ones(4, np.float32)))
     assert lt.sigmoid.__name__ == "sigmoid" and lt.sigmoid.__module__ == "lazytorch.api" and lt.sigmoid.__doc__
+
+
+@needs_fast
+def test_reflected_operators(backend):
+    """`2.0 - x` (a reflected dunder) builds sub(2.0, x) in C, operands swapped: the nodes of the
+    Python function it stands for, numpy's values; no Python frame past the first call."""
+    assert {"__radd__", "__rsub__", "__rmul__", "__rtruediv__"} <= set(REFLECTED)
+    x = lt.from_numpy(X.copy())
+    p = chain(x)
+    p64 = X.astype(np.float64) * 0.5 + 0.25
+    for name, fast in sorted(REFLECTED.items()):
+        forward = getattr(operator, name.replace("__r", "__", 1))
+        for other in (2.0, 3, True, lt.from_numpy(X[::-1].copy())):
+            try:
+                fast.__wrapped__(p, other)
+            except Exception as e:                     # (a dtype the op refuses: the same error)
+                with pytest.raises(type(e)) as got:
+                    fast(p, other)
+                assert str(got.value) == str(e), (name, other)
+                continue
+            python_frames(fast, p, other)
+            assert not {"reflected", "build"} & set(python_frames(fast, p, other)[1]), name
+            got, want = fast(p, other), fast.__wrapped__(p, other)      # (one line: one origin)
+            same_general(got.node, want.node)
+            assert got.node.inputs[1] is p.node
+            o64 = other.numpy().astype(np.float64) if isinstance(other, lt.Tensor) else other
+            if name in ("__radd__", "__rsub__", "__rmul__", "__rtruediv__"):
+                np.testing.assert_allclose(got.numpy(), forward(o64, p64), rtol=1e-6, err_msg=name)
+            else:
+                np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=name)
+    with pytest.raises(TypeError):
+        REFLECTED["__rsub__"](p)                       # (one operand: the Python function's error)
 
 
 @needs_fast

@@ -12,7 +12,7 @@
  *   300.  Step for step in the same order (see the Python for why each step is there); every
  *   other call, and these branches' rare misses, go to the Python `build` it wraps (or, with
  *   keywords, to the Tensor API function), so binding, meta rules and errors stay the general
- *   route's.
+ *   route's.  A reflected dunder's (`2.0 - x`) swaps its two operands first.
  * - Signer: ir/replay.py::signature, the key of a recorded build (about 200 bytecodes a call).
  * - Replayer: ir/replay.py::Recording.replay, the nodes of a recorded build.
  * - SiteFinder: ir/node.py::user_site, the user's line a node names.
@@ -63,6 +63,7 @@ typedef struct {
     PyObject *memo;            /* operand signature -> (attrs, shape, dtype, key, op tree id) */
     PyObject *trees, *tree_id; /* ir/graph.py TREES and tree_id (its miss) */
     Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
+    int swapped;               /* a reflected dunder (`2.0 - x`): the two operands build swapped */
     Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
     Py_ssize_t node_at[N_SLOTS];
     Py_ssize_t tensor_at[T_SLOTS];
@@ -600,11 +601,18 @@ done:
 static PyObject *fastop_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     FastOp *self = (FastOp *)op;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if ((n == 1 || n == 2) && kwnames == NULL) {
+    if (kwnames == NULL && (n == 2 || (n == 1 && !self->swapped))) {
+        PyObject *pair[2];
+        if (self->swapped) {
+            pair[0] = args[1];
+            pair[1] = args[0];
+            args = pair;
+            nargsf = 2;                /* (no PY_VECTORCALL_ARGUMENTS_OFFSET: pair[-1] is not ours) */
+        }
         PyObject *r = n == 2 ? hot_build(self, args[0], args[1]) : NOT_TAKEN;
         if (r == NOT_TAKEN) r = general_build(self, args[0], n == 2 ? args[1] : NULL);
         if (r != NOT_TAKEN) return r;
-        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+        return PyObject_Vectorcall(self->fallback, args, nargsf, NULL);
     }
     return PyObject_Vectorcall(self->outer, args, nargsf, kwnames);
 }
@@ -621,16 +629,17 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     PyObject *epoch, *trace, *user_code, *inside, *user_site, *no_attrs, *leaf_trees, *shared;
     PyObject *memo, *trees, *tree_id, *outer = NULL;
     Py_ssize_t last;
+    int swapped = 0;
     static char *kw[] = {"fallback", "name", "hot", "chained", "node_type", "wrap", "live", "epoch", "trace",
                          "user_code", "inside", "user_site", "no_attrs", "last", "leaf_trees", "shared",
-                         "memo", "trees", "tree_id", "outer", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!O!O!O!O|O:FastOp", kw, &fallback, &name,
+                         "memo", "trees", "tree_id", "outer", "swapped", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUO!OO!O!O!O!O!O!O!OO!nO!O!O!O!O|Op:FastOp", kw, &fallback, &name,
                                      &PyDict_Type, &hot, &chained, &PyType_Type, &node_type, &PyType_Type, &wrap,
                                      &PyTuple_Type, &live_parts, &PyList_Type, &epoch, &PyList_Type, &trace,
                                      &PyList_Type, &user_code, &PyDict_Type, &inside, &user_site,
                                      &PyDict_Type, &no_attrs, &last, &PyDict_Type, &leaf_trees,
                                      &PyDict_Type, &shared, &PyDict_Type, &memo, &PyDict_Type, &trees,
-                                     &tree_id, &outer))
+                                     &tree_id, &outer, &swapped))
         return NULL;
     if (outer == NULL || outer == Py_None) outer = fallback;
     PyObject *mode, *track, *live, *compact_at, *compact;
@@ -641,6 +650,7 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (self == NULL) return NULL;
     self->vectorcall = fastop_vectorcall;
     self->last = last;
+    self->swapped = swapped;
     PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
                           epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees,
                           shared, memo, trees, tree_id, outer};     /* (HELD's order) */

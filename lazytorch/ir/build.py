@@ -542,7 +542,8 @@ NUMBER_DTYPES = {bool: D.bool_, int: D.int64, float: D.float64}
 
 def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any] | None = None,
                  make: Callable[[Node], Any] | None = None, live: tuple | None = None,
-                 shared: dict | None = None, outer: Callable[..., Any] | None = None) -> Callable[..., Any] | None:
+                 shared: dict | None = None, outer: Callable[..., Any] | None = None,
+                 swapped: bool = False) -> Callable[..., Any] | None:
     """For op `name`, a function of one or two positional operands (Tensors or Python numbers,
     no keywords) returning the node that `call(name, ...)` builds, or None for the caller to
     take the general route; None when the op has no fast path.  Given `wrap` and `general` (the
@@ -560,7 +561,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
 
     `outer` (a Tensor API function of the op, with `live`): the result is its stand-in, the C
     build where it is made (ir/_fastpath.c FastOp) passing every call with keywords or another
-    number of arguments to `outer`; None where it is not made.
+    number of arguments to `outer`; None where it is not made.  `swapped` (with `outer`, a
+    reflected dunder `outer(self, other)`): it builds `name(other, self)`.
     """
     op = get(name)
     if op.build != "generic" or op.meta not in FAST_META or "view" in op.tags:
@@ -792,7 +794,7 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
     fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
                             user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees, shared=shared,
-                            memo=memo, trees=TREES, tree_id=tree_id, outer=outer)
+                            memo=memo, trees=TREES, tree_id=tree_id, outer=outer, swapped=swapped)
     # help(), inspect.getmodule and typing.get_type_hints read these of a function (a FastOp has no
     # __module__ of its own, and its class's docstring would stand for the method's)
     fast.__module__, fast.__doc__, fast.__annotations__ = build.__module__, build.__doc__, build.__annotations__
