@@ -413,6 +413,35 @@ static void operand_clear(Operand *o) {
     Py_CLEAR(o->leaves);
 }
 
+/* operand()'s pending node with a tree summary `t`: read with its own reference, as the Python's
+ * local keeps it (an allocation here may collect, and a collection may realize the node, which
+ * drops the summary; the build goes on with what it read) */
+static int tree_operand(Operand *o, PyObject *t, PyObject *epoch, PyObject *shape, PyObject *dtype) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return 0;
+    Py_INCREF(t);
+    int r = -1;
+    int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
+    if (current < 0 || (o->sig = PyTuple_Pack(2, shape, dtype)) == NULL) goto done;
+    r = 1;
+    if (!current) goto done;                                      /* (stale: not a tree) */
+    PyObject *leaves = PyTuple_GET_ITEM(t, 2);
+    o->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
+    o->size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
+    if ((o->count == -1 || o->size == -1) && PyErr_Occurred()) {
+        r = -1;
+    } else if (!PyList_CheckExact(leaves) || PyList_GET_SIZE(leaves) < o->count) {
+        r = 0;
+    } else {
+        o->id = PyTuple_GET_ITEM(t, 1);
+        o->leaves = leaves;
+        Py_INCREF(o->id);
+        Py_INCREF(leaves);
+    }
+done:
+    Py_DECREF(t);
+    return r;
+}
+
 /* Operand `o` of `x`, as the Python's `da = ...` block: 1, 0 (NOT_TAKEN: the Python decides) or
  * -1 with an exception set. */
 static int operand(FastOp *self, PyObject *x, PyObject *epoch, Operand *o) {
@@ -448,30 +477,17 @@ static int operand(FastOp *self, PyObject *x, PyObject *epoch, Operand *o) {
     }
     Py_INCREF(n);
     o->node = n;
+    if (t != Py_None)
+        return tree_operand(o, t, epoch, shape, dtype);
     if ((o->sig = PyTuple_Pack(2, shape, dtype)) == NULL) return -1;
-    if (t != Py_None) {
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return 0;
-        int current = PyObject_RichCompareBool(PyTuple_GET_ITEM(t, 0), epoch, Py_EQ);
-        if (current <= 0) return current < 0 ? -1 : 1;            /* (stale: not a tree) */
-        PyObject *leaves = PyTuple_GET_ITEM(t, 2);
-        o->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 3));
-        o->size = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 4));
-        if ((o->count == -1 || o->size == -1) && PyErr_Occurred()) return -1;
-        if (!PyList_CheckExact(leaves) || PyList_GET_SIZE(leaves) < o->count) return 0;
-        o->id = PyTuple_GET_ITEM(t, 1);
-        o->leaves = leaves;
-        Py_INCREF(o->id);
-        Py_INCREF(leaves);
-        return 1;
-    }
     if ((r = op_is(op, BUFFER)) <= 0) return r < 0 ? -1 : 1;    /* (pending, not a tree) */
     PyObject *ia = PyDict_GetItemWithError(self->leaf_trees, o->sig);
     if (ia == NULL) return PyErr_Occurred() ? -1 : 0;            /* (leaf_tree makes it, in the Python) */
+    Py_INCREF(ia);
+    o->id = ia;
     if ((o->leaves = PyList_New(1)) == NULL) return -1;
     Py_INCREF(n);
     PyList_SET_ITEM(o->leaves, 0, n);
-    Py_INCREF(ia);
-    o->id = ia;
     o->count = o->size = 1;
     return 1;
 }
