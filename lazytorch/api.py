@@ -88,6 +88,14 @@ def _input_alias(kwargs: dict, op: OpDef | None = None) -> dict:
     return kwargs
 
 
+def tensor_builder(op: OpDef, general: Callable, outer: Callable | None = None, swapped: bool = False):
+    """ir/build.py fast_builder for the Tensor API: op's builder making pending Tensors, `general`
+    run where it cannot build; with `outer`, the C stand-in for that function (None without the
+    extension); None where the op has no fast path."""
+    return fast_builder(op.name, wrap=Tensor, general=general, make=pending, live=PENDING_PARTS, shared=SHARED,
+                        outer=outer, swapped=swapped)
+
+
 def make_function(op: OpDef, name: str):
     fast = fast_builder(op.name)
     memo = memo_for(op)
@@ -156,8 +164,7 @@ def make_function(op: OpDef, name: str):
     fn.__doc__ = "\n".join(s.text for s in op.schemas)
     # A pointwise op's function in C where it can be (ir/build.py fast_builder): `x.sigmoid()`,
     # `lt.add(x, y)` build their node without a Python frame; keywords and misses run `fn`.
-    stand_in = None if "creation" in op.tags else fast_builder(
-        op.name, wrap=Tensor, general=fn, make=pending, live=PENDING_PARTS, shared=SHARED, outer=fn)
+    stand_in = None if "creation" in op.tags else tensor_builder(op, fn, outer=fn)
     if stand_in is None:
         return fn
     stand_in.__name__, stand_in.__qualname__, stand_in.__doc__ = name, name, fn.__doc__
@@ -196,8 +203,7 @@ def make_operator(op: OpDef, dunder: str):
             return fn(other, self)               # (fn takes the fast path itself)
         reflected.__name__ = dunder
         # in C where it can be, as the operators below: `2.0 - x` builds sub(2.0, x) with no frame
-        fast = fast_builder(op.name, wrap=Tensor, general=fn, make=pending, live=PENDING_PARTS, shared=SHARED,
-                            outer=reflected, swapped=True)
+        fast = tensor_builder(op, fn, outer=reflected, swapped=True)
         if fast is None:
             return reflected
         fast.__name__ = fast.__qualname__ = dunder
@@ -206,7 +212,7 @@ def make_operator(op: OpDef, dunder: str):
     def operator(self, *args):
         return fn(self, *args)
     # (the fast path builds and wraps the node itself, calling `operator` where it cannot)
-    fast = fast_builder(op.name, wrap=Tensor, general=operator, make=pending, live=PENDING_PARTS, shared=SHARED)
+    fast = tensor_builder(op, operator)
     if fast is not None:
         fast.__name__ = fast.__qualname__ = dunder
         return fast

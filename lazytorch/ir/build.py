@@ -789,8 +789,8 @@ def fast_builder(name: str, wrap: type | None = None, general: Callable[..., Any
 
     if mode is None or NATIVE is None:
         return None if outer is not None else build
-    # The same build with its first branch in C (ir/_fastpath.c): no Python frame for
-    # `tensor <op> number` in a chain; every other call runs `build`.
+    # The same build with both branches in C (ir/_fastpath.c): no Python frame for `tensor <op>
+    # number` in a chain, nor for operands whose signature the memo knows; the rest runs `build`.
     fast = NATIVE.FastOp(fallback=build, name=name, hot=hot, chained=chained, node_type=Node, wrap=wrap,
                             live=live, epoch=epoch_now, trace=trace, user_code=user_code, inside=inside,
                             user_site=user_site, no_attrs=_NO_ATTRS, last=last, leaf_trees=leaf_trees, shared=shared,
