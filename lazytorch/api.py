@@ -12,7 +12,7 @@ import re
 import types
 from typing import Any, Callable
 
-from .call_memo import CHECK as MEMO_CHECK, check_replay, memo_for, signature
+from .call_memo import CHECK as MEMO_CHECK, check_replay, memo_for, native_call, signature
 from .indexing import getitem, setitem
 from .ir import dtypes as D
 from .ir.build import call, fast_builder
@@ -162,13 +162,21 @@ def make_function(op: OpDef, name: str):
         return wrapped
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = "\n".join(s.text for s in op.schemas)
-    # A pointwise op's function in C where it can be (ir/build.py fast_builder): `x.sigmoid()`,
-    # `lt.add(x, y)` build their node without a Python frame; keywords and misses run `fn`.
-    stand_in = None if "creation" in op.tags else tensor_builder(op, fn, outer=fn)
-    if stand_in is None:
+    if "creation" in op.tags:
         return fn
-    stand_in.__name__, stand_in.__qualname__, stand_in.__doc__ = name, name, fn.__doc__
-    stand_in.__module__, stand_in.__annotations__ = fn.__module__, fn.__annotations__
+    # A call whose signature the memo knows replays in C where it can (call_memo.py native_call):
+    # `F.linear`, `x.view`, a model's forward repeats the same calls every step.  A pointwise op's
+    # function builds in C (ir/build.py fast_builder: `x.sigmoid()`, `lt.add(x, y)` without a
+    # Python frame), its keyword calls and misses going to that replay, and then to `fn`.
+    replayed = _named(native_call(memo, fn, _wrap), fn) or fn
+    return _named(tensor_builder(op, replayed, outer=replayed), fn) or replayed
+
+
+def _named(stand_in: Callable | None, fn: Callable) -> Callable | None:
+    """A C stand-in for `fn` with the names help() and inspect read of a function."""
+    if stand_in is not None:
+        stand_in.__name__, stand_in.__qualname__, stand_in.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        stand_in.__module__, stand_in.__annotations__ = fn.__module__, fn.__annotations__
     return stand_in
 
 

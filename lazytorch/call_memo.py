@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .ir.node import SITE, TRACE, Node, effects_now, own_effects_now, provenance_mark, type_str, user_site
+from .host_data import SHARED
+from .ir.build import user_code
+from .ir.native import NATIVE
+from .ir.node import _INSIDE, SITE, TRACE, Node, effects_now, own_effects_now, provenance_mark, type_str, user_site
 from .ir.registry import OpDef
-from .ir.replay import CHECK, Memo, memo_for as _ir_memo_for, same_program, signature
-from .tensor import Tensor, _wrap_views, pending
+from .ir.replay import CHECK, Memo, Recording, memo_for as _ir_memo_for, same_program, tensor_signature
+from .tensor import PENDING_PARTS, Tensor, _wrap_views, pending
 
-__all__ = ["CHECK", "CallMemo", "check_replay", "memo_for", "signature", "verify"]
+__all__ = ["CHECK", "CallMemo", "check_replay", "memo_for", "native_call", "signature", "verify"]
+
+# A Tensor API call's signature (ir/replay.py): in C, a Tensor's node is read from its slots
+signature = tensor_signature(Tensor, SHARED)
 
 
 def memo_for(op: OpDef) -> "CallMemo | None":
@@ -79,6 +85,20 @@ class CallMemo:
         else:
             return
         self.memo.learn(key, nodes, flat, made, before)
+
+
+def native_call(memo: CallMemo | None, fn: Callable, wrap: Callable) -> Callable | None:
+    """`fn` (api.py make_function's function of memo's op) with its replayed calls in C
+    (ir/_fastpath.c ApiCall: the signature, the lookup, the replay and the result's Tensor, as
+    CallMemo.replay, without fn's and replay's frames); every other call runs `fn`.  `wrap`:
+    api.py's _wrap(op, result) for tuple results.  None without the extension, or in check mode
+    (each replay is compared with the general route there, in Python)."""
+    if NATIVE is None or CHECK or memo is None or memo.op is None:
+        return None
+    return NATIVE.ApiCall(outer=fn, signer=signature, table=memo.memo.table, self_mark=SELF, op=memo.op,
+                          wrap_result=wrap, wrap_views=_wrap_views, site=SITE, replayer=Recording.replay,
+                          view=memo.view, node_type=Node, wrap=Tensor, live=PENDING_PARTS, trace=TRACE,
+                          user_code=user_code, inside=_INSIDE, user_site=user_site, shared=SHARED)
 
 
 def verify(op: str, replayed: Any, built: Any, effects: bool = False, origins: bool = True) -> None:

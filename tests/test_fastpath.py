@@ -593,8 +593,9 @@ def test_methods_copy_as_functions():
 def test_signatures_match_the_python():
     """ir/replay.py's signature in C (Signer) returns what the Python returns, on every argument
     form a call can take: the memo key, the tensor argument nodes and the flat arguments."""
+    from lazytorch import call_memo
     from lazytorch.ir import replay
-    assert type(replay.signature).__name__ == "Signer"
+    assert type(replay.signature).__name__ == type(call_memo.signature).__name__ == "Signer"
     x = lt.from_numpy(X.copy())
     p, q = x * 2.0, x + 1.0
     m = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
@@ -608,15 +609,25 @@ def test_signatures_match_the_python():
         ((p,), {"dim": 1, "keepdim": True}), ((p, q), {"alpha": 2.0}), ((), {}), ((p.node, q.node), {}),
         ((lt.tensor(2.0).node,), {}),
     ]
-    for args, kwargs in calls:
-        got, want = replay.signature(args, kwargs), replay.signature_py(args, kwargs)
-        if want is None:
-            assert got is None, (args, kwargs)
-            continue
-        assert got[0] == want[0] and len(got[1]) == len(want[1]), (args, kwargs, got[0], want[0])
-        assert all(a is b for a, b in zip(got[1], want[1])) and tuple(got[2]) == tuple(want[2])
-    with pytest.raises(TypeError):
-        replay.signature([p], {})
+    moved = m.t()
+    m.add_(1.0)                                  # (moved's base changed since: its node is re-derived)
+    calls += [((moved, p), {}), ((lt.nn.Parameter(x), p), {})]
+    # (the Tensor API's Signer reads a Tensor's node from its slots where the property would)
+    for signature in (replay.signature, call_memo.signature):
+        for args, kwargs in calls:
+            got, want = signature(args, kwargs), replay.signature_py(args, kwargs)
+            if want is None:
+                assert got is None, (args, kwargs)
+                continue
+            assert got[0] == want[0] and len(got[1]) == len(want[1]), (args, kwargs, got[0], want[0])
+            assert all(a is b for a, b in zip(got[1], want[1])) and tuple(got[2]) == tuple(want[2])
+        with pytest.raises(TypeError):
+            signature([p], {})
+    y = lt.from_numpy(X.copy())
+    array = y.numpy()                            # (an array out: each read of y.node is a new snapshot)
+    got, want = call_memo.signature((y, p), {}), replay.signature_py((y, p), {})
+    assert got[0] == want[0] and got[1][0] is not y._node and want[1][0] is not y._node
+    del array
 
 
 @needs_fast
@@ -1008,3 +1019,209 @@ def test_program_is_the_c_one_where_built():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "LAZYTORCH_NATIVE": "0"})
     assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- the Tensor API's replayed calls
+# (ir/_fastpath.c ApiCall: call_memo.py CallMemo.replay in C for ops without a pointwise build)
+
+F = lt.nn.functional
+API_CALLS = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "ApiCall"}
+
+
+def python_replays(monkeypatch) -> list:
+    """The ops whose calls call_memo.py's Python replay takes from now on: a call the C replay
+    took never reaches it (a call it leaves goes to the Python function, which replays there)."""
+    from lazytorch import call_memo
+    seen: list = []
+    namespace = {"seen": seen, "replay": call_memo.CallMemo.replay}
+    # (compiled as a package file: the replay's nodes name the user's line, not this wrapper's)
+    exec(compile("def counted(self, *args):\n    seen.append(self.op.name if self.op is not None else '[]')\n"
+                 "    return replay(self, *args)\n", os.path.join(_PACKAGE, "lazytorch", "_counted.py"), "exec"),
+         namespace)
+    monkeypatch.setattr(call_memo.CallMemo, "replay", namespace["counted"])
+    return seen
+
+
+def same_nodes(a, b, args: set[int]) -> None:
+    """Nodes the two replays made over the same argument nodes (`args`: their ids)."""
+    if id(a) in args or a is b:
+        assert a is b
+        return
+    assert (a.op, a.attrs, a.shape, a.dtype, a.key, a.buffer, a.value, a.tree) == \
+           (b.op, b.attrs, b.shape, b.dtype, b.key, b.buffer, b.value, b.tree)
+    assert (a._origin is None) == (b._origin is None) and (a._origin is None or a.origin == b.origin)
+    assert len(a.inputs) == len(b.inputs)
+    for x, y in zip(a.inputs, b.inputs):
+        same_nodes(x, y, args)
+
+
+def same_results(got, want, args: tuple) -> None:
+    """A C replay's result against the Python's on the same arguments: the same classes, aliasing
+    (base, view spec, versions), autograd state and nodes."""
+    assert type(got) is type(want)
+    if isinstance(want, tuple):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            same_results(g, w, args)
+        return
+    if any(want is a for a in args):                           # (a call returning its argument)
+        assert got is want
+        return
+    assert got._base is want._base and got._spec == want._spec
+    assert (got._base_version, got._version, got.requires_grad) == (want._base_version, want._version, want.requires_grad)
+    tensors = [a for a in args if isinstance(a, lt.Tensor)]
+    ids = {id(t.node) for t in tensors} | {id(t.node.inputs[0]) for t in tensors if t.node.op == "view"}
+    same_nodes(got._node, want._node, ids)
+
+
+def api_cases() -> dict[str, tuple]:
+    """(function, args, kwargs) of ApiCall's forms: ops of several arguments, keywords, views of
+    roots, of views and of pending tensors, copies where a view can't be, tuple and named-tuple
+    results, a call returning its argument, a Parameter argument."""
+    rng = np.random.default_rng(5)
+    m = lt.from_numpy(rng.standard_normal((2, 3)).astype(np.float32))
+    w, b = (lt.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in ((4, 3), (4,)))
+    m3 = lt.from_numpy(rng.standard_normal((2, 3, 4)).astype(np.float32))
+    p = m * 2.0 + 1.0
+    return {
+        "linear": (F.linear, (p, w, b), {}),
+        "linear, a Parameter": (F.linear, (p, lt.nn.Parameter(w)), {}),
+        "matmul of a view": (lt.matmul, (p, w.t()), {}),
+        "softmax(dim=)": (lt.softmax, (p,), {"dim": -1}),
+        "sum(keepdim=)": (lt.Tensor.sum, (p, 1), {"keepdim": True}),
+        "layer_norm": (F.layer_norm, (p, (3,), b[:3], b[1:], 1e-5), {}),
+        "view": (lt.Tensor.view, (m, 3, 2), {}),
+        "view, same shape": (lt.Tensor.view, (m, 2, 3), {}),
+        "view of a pending": (lt.Tensor.view, (p, 6), {}),
+        "transpose of a view": (lt.Tensor.transpose, (m3.permute(2, 0, 1), 0, 1), {}),
+        "transpose back to the root": (lt.Tensor.transpose, (m.t(), 0, 1), {}),
+        "reshape that copies": (lt.Tensor.reshape, (m.t(), 6), {}),
+        "permute": (lt.Tensor.permute, (p, 1, 0), {}),
+        "split": (lt.Tensor.split, (m, 1), {}),
+        "max(dim=)": (lt.max, (p,), {"dim": 1}),
+        "float() of a float32": (lt.Tensor.float, (m,), {}),
+    }
+
+
+# (views that return their argument's root node: no recording, every call is the Python's)
+UNRECORDED = {"view, same shape", "transpose back to the root"}
+
+
+@needs_fast
+def test_api_calls_replay_as_the_python(backend, monkeypatch):
+    """A Tensor API call of a non-pointwise op whose signature the memo knows takes the C replay
+    (call_memo.py's Python replay never runs) and returns what the Python function returns on the
+    same arguments: the same nodes and origins, aliasing and values."""
+    assert {"view", "transpose", "reshape", "sum"} <= set(API_CALLS)
+    cases = api_cases()
+    seen = python_replays(monkeypatch)
+    for case, (fn, args, kwargs) in cases.items():
+        assert type(fn).__name__ == "ApiCall", case
+        fn.__wrapped__(*args, **kwargs)                        # (learned: the memo's recording)
+        outs, took = [], []
+        for f in (fn, fn.__wrapped__):                         # (one line: the same origins)
+            before = len(seen)
+            outs.append(f(*args, **kwargs))
+            took.append(len(seen) - before)
+        assert took == ([1, 1] if case in UNRECORDED else [0, 1]), case
+        same_results(*outs, args)
+        flat = [outs[0]] if isinstance(outs[0], lt.Tensor) else list(outs[0])
+        for g, w in zip(flat, [outs[1]] if isinstance(outs[1], lt.Tensor) else list(outs[1])):
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=case)
+    m = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = F.linear(m.t().transpose(0, 1), lt.ones(2, 3), lt.ones(2))      # (values: numpy's, in float64)
+    np.testing.assert_allclose(y.numpy(), np.arange(6.0).reshape(2, 3) @ np.ones((3, 2)) + 1.0)
+
+
+@needs_fast
+def test_api_calls_the_python_function_runs(monkeypatch):
+    """Calls the C replay leaves to the Python function: `out=` (which assigns), a signature not
+    yet seen (its errors are the general route's)."""
+    seen = python_replays(monkeypatch)
+    a = lt.from_numpy(np.ones((2, 3), np.float32))
+    b = lt.from_numpy(np.ones((3, 2), np.float32))
+    lt.matmul(a, b)
+    out = lt.empty(2, 2)
+    assert lt.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), np.full((2, 2), 3.0))
+    before = len(seen)
+    lt.matmul(b, a)                                            # (new: the Python replay misses, and learns)
+    assert len(seen) == before + 1
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied|cannot be multiplied"):
+        lt.matmul(a, a)
+    with pytest.raises(RuntimeError):
+        lt.matmul(a, a)                                        # (errors are never recorded)
+
+
+@needs_fast
+def test_api_calls_read_views_and_shared_data_as_the_python(monkeypatch):
+    """Arguments whose `node` property does more than return the slot: a view whose base was
+    updated in place since (its node is re-derived), a tensor with a NumPy array out to the user
+    (the result reads a snapshot); results as the Python function's."""
+    m = lt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w = lt.from_numpy(np.ones((4, 3), np.float32))
+    v = m.t()
+    for _ in range(2):
+        v.transpose(0, 1), F.linear(m, w)
+    m.add_(1.0)                                                # (v's base moved on)
+    outs = [f(v, 0, 1) for f in (API_CALLS["transpose"], API_CALLS["transpose"].__wrapped__)]
+    same_results(*outs, (v,))
+    np.testing.assert_array_equal(outs[0].numpy(), np.arange(6.0).reshape(2, 3) + 1.0)
+    array = m.numpy()                                          # (an array out over m's data)
+    outs = [f(m, w) for f in (F.linear, F.linear.__wrapped__)]
+    array[0, 0] = 100.0                                        # (after the build: neither result sees it)
+    for out in outs:
+        np.testing.assert_array_equal(out.numpy(), (np.arange(6.0).reshape(2, 3) + 1.0) @ np.ones((3, 4)))
+
+
+@needs_fast
+def test_api_calls_track_autograd():
+    """Replayed results of tensors that require grad require grad, views included; gradients
+    through them are torch's."""
+    import torch
+    rng = np.random.default_rng(2)
+    xs, ws = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    grads = []
+    for _ in range(3):                                         # (the last two: replays)
+        w = lt.from_numpy(ws.copy()).requires_grad_()
+        y = F.linear(lt.from_numpy(xs), w).view(5, 2, 2).transpose(1, 2)
+        assert y.requires_grad and y._base is not None
+        (y * y).sum().backward()
+        grads.append(w.grad.numpy())
+    tw = torch.tensor(ws).requires_grad_()
+    ty = torch.nn.functional.linear(torch.tensor(xs), tw).view(5, 2, 2).transpose(1, 2)
+    (ty * ty).sum().backward()
+    for g in grads:
+        np.testing.assert_allclose(g, tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@needs_fast
+def test_api_call_results_are_live_and_freed():
+    """A replayed non-view result is a live pending tensor, a view result is not (its root is);
+    nothing the calls made outlives them."""
+    m = lt.from_numpy(np.ones((2, 3), np.float32))
+    w = lt.from_numpy(np.ones((4, 3), np.float32))
+    for _ in range(2):
+        F.linear(m, w), m.view(3, 2)
+    y, v = F.linear(m, w), m.view(3, 2)
+    assert any(n is y.node for n in live_pending()) and not any(n is v.node for n in live_pending())
+    del y, v
+    refs = []
+    for _ in range(200):
+        y, v = F.linear(m, w), m.view(3, 2)
+        refs.append((weakref.ref(y), weakref.ref(y.node), weakref.ref(v), weakref.ref(v.node)))
+        del y, v
+    gc.collect()
+    assert all(r() is None for four in refs for r in four)
+
+
+def test_api_calls_introspect_as_the_python_function():
+    """The C stand-ins keep the Python function's name, docs and signature (its __wrapped__), and
+    copy as functions do."""
+    for fn in (F.linear, lt.Tensor.view, lt.matmul):
+        python = inspect.unwrap(fn)
+        assert fn.__name__ == python.__name__ and inspect.getdoc(fn) == inspect.getdoc(python)
+        assert inspect.signature(fn) == inspect.signature(python)
+        assert copy.deepcopy(fn) is fn
+    if NATIVE is None:
+        assert all(type(fn).__name__ == "function" for fn in (F.linear, lt.Tensor.view, lt.matmul))

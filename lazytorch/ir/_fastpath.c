@@ -13,6 +13,8 @@
  *   other call, and these branches' rare misses, go to the Python `build` it wraps (or, with
  *   keywords, to the Tensor API function), so binding, meta rules and errors stay the general
  *   route's.  A reflected dunder's (`2.0 - x`) swaps its two operands first.
+ * - ApiCall: lazytorch/call_memo.py's CallMemo.replay, a Tensor API call of a known signature
+ *   (`F.linear`, `x.view`: the function's and the replay's frames, about 150 bytecodes a call).
  * - Signer: ir/replay.py::signature, the key of a recorded build (about 200 bytecodes a call).
  * - Replayer: ir/replay.py::Recording.replay, the nodes of a recorded build.
  * - SiteFinder: ir/node.py::user_site, the user's line a node names.
@@ -43,42 +45,50 @@ enum { T_NODE, T_BASE, T_SPEC, T_GRAD, T_BASE_VERSION, T_VERSION, T_SLOTS };
 static const char *TENSOR_SLOTS[T_SLOTS] = {"_node", "_base", "_spec", "_grad", "_base_version", "_version"};
 static const char *MODE_SLOTS[1] = {"any_leaf"};
 
+/* What a C stand-in for a Tensor API function needs to make pending Tensors (tensor.py `pending`)
+ * and name their nodes' origin (ir/node.py's provenance): shared by FastOp and ApiCall. */
+typedef struct {
+    PyTypeObject *node_type;
+    PyTypeObject *wrap;        /* Tensor */
+    PyObject *mode, *track, *live, *compact_at, *compact;   /* tensor.py PENDING_PARTS */
+    PyObject *trace, *user_code, *inside, *user_site;       /* ir/node.py's */
+    PyObject *shared;          /* host_data.py SHARED: id(buffer) -> arrays out to the user */
+    Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
+    Py_ssize_t node_at[N_SLOTS];
+    Py_ssize_t tensor_at[T_SLOTS];
+} Parts;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;            /* __name__, __qualname__, __doc__ (the Tensor API sets them) */
+    Parts p;
     PyObject *fallback;        /* ir/build.py's `build`: every call of one or two operands this does not take */
     PyObject *outer;           /* every other call (keywords, other counts): `build` too, or the
                                 * Tensor API function this stands for (api.py make_function) */
     PyObject *name;            /* the op's name, the result node's op */
     PyObject *hot;             /* number class -> (dtype, scalar leaf key, its tree id, chain table) */
     PyObject *chained;         /* (h, node, tree id, size) -> record or None: a chain table's miss */
-    PyTypeObject *node_type;
-    PyTypeObject *wrap;        /* Tensor */
-    PyObject *mode, *track, *live, *compact_at, *compact;   /* tensor.py PENDING_PARTS */
-    PyObject *epoch, *trace, *user_code, *inside, *user_site;  /* ir/node.py's */
+    PyObject *epoch;           /* ir/node.py's EPOCH */
     PyObject *no_attrs;        /* scalar leaves' shared empty attrs */
     PyObject *leaf_trees;      /* ir/graph.py LEAF_TREES: (shape, dtype) of a buffer leaf -> its tree id */
-    PyObject *shared;          /* host_data.py SHARED: id(buffer) -> arrays out to the user */
     PyObject *memo;            /* operand signature -> (attrs, shape, dtype, key, op tree id) */
     PyObject *trees, *tree_id; /* ir/graph.py TREES and tree_id (its miss) */
     Py_ssize_t last;           /* MAX_TREE_NODES - 1 */
     int swapped;               /* a reflected dunder (`2.0 - x`): the two operands build swapped */
-    Py_ssize_t any_leaf_at;    /* the autograd mode's slot `any_leaf` */
-    Py_ssize_t node_at[N_SLOTS];
-    Py_ssize_t tensor_at[T_SLOTS];
 } FastOp;
 
-/* Every object a FastOp holds (for traverse and clear), the arguments first, in the order
- * fastop_new takes them. */
+/* Every object a FastOp holds (for traverse and clear): its own arguments first, in the order
+ * fastop_new stores them, then its Parts'. */
+#define PARTS_HELD(Type)                                                                           \
+    offsetof(Type, p.node_type), offsetof(Type, p.wrap), offsetof(Type, p.mode), offsetof(Type, p.track),     \
+    offsetof(Type, p.live), offsetof(Type, p.compact_at), offsetof(Type, p.compact), offsetof(Type, p.trace), \
+    offsetof(Type, p.user_code), offsetof(Type, p.inside), offsetof(Type, p.user_site), offsetof(Type, p.shared)
 static const Py_ssize_t HELD[] = {
     offsetof(FastOp, fallback), offsetof(FastOp, name), offsetof(FastOp, hot), offsetof(FastOp, chained),
-    offsetof(FastOp, node_type), offsetof(FastOp, wrap), offsetof(FastOp, mode), offsetof(FastOp, track),
-    offsetof(FastOp, live), offsetof(FastOp, compact_at), offsetof(FastOp, compact), offsetof(FastOp, epoch),
-    offsetof(FastOp, trace), offsetof(FastOp, user_code), offsetof(FastOp, inside), offsetof(FastOp, user_site),
-    offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, shared),
-    offsetof(FastOp, memo), offsetof(FastOp, trees), offsetof(FastOp, tree_id), offsetof(FastOp, outer),
-    offsetof(FastOp, dict),
+    offsetof(FastOp, epoch), offsetof(FastOp, no_attrs), offsetof(FastOp, leaf_trees), offsetof(FastOp, memo),
+    offsetof(FastOp, trees), offsetof(FastOp, tree_id), offsetof(FastOp, outer),
+    PARTS_HELD(FastOp), offsetof(FastOp, dict),
 };
 #define FIELD(obj, at) (*(PyObject **)((char *)(obj) + (at)))
 
@@ -99,7 +109,7 @@ static const Py_ssize_t HELD[] = {
         prefix##_clear(self);                                                                    \
         Py_TYPE(self)->tp_free((PyObject *)self);                                                \
     }
-#define CALLABLE_TYPE(prefix, Type, name, doc, flags, get)                                       \
+#define CALLABLE_TYPE(prefix, Type, name, doc, flags, get, methods, members)                     \
     static PyTypeObject prefix##_type = {                                                        \
         PyVarObject_HEAD_INIT(NULL, 0)                                                           \
         .tp_name = "lazytorch.ir._fastpath." name,                                               \
@@ -114,9 +124,21 @@ static const Py_ssize_t HELD[] = {
         .tp_vectorcall_offset = offsetof(Type, vectorcall),                                      \
         .tp_descr_get = get,                                                                     \
         .tp_dictoffset = offsetof(Type, dict),                                                   \
+        .tp_methods = methods,                                                                   \
+        .tp_members = members,                                                                   \
         .tp_getattro = PyObject_GenericGetAttr,                                                  \
         .tp_setattro = PyObject_GenericSetAttr,                                                  \
     };
+
+/* The type of a C stand-in for a Python function (FastOp, ApiCall): a method descriptor, as a
+ * function is (`x.view(2, 3)` calls it unbound), copied as a function is (`prefix`_methods'
+ * __reduce__), its `__wrapped__` the function it stands for (its `outer`). */
+#define STAND_IN_TYPE(prefix, Type, name, doc, wrapped_doc)                                       \
+    static PyMemberDef prefix##_members[] = {                                                    \
+        {"__wrapped__", T_OBJECT, offsetof(Type, outer), READONLY, wrapped_doc},                 \
+        {NULL},                                                                                  \
+    };                                                                                           \
+    CALLABLE_TYPE(prefix, Type, name, doc, Py_TPFLAGS_METHOD_DESCRIPTOR, fastop_get, fastop_methods, prefix##_members)
 
 static PyObject *SCALAR;      /* "scalar" */
 static PyObject *BUFFER;      /* "buffer" */
@@ -147,10 +169,42 @@ static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_
     return 0;
 }
 
+/* New references to `values` (NULL: none) in a fresh object's fields at the offsets `held` lists. */
+static void hold(PyObject *self, const Py_ssize_t *held, PyObject *const *values, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        Py_XINCREF(values[i]);
+        FIELD(self, held[i]) = values[i];
+    }
+}
+
+/* A Parts from its constructor arguments (`live`: tensor.py PENDING_PARTS), and the slots it reads
+ * and writes: 0, or -1 with an exception (what it took is then the caller's to clear). */
+static int parts_init(Parts *p, PyObject *node_type, PyObject *wrap, PyObject *live, PyObject *trace,
+                      PyObject *user_code, PyObject *inside, PyObject *user_site, PyObject *shared) {
+    PyObject *mode, *track, *list, *compact_at, *compact;
+    if (!PyArg_ParseTuple(live, "OOO!O!O:live", &mode, &track, &PyList_Type, &list, &PyList_Type, &compact_at,
+                          &compact))
+        return -1;
+    PyObject *values[] = {node_type, wrap, mode, track, list, compact_at, compact, trace, user_code, inside,
+                          user_site, shared};
+    PyObject **fields[] = {(PyObject **)&p->node_type, (PyObject **)&p->wrap, &p->mode, &p->track, &p->live,
+                           &p->compact_at, &p->compact, &p->trace, &p->user_code, &p->inside, &p->user_site,
+                           &p->shared};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+    }
+    if (slot_offsets(p->node_type, NODE_SLOTS, N_SLOTS, p->node_at) < 0 ||
+        slot_offsets(p->wrap, TENSOR_SLOTS, T_SLOTS, p->tensor_at) < 0 ||
+        slot_offsets(Py_TYPE(p->mode), MODE_SLOTS, 1, &p->any_leaf_at) < 0)
+        return -1;
+    return 0;
+}
+
 /* The node's origin, as the Python's provenance lines: (code, f_lasti) of the calling frame when
  * it is the user's, else ir/node.py user_site(1) (which walks out of the package from there). */
-static PyObject *origin(FastOp *self) {
-    PyObject *on = PyList_GetItem(self->trace, 0);
+static PyObject *origin(Parts *p) {
+    PyObject *on = PyList_GetItem(p->trace, 0);
     if (on == NULL) return NULL;
     int traced = PyObject_IsTrue(on);
     if (traced <= 0) {
@@ -160,21 +214,21 @@ static PyObject *origin(FastOp *self) {
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL) Py_RETURN_NONE;
     PyCodeObject *code = PyFrame_GetCode(frame);
-    int users = PyList_GetItem(self->user_code, 0) == (PyObject *)code;
+    int users = PyList_GetItem(p->user_code, 0) == (PyObject *)code;
     if (!users) {
         PyObject *id = PyLong_FromVoidPtr(code);
         if (id == NULL) { Py_DECREF(code); return NULL; }
-        PyObject *mine = PyDict_GetItemWithError(self->inside, id);
+        PyObject *mine = PyDict_GetItemWithError(p->inside, id);
         Py_DECREF(id);
         if (mine == NULL && PyErr_Occurred()) { Py_DECREF(code); return NULL; }
         users = mine == Py_False;
     }
     if (!users) {
         Py_DECREF(code);
-        return PyObject_CallOneArg(self->user_site, ONE);
+        return PyObject_CallOneArg(p->user_site, ONE);
     }
     Py_INCREF(code);
-    if (PyList_SetItem(self->user_code, 0, (PyObject *)code) < 0) { Py_DECREF(code); return NULL; }
+    if (PyList_SetItem(p->user_code, 0, (PyObject *)code) < 0) { Py_DECREF(code); return NULL; }
     PyObject *lasti = PyLong_FromLong(PyFrame_GetLasti(frame));
     if (lasti == NULL) { Py_DECREF(code); return NULL; }
     PyObject *site = PyTuple_Pack(2, (PyObject *)code, lasti);
@@ -185,9 +239,9 @@ static PyObject *origin(FastOp *self) {
 
 /* The scalar leaf of number `b` (h: its class's hot entry). */
 static PyObject *scalar_leaf(FastOp *self, PyObject *h, PyObject *b) {
-    PyObject *nb = self->node_type->tp_alloc(self->node_type, 0);
+    PyObject *nb = self->p.node_type->tp_alloc(self->p.node_type, 0);
     if (nb == NULL) return NULL;
-    const Py_ssize_t *at = self->node_at;
+    const Py_ssize_t *at = self->p.node_at;
     PyObject *empty = PyTuple_New(0);
     put(nb, at[N_OP], SCALAR);
     SLOT(nb, at[N_INPUTS]) = empty;
@@ -234,32 +288,32 @@ static PyObject *summary(FastOp *self, PyObject *t, PyObject *record, PyObject *
 }
 
 /* The pending Tensor of `node` (tensor.py `pending`). */
-static PyObject *pending(FastOp *self, PyObject *node) {
-    PyObject *out = self->wrap->tp_alloc(self->wrap, 0);
+static PyObject *pending(Parts *p, PyObject *node) {
+    PyObject *out = p->wrap->tp_alloc(p->wrap, 0);
     if (out == NULL) return NULL;
-    const Py_ssize_t *at = self->tensor_at;
+    const Py_ssize_t *at = p->tensor_at;
     put(out, at[T_NODE], node);
     put(out, at[T_BASE], Py_None);
     put(out, at[T_SPEC], Py_None);
     put(out, at[T_GRAD], Py_None);
     put(out, at[T_BASE_VERSION], ZERO);
     put(out, at[T_VERSION], ZERO);
-    PyObject *any_leaf = SLOT(self->mode, self->any_leaf_at);
+    PyObject *any_leaf = SLOT(p->mode, p->any_leaf_at);
     int tracked = any_leaf == NULL ? 0 : PyObject_IsTrue(any_leaf);
     if (tracked < 0) goto fail;
     if (tracked) {
-        PyObject *r = PyObject_CallOneArg(self->track, node);
+        PyObject *r = PyObject_CallOneArg(p->track, node);
         if (r == NULL) goto fail;
         Py_DECREF(r);
     }
     PyObject *ref = PyWeakref_NewRef(out, NULL);
-    if (ref == NULL || PyList_Append(self->live, ref) < 0) { Py_XDECREF(ref); goto fail; }
+    if (ref == NULL || PyList_Append(p->live, ref) < 0) { Py_XDECREF(ref); goto fail; }
     Py_DECREF(ref);
-    PyObject *limit = PyList_GetItem(self->compact_at, 0);
+    PyObject *limit = PyList_GetItem(p->compact_at, 0);
     Py_ssize_t most = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
     if (most == -1 && PyErr_Occurred()) goto fail;
-    if (PyList_GET_SIZE(self->live) > most) {
-        PyObject *r = PyObject_CallNoArgs(self->compact);
+    if (PyList_GET_SIZE(p->live) > most) {
+        PyObject *r = PyObject_CallNoArgs(p->compact);
         if (r == NULL) goto fail;
         Py_DECREF(r);
     }
@@ -274,12 +328,12 @@ fail:
  * origin are the caller's to set. */
 static PyObject *op_node(FastOp *self, PyObject *inputs, PyObject *record) {
     if (inputs == NULL) return NULL;
-    PyObject *node = self->node_type->tp_alloc(self->node_type, 0);
+    PyObject *node = self->p.node_type->tp_alloc(self->p.node_type, 0);
     if (node == NULL) {
         Py_DECREF(inputs);
         return NULL;
     }
-    const Py_ssize_t *at = self->node_at;
+    const Py_ssize_t *at = self->p.node_at;
     put(node, at[N_OP], self->name);
     SLOT(node, at[N_INPUTS]) = inputs;
     put(node, at[N_ATTRS], PyTuple_GET_ITEM(record, 0));
@@ -311,10 +365,10 @@ static PyObject *build_on(FastOp *self, PyObject *h, PyObject *b, PyObject *na, 
     PyObject *node = nb == NULL ? NULL : op_node(self, PyTuple_Pack(2, na, nb), record);
     PyObject *out = NULL;
     if (node == NULL) goto done;
-    const Py_ssize_t *at = self->node_at;
+    const Py_ssize_t *at = self->p.node_at;
     if ((SLOT(node, at[N_TREE]) = summary(self, t, record, nb)) == NULL) goto done;
-    if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
-    out = pending(self, node);
+    if ((SLOT(node, at[N_ORIGIN]) = origin(&self->p)) == NULL) goto done;
+    out = pending(&self->p, node);
 done:
     Py_DECREF(record);
     Py_XDECREF(nb);
@@ -326,18 +380,18 @@ done:
  * over its buffer and its leaf's tree id is known): a new reference, NOT_TAKEN, or NULL with an
  * exception set. */
 static PyObject *leaf_summary(FastOp *self, PyObject *na, PyObject *epoch) {
-    PyObject *op = SLOT(na, self->node_at[N_OP]);
+    PyObject *op = SLOT(na, self->p.node_at[N_OP]);
     if (op == NULL) return NOT_TAKEN;
     if (op != BUFFER) {
         int same = PyUnicode_Check(op) ? PyUnicode_Compare(op, BUFFER) : 1;
         if (same != 0) return same == -1 && PyErr_Occurred() ? NULL : NOT_TAKEN;
     }
-    PyObject *shape = SLOT(na, self->node_at[N_SHAPE]), *dtype = SLOT(na, self->node_at[N_DTYPE]);
-    PyObject *buffer = SLOT(na, self->node_at[N_BUFFER]);
+    PyObject *shape = SLOT(na, self->p.node_at[N_SHAPE]), *dtype = SLOT(na, self->p.node_at[N_DTYPE]);
+    PyObject *buffer = SLOT(na, self->p.node_at[N_BUFFER]);
     if (shape == NULL || dtype == NULL || buffer == NULL) return NOT_TAKEN;
-    if (PyDict_GET_SIZE(self->shared)) {              /* (an array out: the general route's snapshot) */
+    if (PyDict_GET_SIZE(self->p.shared)) {              /* (an array out: the general route's snapshot) */
         PyObject *id = PyLong_FromVoidPtr(buffer);
-        int out = id == NULL ? -1 : PyDict_Contains(self->shared, id);
+        int out = id == NULL ? -1 : PyDict_Contains(self->p.shared, id);
         Py_XDECREF(id);
         if (out != 0) return out < 0 ? NULL : NOT_TAKEN;
     }
@@ -360,10 +414,10 @@ static PyObject *leaf_summary(FastOp *self, PyObject *na, PyObject *epoch) {
 static PyObject *hot_build(FastOp *self, PyObject *a, PyObject *b) {
     PyObject *h = PyDict_GetItemWithError(self->hot, (PyObject *)Py_TYPE(b));
     if (h == NULL) return PyErr_Occurred() ? NULL : NOT_TAKEN;
-    if (Py_TYPE(a) != self->wrap || SLOT(a, self->tensor_at[T_BASE]) != Py_None) return NOT_TAKEN;
-    PyObject *na = SLOT(a, self->tensor_at[T_NODE]);
-    if (na == NULL || Py_TYPE(na) != self->node_type) return NOT_TAKEN;
-    PyObject *t = SLOT(na, self->node_at[N_TREE]);
+    if (Py_TYPE(a) != self->p.wrap || SLOT(a, self->p.tensor_at[T_BASE]) != Py_None) return NOT_TAKEN;
+    PyObject *na = SLOT(a, self->p.tensor_at[T_NODE]);
+    if (na == NULL || Py_TYPE(na) != self->p.node_type) return NOT_TAKEN;
+    PyObject *t = SLOT(na, self->p.node_at[N_TREE]);
     PyObject *epoch = PyList_GetItem(self->epoch, 0);
     if (t == NULL || epoch == NULL) return NULL;
     if (t == Py_None) {
@@ -460,18 +514,18 @@ static int operand(FastOp *self, PyObject *x, PyObject *epoch, Operand *o) {
     }
     if (PyErr_Occurred()) return -1;
     /* (a view or a subclass: the `node` property's work, in the Python) */
-    if (Py_TYPE(x) != self->wrap || SLOT(x, self->tensor_at[T_BASE]) != Py_None) return 0;
-    PyObject *n = SLOT(x, self->tensor_at[T_NODE]);
-    if (n == NULL || Py_TYPE(n) != self->node_type) return 0;
-    const Py_ssize_t *at = self->node_at;
+    if (Py_TYPE(x) != self->p.wrap || SLOT(x, self->p.tensor_at[T_BASE]) != Py_None) return 0;
+    PyObject *n = SLOT(x, self->p.tensor_at[T_NODE]);
+    if (n == NULL || Py_TYPE(n) != self->p.node_type) return 0;
+    const Py_ssize_t *at = self->p.node_at;
     PyObject *op = SLOT(n, at[N_OP]), *shape = SLOT(n, at[N_SHAPE]), *dtype = SLOT(n, at[N_DTYPE]);
     PyObject *buffer = SLOT(n, at[N_BUFFER]), *t = SLOT(n, at[N_TREE]);
     if (op == NULL || shape == NULL || dtype == NULL || buffer == NULL || t == NULL) return 0;
     int r;
     if ((r = op_is(op, PARAM)) != 0 || (r = op_is(op, SCALAR)) != 0) return r < 0 ? -1 : 0;
-    if (buffer != Py_None && PyDict_GET_SIZE(self->shared)) {   /* (an array out: Tensor.node's snapshot) */
+    if (buffer != Py_None && PyDict_GET_SIZE(self->p.shared)) {   /* (an array out: Tensor.node's snapshot) */
         PyObject *id = PyLong_FromVoidPtr(buffer);
-        int out = id == NULL ? -1 : PyDict_Contains(self->shared, id);
+        int out = id == NULL ? -1 : PyDict_Contains(self->p.shared, id);
         Py_XDECREF(id);
         if (out != 0) return out < 0 ? -1 : 0;
     }
@@ -501,7 +555,7 @@ static int leaves_disjoint(FastOp *self, Operand *a, Operand *b) {
         for (Py_ssize_t j = 0; j < a->count; j++) {
             if (PyList_GET_ITEM(a->leaves, j) != n) continue;
             /* the same node in both: shared if it is a buffer (scalar leaves are one op's own) */
-            PyObject *op = Py_TYPE(n) == self->node_type ? SLOT(n, self->node_at[N_OP]) : NULL;
+            PyObject *op = Py_TYPE(n) == self->p.node_type ? SLOT(n, self->p.node_at[N_OP]) : NULL;
             int r = op == NULL ? 1 : op_is(op, BUFFER);
             if (r != 0) return r < 0 ? -1 : 0;
         }
@@ -599,11 +653,11 @@ static PyObject *general_build(FastOp *self, PyObject *a, PyObject *b) {
     out = NULL;
     node = op_node(self, b == NULL ? PyTuple_Pack(1, x.node) : PyTuple_Pack(2, x.node, y.node), known);
     if (node == NULL) goto done;
-    const Py_ssize_t *at = self->node_at;
+    const Py_ssize_t *at = self->p.node_at;
     if ((SLOT(node, at[N_TREE]) = general_tree(self, epoch, PyTuple_GET_ITEM(known, 4), &x,
                                                b == NULL ? NULL : &y)) == NULL) goto done;
-    if ((SLOT(node, at[N_ORIGIN]) = origin(self)) == NULL) goto done;
-    out = pending(self, node);
+    if ((SLOT(node, at[N_ORIGIN]) = origin(&self->p)) == NULL) goto done;
+    out = pending(&self->p, node);
 done:
     operand_clear(&x);
     operand_clear(&y);
@@ -658,25 +712,15 @@ static PyObject *fastop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
                                      &tree_id, &outer, &swapped))
         return NULL;
     if (outer == NULL || outer == Py_None) outer = fallback;
-    PyObject *mode, *track, *live, *compact_at, *compact;
-    if (!PyArg_ParseTuple(live_parts, "OOO!O!O:FastOp live", &mode, &track, &PyList_Type, &live,
-                          &PyList_Type, &compact_at, &compact))
-        return NULL;
     FastOp *self = (FastOp *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->vectorcall = fastop_vectorcall;
     self->last = last;
     self->swapped = swapped;
-    PyObject *values[] = {fallback, name, hot, chained, node_type, wrap, mode, track, live, compact_at, compact,
-                          epoch, trace, user_code, inside, user_site, no_attrs, leaf_trees,
-                          shared, memo, trees, tree_id, outer};     /* (HELD's order) */
-    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
-        Py_INCREF(values[i]);
-        FIELD(self, HELD[i]) = values[i];
-    }
-    if (slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
-        slot_offsets(self->wrap, TENSOR_SLOTS, T_SLOTS, self->tensor_at) < 0 ||
-        slot_offsets(Py_TYPE(self->mode), MODE_SLOTS, 1, &self->any_leaf_at) < 0) {
+    PyObject *values[] = {fallback, name, hot, chained, epoch, no_attrs, leaf_trees, memo, trees, tree_id,
+                          outer};                              /* (HELD's order) */
+    hold((PyObject *)self, HELD, values, sizeof values / sizeof *values);
+    if (parts_init(&self->p, node_type, wrap, live_parts, trace, user_code, inside, user_site, shared) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -697,31 +741,9 @@ static PyMethodDef fastop_methods[] = {
     {NULL},
 };
 
-static PyMemberDef fastop_members[] = {
-    {"__wrapped__", T_OBJECT, offsetof(FastOp, outer), READONLY,
-     "what this stands for: the Python build it takes the hot branches of, or the Tensor API function"},
-    {NULL},
-};
-
-static PyTypeObject FastOpType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "lazytorch.ir._fastpath.FastOp",
-    .tp_doc = "ir/build.py fast_builder's build (`tensor <op> number` in a tree, `x + y`, `x.sigmoid()`) in C.",
-    .tp_basicsize = sizeof(FastOp),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_new = fastop_new,
-    .tp_dealloc = (destructor)fastop_dealloc,
-    .tp_traverse = (traverseproc)fastop_traverse,
-    .tp_clear = (inquiry)fastop_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(FastOp, vectorcall),
-    .tp_descr_get = fastop_get,
-    .tp_dictoffset = offsetof(FastOp, dict),
-    .tp_methods = fastop_methods,
-    .tp_members = fastop_members,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
+STAND_IN_TYPE(fastop, FastOp, "FastOp",
+              "ir/build.py fast_builder's build (`tensor <op> number` in a tree, `x + y`, `x.sigmoid()`) in C.",
+              "what this stands for: the Python build it takes the hot branches of, or the Tensor API function")
 
 /* ---------------------------------------------------------------- call signatures
  *
@@ -729,7 +751,9 @@ static PyTypeObject FastOpType = {
  * `Signer(kinds, classify, node_type, bases, tensor, node, plain, float, sequence, dtype)` holds
  * replay.py's class table (`_KINDS`) and its miss function (`_kind`), `_bases`, and the kind
  * names (compared by identity, as the Python does); a call `signer(args, kwargs)` returns what
- * the Python returns, step for step: (key, nodes, flat) or None. */
+ * the Python returns, step for step: (key, nodes, flat) or None.  Given `tensor_type` and
+ * `shared` (replay.py tensor_signature: the Tensor API's), it reads a Tensor's node from its slots
+ * where tensor.py's `node` property would return that slot as it is (a Python frame a tensor). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -737,14 +761,42 @@ typedef struct {
     PyObject *kinds, *classify, *bases;
     PyTypeObject *node_type;
     PyObject *k_tensor, *k_node, *k_plain, *k_float, *k_seq, *k_dtype;
+    PyTypeObject *tensor_type; /* (optional) the Tensor API's class, whose `node` this reads itself */
+    PyObject *shared;          /* with it: host_data.py SHARED */
+    PyObject *node_prop;       /* Tensor.node (a subclass that keeps it is read alike) */
     Py_ssize_t op_at, inputs_at, key_at;
+    Py_ssize_t tensor_at[T_SLOTS];
 } Signer;
 
 static const Py_ssize_t SIGNER_HELD[] = {
     offsetof(Signer, dict), offsetof(Signer, kinds), offsetof(Signer, classify), offsetof(Signer, bases),
     offsetof(Signer, node_type), offsetof(Signer, k_tensor), offsetof(Signer, k_node), offsetof(Signer, k_plain),
-    offsetof(Signer, k_float), offsetof(Signer, k_seq), offsetof(Signer, k_dtype),
+    offsetof(Signer, k_float), offsetof(Signer, k_seq), offsetof(Signer, k_dtype), offsetof(Signer, tensor_type),
+    offsetof(Signer, shared), offsetof(Signer, node_prop),
 };
+
+/* A tensor argument's node: tensor.py's `Tensor.node` read from the slots where that property
+ * would return `_node` as it is (no array out to the user, and a view's base not updated since
+ * the view was made), else the property itself.  A new reference, or NULL. */
+static PyObject *tensor_node(Signer *self, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (self->tensor_type == NULL || PyDict_GET_SIZE(self->shared) != 0 ||
+            (t != self->tensor_type && (!PyType_IsSubtype(t, self->tensor_type) ||
+                                        _PyType_Lookup(t, NODE_ATTR) != self->node_prop)))
+        return PyObject_GetAttr(v, NODE_ATTR);
+    const Py_ssize_t *at = self->tensor_at;
+    PyObject *n = SLOT(v, at[T_NODE]), *base = SLOT(v, at[T_BASE]);
+    if (n == NULL || base == NULL) return PyObject_GetAttr(v, NODE_ATTR);
+    if (base != Py_None) {                  /* (a view: current while its base's version is the one it saw) */
+        PyObject *seen = SLOT(v, at[T_BASE_VERSION]);
+        PyObject *now = PyObject_TypeCheck(base, self->tensor_type) ? SLOT(base, at[T_VERSION]) : NULL;
+        int same = seen == NULL || now == NULL ? 0 : seen == now ? 1 : PyObject_RichCompareBool(seen, now, Py_EQ);
+        if (same < 0) return NULL;
+        if (!same) return PyObject_GetAttr(v, NODE_ATTR);
+    }
+    Py_INCREF(n);
+    return n;
+}
 
 /* A node's key (Node.key: the cached `_key`, else the property computes and caches it). */
 static PyObject *node_key(Signer *self, PyObject *n) {
@@ -785,7 +837,7 @@ static int sign_one(Signer *self, PyObject *v, PyObject *key, PyObject *nodes, i
     }
     int r = 1;
     if (kind == self->k_tensor || kind == self->k_node) {
-        PyObject *n = kind == self->k_tensor ? PyObject_GetAttr(v, NODE_ATTR) : (Py_INCREF(v), v);
+        PyObject *n = kind == self->k_tensor ? tensor_node(self, v) : (Py_INCREF(v), v);
         if (n == NULL) { r = -1; goto out; }
         PyObject *op = Py_TYPE(n) == self->node_type ? SLOT(n, self->op_at) : NULL;
         if (op == NULL || !PyUnicode_Check(op)) {
@@ -905,31 +957,41 @@ static PyObject *signer_vectorcall(PyObject *op, PyObject *const *args, size_t n
 }
 
 static PyObject *signer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *kinds, *classify, *bases, *node_type, *names[6];
+    PyObject *kinds, *classify, *bases, *node_type, *names[6], *tensor_type = NULL, *shared = NULL;
     static char *kw[] = {"kinds", "classify", "node_type", "bases", "tensor", "node", "plain", "float", "sequence",
-                         "dtype", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!OOOOOOO:Signer", kw, &PyDict_Type, &kinds, &classify,
+                         "dtype", "tensor_type", "shared", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!OOOOOOO|O!O!:Signer", kw, &PyDict_Type, &kinds, &classify,
                                      &PyType_Type, &node_type, &bases, &names[0], &names[1], &names[2], &names[3],
-                                     &names[4], &names[5]))
+                                     &names[4], &names[5], &PyType_Type, &tensor_type, &PyDict_Type, &shared))
         return NULL;
+    if ((tensor_type == NULL) != (shared == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "Signer: tensor_type and shared go together");
+        return NULL;
+    }
     Signer *self = (Signer *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->vectorcall = signer_vectorcall;
-    PyObject *values[] = {NULL, kinds, classify, bases, node_type, names[0], names[1], names[2], names[3], names[4],
-                          names[5]};                         /* (SIGNER_HELD's order; no dict yet) */
-    for (size_t i = 1; i < sizeof values / sizeof *values; i++) {
-        Py_INCREF(values[i]);
-        FIELD(self, SIGNER_HELD[i]) = values[i];
-    }
+    PyObject *values[] = {kinds, classify, bases, node_type, names[0], names[1], names[2], names[3], names[4],
+                          names[5], tensor_type, shared};    /* (SIGNER_HELD's order, past the dict) */
+    hold((PyObject *)self, SIGNER_HELD + 1, values, sizeof values / sizeof *values);
     static const char *slots[3] = {"op", "inputs", "_key"};
     Py_ssize_t at[3];
     if (slot_offsets(self->node_type, slots, 3, at) < 0) { Py_DECREF(self); return NULL; }
     self->op_at = at[0], self->inputs_at = at[1], self->key_at = at[2];
+    if (tensor_type != NULL) {
+        if (slot_offsets(self->tensor_type, TENSOR_SLOTS, T_SLOTS, self->tensor_at) < 0 ||
+            (self->node_prop = _PyType_Lookup(self->tensor_type, NODE_ATTR)) == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Signer: tensor_type has no `node`");
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(self->node_prop);
+    }
     return (PyObject *)self;
 }
 
 HELD_GC(signer, Signer, SIGNER_HELD)
-CALLABLE_TYPE(signer, Signer, "Signer", "ir/replay.py's signature(args, kwargs) in C.", 0, NULL)
+CALLABLE_TYPE(signer, Signer, "Signer", "ir/replay.py's signature(args, kwargs) in C.", 0, NULL, NULL, NULL)
 
 /* ---------------------------------------------------------------- replaying a recording
  *
@@ -1081,7 +1143,228 @@ static PyObject *replayer_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 static const Py_ssize_t REPLAYER_HELD[] = {offsetof(Replayer, dict), offsetof(Replayer, node_type)};
 HELD_GC(replayer, Replayer, REPLAYER_HELD)
 CALLABLE_TYPE(replayer, Replayer, "Replayer", "ir/replay.py's Recording.replay in C.", Py_TPFLAGS_METHOD_DESCRIPTOR,
-              fastop_get)
+              fastop_get, NULL, NULL)
+
+/* ---------------------------------------------------------------- the Tensor API's replayed calls
+ *
+ * ApiCall: api.py make_function's `fn` for an op without a pointwise build in C, where the call's
+ * signature was seen before: lazytorch/call_memo.py CallMemo.replay, step for step (the signature,
+ * the memo's table, the recording's replay, the result's Tensor) without fn's and replay's Python
+ * frames; W9's forward makes ~110 such calls (`F.linear`, `x.view`, `x.transpose`, layer_norm).
+ * Calls with `out=`, misses and what the replay leaves to the general route run `fn`, which is
+ * this object's `__wrapped__`. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;            /* __name__, __qualname__, __doc__ (the Tensor API sets them) */
+    Parts p;
+    PyObject *outer;           /* api.py's fn: every call this does not take */
+    PyObject *signer;          /* call_memo.py's signature (a Signer) */
+    PyObject *table;           /* the op's Memo.table (cleared in place, never replaced) */
+    PyObject *self_mark;       /* call_memo.py SELF: a recording of a call that returned its argument */
+    PyObject *op;              /* the OpDef */
+    PyObject *wrap_result;     /* api.py _wrap(op, result): a result that is a tuple */
+    PyObject *wrap_views;      /* tensor.py _wrap_views: the view results this does not wrap itself */
+    PyObject *site;            /* ir/node.py SITE (thread-local): the user's line of a running general route */
+    PyObject *replayer;        /* Recording.replay (a Replayer) */
+    int view;                  /* the op is a view op: its results alias the argument's root */
+} ApiCall;
+
+static const Py_ssize_t APICALL_HELD[] = {
+    offsetof(ApiCall, outer), offsetof(ApiCall, signer), offsetof(ApiCall, table), offsetof(ApiCall, self_mark),
+    offsetof(ApiCall, op), offsetof(ApiCall, wrap_result), offsetof(ApiCall, wrap_views), offsetof(ApiCall, site),
+    offsetof(ApiCall, replayer), PARTS_HELD(ApiCall), offsetof(ApiCall, dict),
+};
+
+static PyObject *SITE_ATTR, *OUT_NAME, *EMPTY_KWARGS;
+
+/* The replayed nodes' origin: `(SITE.site or user_site(2)) if TRACE[0] else None`. */
+static PyObject *api_site(ApiCall *self) {
+    PyObject *on = PyList_GetItem(self->p.trace, 0);
+    int traced = on == NULL ? -1 : PyObject_IsTrue(on);
+    if (traced <= 0) {
+        if (traced < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *site = PyObject_GetAttr(self->site, SITE_ATTR);
+    int set = site == NULL ? -1 : PyObject_IsTrue(site);
+    if (set != 0) return set < 0 ? (Py_XDECREF(site), NULL) : site;
+    Py_DECREF(site);
+    return origin(&self->p);
+}
+
+/* `_wrap_views(result, root, root_node)` where the result is a node that is a view of `root_node`
+ * (a view Tensor of `root`) or neither it nor a view of it (a Tensor of its own); other results go
+ * to the Python.  A new reference, or NULL. */
+static PyObject *view_result(ApiCall *self, PyObject *result, PyObject *root, PyObject *root_node) {
+    const Py_ssize_t *nat = self->p.node_at, *tat = self->p.tensor_at;
+    if (Py_TYPE(result) != self->p.node_type || result == root_node)
+        return PyObject_CallFunctionObjArgs(self->wrap_views, result, root, root_node, NULL);
+    PyObject *op = SLOT(result, nat[N_OP]), *inputs = SLOT(result, nat[N_INPUTS]);
+    int is_view = op == NULL ? 0 : op_is(op, VIEW);
+    if (is_view < 0) return NULL;
+    if (!is_view || inputs == NULL || !PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) < 1 ||
+            PyTuple_GET_ITEM(inputs, 0) != root_node)
+        return pending(&self->p, result);                   /* (Tensor(node): not a buffer, so live) */
+    PyObject *attrs = SLOT(result, nat[N_ATTRS]);
+    PyObject *spec = attrs == NULL ? NULL : PyObject_GetItem(attrs, VIEW);
+    PyObject *version = SLOT(root, tat[T_VERSION]);
+    if (spec == NULL || version == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "ApiCall: a view without its spec");
+        Py_XDECREF(spec);
+        return NULL;
+    }
+    PyObject *out = self->p.wrap->tp_alloc(self->p.wrap, 0);     /* Tensor(node, root, spec) */
+    if (out == NULL) { Py_DECREF(spec); return NULL; }
+    put(out, tat[T_NODE], result);
+    put(out, tat[T_BASE], root);
+    SLOT(out, tat[T_SPEC]) = spec;
+    put(out, tat[T_GRAD], Py_None);
+    put(out, tat[T_BASE_VERSION], version);
+    put(out, tat[T_VERSION], ZERO);
+    PyObject *any_leaf = SLOT(self->p.mode, self->p.any_leaf_at);
+    int tracked = any_leaf == NULL ? 0 : PyObject_IsTrue(any_leaf);
+    if (tracked > 0) {
+        PyObject *r = PyObject_CallOneArg(self->p.track, result);
+        tracked = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    if (tracked < 0) Py_CLEAR(out);
+    return out;
+}
+
+/* A view op's argument and its root, where the replay can alias as `alias` does (its common case:
+ * the argument reads the root's node directly): 1 with new references in *root and *root_node,
+ * 0 (the general route), or -1. */
+static int view_root(ApiCall *self, PyObject *this, PyObject *node, PyObject **root, PyObject **root_node) {
+    const Py_ssize_t *nat = self->p.node_at, *tat = self->p.tensor_at;
+    if (!PyObject_TypeCheck(this, self->p.wrap)) return 0;
+    PyObject *base = SLOT(this, tat[T_BASE]);
+    PyObject *r = base == NULL || base == Py_None ? this : base;
+    PyObject *rn = SLOT(r, tat[T_NODE]);
+    if (rn == NULL || Py_TYPE(rn) != self->p.node_type || Py_TYPE(node) != self->p.node_type ||
+            SLOT(rn, nat[N_OP]) == NULL || SLOT(node, nat[N_OP]) == NULL || SLOT(node, nat[N_INPUTS]) == NULL)
+        return 0;
+    int root_view = op_is(SLOT(rn, nat[N_OP]), VIEW);
+    if (root_view != 0) return root_view;
+    if (node != rn) {
+        int node_view = op_is(SLOT(node, nat[N_OP]), VIEW);
+        if (node_view <= 0) return node_view;
+        PyObject *inputs = SLOT(node, nat[N_INPUTS]);
+        if (!PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) < 1 || PyTuple_GET_ITEM(inputs, 0) != rn) return 0;
+    }
+    Py_INCREF(r);
+    Py_INCREF(rn);
+    *root = r, *root_node = rn;
+    return 1;
+}
+
+/* The replayed call's result, NOT_TAKEN (fn decides), or NULL with an exception set. */
+static PyObject *api_replay(ApiCall *self, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nk; i++) {                  /* (out= assigns: fn's) */
+        int out = PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), OUT_NAME);
+        if (out == 0) return NOT_TAKEN;
+        if (out == -1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *result = NOT_TAKEN, *kwargs = NULL, *sig = NULL, *rec = NULL, *site = NULL, *made = NULL;
+    PyObject *root = NULL, *root_node = NULL;
+    PyObject *argt = PyTuple_New(n);
+    if (argt == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(argt, i, args[i]);
+    }
+    if (nk == 0) {
+        kwargs = EMPTY_KWARGS;
+        Py_INCREF(kwargs);
+    } else if ((kwargs = PyDict_New()) != NULL) {
+        for (Py_ssize_t i = 0; i < nk; i++)
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[n + i]) < 0) goto fail;
+    } else {
+        goto fail;
+    }
+    PyObject *sign_args[2] = {argt, kwargs};
+    if ((sig = signer_vectorcall(self->signer, sign_args, 2, NULL)) == NULL) goto fail;
+    if (sig == Py_None) goto done;
+    PyObject *key = PyTuple_GET_ITEM(sig, 0), *nodes = PyTuple_GET_ITEM(sig, 1), *flat = PyTuple_GET_ITEM(sig, 2);
+    if ((rec = PyDict_GetItemWithError(self->table, key)) == NULL) {
+        if (PyErr_Occurred()) goto fail;
+        goto done;
+    }
+    Py_INCREF(rec);                                        /* (the dict may change from here on) */
+    if (rec == self->self_mark) {
+        if (n > 0) result = (Py_INCREF(args[0]), args[0]);
+        goto done;
+    }
+    if (self->view) {
+        int r = n > 0 && PyList_GET_SIZE(nodes) > 0 ? view_root(self, args[0], PyList_GET_ITEM(nodes, 0), &root, &root_node) : 0;
+        if (r <= 0) {
+            if (r < 0) goto fail;
+            goto done;
+        }
+    }
+    if ((site = api_site(self)) == NULL) goto fail;
+    PyObject *replay_args[4] = {rec, nodes, flat, site};
+    if ((made = replayer_vectorcall(self->replayer, replay_args, 4, NULL)) == NULL) goto fail;
+    if (self->view)
+        result = view_result(self, made, root, root_node);
+    else if (Py_TYPE(made) == self->p.node_type)
+        result = pending(&self->p, made);
+    else
+        result = PyObject_CallFunctionObjArgs(self->wrap_result, self->op, made, NULL);
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_DECREF(argt);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(sig);
+    Py_XDECREF(rec);
+    Py_XDECREF(site);
+    Py_XDECREF(made);
+    Py_XDECREF(root);
+    Py_XDECREF(root_node);
+    return result;
+}
+
+static PyObject *apicall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    ApiCall *self = (ApiCall *)op;
+    PyObject *r = api_replay(self, args, PyVectorcall_NARGS(nargsf), kwnames);
+    if (r != NOT_TAKEN) return r;
+    return PyObject_Vectorcall(self->outer, args, nargsf, kwnames);
+}
+
+static PyObject *apicall_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *outer, *signer, *table, *self_mark, *op, *wrap_result, *wrap_views, *site, *replayer;
+    PyObject *node_type, *wrap, *live, *trace, *user_code, *inside, *user_site, *shared;
+    int view;
+    static char *kw[] = {"outer", "signer", "table", "self_mark", "op", "wrap_result", "wrap_views", "site",
+                         "replayer", "view", "node_type", "wrap", "live", "trace", "user_code", "inside",
+                         "user_site", "shared", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!OOOOOO!pO!O!O!O!O!O!OO!:ApiCall", kw, &outer,
+                                     &signer_type, &signer, &PyDict_Type, &table, &self_mark, &op, &wrap_result,
+                                     &wrap_views, &site, &replayer_type, &replayer, &view, &PyType_Type, &node_type,
+                                     &PyType_Type, &wrap, &PyTuple_Type, &live, &PyList_Type, &trace, &PyList_Type,
+                                     &user_code, &PyDict_Type, &inside, &user_site, &PyDict_Type, &shared))
+        return NULL;
+    ApiCall *self = (ApiCall *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = apicall_vectorcall;
+    self->view = view;
+    PyObject *values[] = {outer, signer, table, self_mark, op, wrap_result, wrap_views, site, replayer};
+    hold((PyObject *)self, APICALL_HELD, values, sizeof values / sizeof *values);
+    if (parts_init(&self->p, node_type, wrap, live, trace, user_code, inside, user_site, shared) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+HELD_GC(apicall, ApiCall, APICALL_HELD)
+
+STAND_IN_TYPE(apicall, ApiCall, "ApiCall", "call_memo.py's replay of a Tensor API call in C.",
+              "the Tensor API function this stands for")
 
 /* ---------------------------------------------------------------- the user's line
  *
@@ -1154,7 +1437,7 @@ static PyObject *site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 static const Py_ssize_t SITE_HELD[] = {offsetof(SiteFinder, dict), offsetof(SiteFinder, inside),
                                        offsetof(SiteFinder, classify)};
 HELD_GC(site, SiteFinder, SITE_HELD)
-CALLABLE_TYPE(site, SiteFinder, "SiteFinder", "ir/node.py's user_site(depth=2) in C.", 0, NULL)
+CALLABLE_TYPE(site, SiteFinder, "SiteFinder", "ir/node.py's user_site(depth=2) in C.", 0, NULL, NULL, NULL)
 
 /* ---------------------------------------------------------------- a program's arguments
  *
@@ -1238,7 +1521,7 @@ static PyObject *leafargs_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 
 static const Py_ssize_t LEAF_ARGS_HELD[] = {offsetof(LeafArgs, dict), offsetof(LeafArgs, node_type)};
 HELD_GC(leafargs, LeafArgs, LEAF_ARGS_HELD)
-CALLABLE_TYPE(leafargs, LeafArgs, "LeafArgs", "ir/graph.py's leaf_args in C.", 0, NULL)
+CALLABLE_TYPE(leafargs, LeafArgs, "LeafArgs", "ir/graph.py's leaf_args in C.", 0, NULL, NULL, NULL)
 
 /* ---------------------------------------------------------------- the live tensors' common case
  *
@@ -1325,7 +1608,7 @@ static PyObject *alone_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static const Py_ssize_t ALONE_HELD[] = {offsetof(AloneTaker, dict), offsetof(AloneTaker, tensor_type),
                                         offsetof(AloneTaker, node_type)};
 HELD_GC(alone, AloneTaker, ALONE_HELD)
-CALLABLE_TYPE(alone, AloneTaker, "AloneTaker", "realize.py's LiveTensors.alone, its common case, in C.", 0, NULL)
+CALLABLE_TYPE(alone, AloneTaker, "AloneTaker", "realize.py's LiveTensors.alone, its common case, in C.", 0, NULL, NULL, NULL)
 
 /* ---------------------------------------------------------------- a program's order, key and leaves
  *
@@ -1686,7 +1969,7 @@ static PyObject *maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 HELD_GC(maker, ProgramMaker, MAKER_HELD)
-CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL)
+CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL, NULL, NULL)
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
@@ -1703,20 +1986,18 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     NODE_ATTR = PyUnicode_InternFromString("node");
     KEY_ATTR = PyUnicode_InternFromString("key");
     ROOTS = PyUnicode_InternFromString("roots");
+    SITE_ATTR = PyUnicode_InternFromString("site");
+    OUT_NAME = PyUnicode_InternFromString("out");
+    EMPTY_KWARGS = PyDict_New();
     if (SCALAR == NULL || BUFFER == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
-        KEY_ATTR == NULL || ROOTS == NULL || PyType_Ready(&FastOpType) < 0 || PyType_Ready(&signer_type) < 0 ||
+        KEY_ATTR == NULL || ROOTS == NULL || SITE_ATTR == NULL || OUT_NAME == NULL || EMPTY_KWARGS == NULL ||
+        PyType_Ready(&fastop_type) < 0 || PyType_Ready(&apicall_type) < 0 || PyType_Ready(&signer_type) < 0 ||
         PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0 ||
         PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&FastOpType);
-    if (PyModule_AddObject(m, "FastOp", (PyObject *)&FastOpType) < 0) {
-        Py_DECREF(&FastOpType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    PyTypeObject *types[] = {&signer_type, &replayer_type, &site_type, &leafargs_type, &alone_type, &maker_type};
+    PyTypeObject *types[] = {&fastop_type, &apicall_type, &signer_type, &replayer_type, &site_type, &leafargs_type, &alone_type, &maker_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

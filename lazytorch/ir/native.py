@@ -3,7 +3,8 @@
 `NATIVE` is that extension module, or None where it did not build (no C compiler or Python
 headers) or `LAZYTORCH_NATIVE=0` turns it off.  Each user keeps its Python version as the
 definition and installs the C one only where NATIVE is set: ir/build.py fast_builder (FastOp: the
-Tensor API's pointwise builds, `tensor <op> number`, `x + y`, `x.sigmoid()`), ir/replay.py (Signer: a call's signature; Replayer:
+Tensor API's pointwise builds, `tensor <op> number`, `x + y`, `x.sigmoid()`), call_memo.py
+(ApiCall: the Tensor API's replayed calls, `F.linear`, `x.view`), ir/replay.py (Signer: a call's signature; Replayer:
 Recording.replay), ir/node.py (SiteFinder: user_site), ir/graph.py (LeafArgs: leaf_args;
 ProgramMaker: program, an eval's walk), tensor.py (AloneTaker: realize.py's LiveTensors.alone,
 its common case).  tests/test_fastpath.py compares each C version with its Python.

@@ -159,9 +159,18 @@ def _bases(nodes: list[Node]) -> tuple[int, ...]:
     return tuple(where)
 
 
-signature = signature_py if NATIVE is None else NATIVE.Signer(
-    kinds=_KINDS, classify=_kind, node_type=Node, bases=_bases, tensor=TENSOR, node=NODE_ARG, plain=PLAIN,
-    float=FLOAT, sequence=SEQUENCE, dtype=DTYPE)
+_SIGNER = dict(kinds=_KINDS, classify=_kind, node_type=Node, bases=_bases, tensor=TENSOR, node=NODE_ARG,
+               plain=PLAIN, float=FLOAT, sequence=SEQUENCE, dtype=DTYPE)
+signature = signature_py if NATIVE is None else NATIVE.Signer(**_SIGNER)
+
+
+def tensor_signature(tensor_type: type, shared: dict) -> Callable[[tuple, dict], tuple | None]:
+    """`signature` for a wrapper class whose `node` property returns its `_node` slot unless
+    `shared` is non-empty or a view's base changed (the Tensor API's, lazytorch/tensor.py): the C
+    version reads that slot itself, without the property's Python frame."""
+    if NATIVE is None:
+        return signature_py
+    return NATIVE.Signer(**_SIGNER, tensor_type=tensor_type, shared=shared)
 
 
 # ---------------------------------------------------------------- recordings
