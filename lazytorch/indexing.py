@@ -22,8 +22,8 @@ from .ir.errors import op_error
 from .ir.meta import broadcast_shapes
 from .ir.meta.shape import index_shape
 from .ir.node import Node, effects_now
-from .call_memo import CallMemo, check_replay
-from .ir.replay import CHECK, ENABLED, Memo, signature
+from .call_memo import CallMemo, check_replay, signature
+from .ir.replay import CHECK, ENABLED, Memo
 from .tensor import Tensor, alias
 
 
