@@ -78,6 +78,8 @@ def test_products_against_torch(calls, split, case):
     assert call is not None, f"{name}: expected the BLAS helper, got numpy's matmul"
     assert (call.batch, call.inner, call.a.trans, call.b.trans) == (batch, inner, ta, tb)
     assert call.threads == split
+    if name == "attention_scores":       # (q @ kᵀ, float32, 8 or 9 rows: the rows kernel, batched)
+        assert call.route == (library.ROUTES["rows"] if library.rows_kernel() else library.ROUTES["blas"])
 
 
 def test_float64_and_uneven_columns(calls, split):
@@ -466,3 +468,82 @@ def test_one_step_off_without_the_extension(monkeypatch, executors):
     x = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
     np.testing.assert_allclose((lt.tensor(x) * 3.0 + 0.5).numpy(), x * 3.0 + 0.5, rtol=1e-6)
     assert executors[-1].one is None
+
+
+# ---------------------------------------------------------------- epilogues: kernels run inside the product
+
+def _epilogue_cases(n: int):
+    """(name, fn, samples, whether the kernel after the product runs inside it); sizes distinct per
+    case and thread count (a cached plan keeps the thread count it was made with)."""
+    F = lambda m: m.nn.functional          # noqa: E731
+    x, w, b = sample((3, 5 + n, 20)), sample((37, 20), seed=1), sample((37,), seed=2)
+    return [
+        ("bias", lambda m, x, w, b: F(m).linear(x, w, b), (x, w, b), True),
+        ("gelu", lambda m, x, w, b: F(m).gelu(F(m).linear(x, w, b), approximate="tanh"),
+         (sample((4, 6 + n, 20)), w, b), True),
+        ("residual_wide", lambda m, x, w, r: r + x @ w.t(),
+         (sample((70 + n, 24)), sample((50, 24), seed=1), sample((70 + n, 50), seed=3)), True),
+        ("layer_norm_rows", lambda m, x, w, r: F(m).layer_norm(r + x @ w.t(), (37,)),
+         (sample((11 + n, 20)), w, sample((11 + n, 37), seed=3)), True),
+        ("softmax_scores", lambda m, q, k: m.softmax(q @ k.transpose(-1, -2) * 0.3, -1),
+         (sample((2, 3, 9 + n, 8)), sample((2, 3, 9 + n, 8), seed=1)), True),
+        ("softmax_one_product", lambda m, q, k: m.softmax(q @ k.transpose(-1, -2), -1),
+         (sample((1, 1, 12 + n, 8)), sample((1, 1, 12 + n, 8), seed=1)), True),
+        ("float64", lambda m, x, w, b: (F(m).linear(x, w, b) * 2).sigmoid(),
+         (sample((5 + n, 20), dtype="float64"), sample((37, 20), seed=1, dtype="float64"),
+          sample((37,), seed=2, dtype="float64")), True),
+        ("reads_transposed", lambda m, x, w: (x @ w.t()) + (x @ w.t()).t(),
+         (sample((19 + n, 20)), sample((19 + n, 20), seed=1)), False),
+        ("sum_of_columns", lambda m, x, w: (x @ w.t()).sum(0),
+         (sample((8 + n, 20)), w), False),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9), ids=[c[0] for c in _epilogue_cases(0)])
+def test_kernel_inside_product(executors, calls, split, case):
+    """A kernel after a product that reads its output element for element (bias, activation,
+    residual) or row for row (layer_norm, softmax) runs inside the product, on each slice as it is
+    computed: values against torch with the slices cut by columns, by rows and by batch; a kernel
+    that reads the output any other way stays a step of its own."""
+    name, fn, args, inside = _epilogue_cases(split)[case]
+    check(fn, *args, atol=1e-4)
+    ex = executors[-1]
+    assert ex.direct and calls and calls[-1] is not None
+    assert bool(ex.epilogues) == inside, ex.epilogues
+    if inside:
+        assert all(p.startswith("lib") and k.startswith("k") for p, k in ex.epilogues)
+
+
+def test_epilogues_switched_off(monkeypatch, executors, calls):
+    monkeypatch.setattr(cpu_backend, "EPILOGUES", False)
+    check(lambda m, x, w, b: m.nn.functional.linear(x, w, b).relu(), sample((13, 16)), sample((41, 16), seed=1),
+          sample((41,), seed=2), atol=1e-4)
+    assert executors[-1].direct and executors[-1].epilogues == []
+
+
+def test_epilogue_memory_kept_apart(executors, calls, split):
+    """The kernel inside a product writes while the product still reads: the static memory plan
+    keeps what the product reads alive through the kernel, so no temp of the one shares memory
+    with the other (without it, layer_norm's output block would be free for gelu's)."""
+    F = lambda m: m.nn.functional          # noqa: E731
+
+    def chain(m, x, w1, w2, g, b):
+        h = F(m).layer_norm(x, (32,), g, b)
+        h = F(m).gelu(h @ w1.t())
+        h = F(m).gelu(h @ w2.t()) + 1
+        return h @ w1
+    check(chain, sample((40 + split, 32)), sample((64, 32), seed=1, low=-0.3, high=0.3),
+          sample((64, 64), seed=2, low=-0.2, high=0.2), sample((32,), seed=3), sample((32,), seed=4), atol=1e-4)
+    ex = executors[-1]
+    assert len(ex.epilogues) >= 2
+    views, temp_of = ex.memory.views, {}
+    for step in ex.program:
+        for slot, _, _, t, _, _ in step[3]:
+            if t >= 0:
+                temp_of[slot] = t
+    names = {step[5].name: step for step in ex.program}
+    for product, kernel in ex.epilogues:
+        p, k = names[product], names[kernel]
+        used = {views[temp_of[s]][0] for s in p[2] + [w[0] for w in p[3]] if s in temp_of}
+        written = {views[temp_of[w[0]]][0] for w in k[3] if w[0] in temp_of}
+        assert not used & written, (product, kernel)

@@ -78,8 +78,8 @@ def test_kernel_compile_error_names_source_and_does_not_poison_the_cache(monkeyp
     from lazytorch.runtime import compiler, cpu
     real = cpu.kernel_sources
 
-    def broken(plan, dialect="c"):
-        return {name: src.replace("{", "{ this_is_not_c;", 2) for name, src in real(plan, dialect).items()}
+    def broken(plan, dialect="c", **kwargs):
+        return {name: src.replace("{", "{ this_is_not_c;", 2) for name, src in real(plan, dialect, **kwargs).items()}
 
     previous = lt.get_backend()
     lt.set_backend("cpu")

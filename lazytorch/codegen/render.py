@@ -19,6 +19,7 @@ import jinja2
 
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
+from ..ir.views import contiguous_strides
 from .dialect import INT_TYPES, Dialect
 from .helpers import HelperLibrary
 from .kernel_ir import I32_LIMIT, Access, Kernel, Reduce, Stage
@@ -325,6 +326,7 @@ class _Renderer:
         self.out: _Stage | None = None           # the stage being rendered
         self.stage_id = 0
         self.scratch: tuple = ()                 # GPU grid combine: its extra outputs
+        self.part = False                        # C: the part function of an epilogue (render_part)
 
     # ---- index expressions
     def index(self, a: Access, scope: str) -> str:
@@ -466,8 +468,8 @@ class _Renderer:
 
     def render(self) -> Rendered:
         k = self.k
-        self.linear = k.pattern == "pointwise" and k.contiguous
-        kernel = k if self.linear or k.pattern != "pointwise" else _split_last(k)
+        self.linear = k.pattern == "pointwise" and k.contiguous and not self.part
+        kernel = k if self.linear or self.part or k.pattern != "pointwise" else _split_last(k)
         self.k = kernel
         if self.d.gpu:
             if not self.linear and not self._columns_kernel():
@@ -480,15 +482,15 @@ class _Renderer:
         stages = [self.stage(s) for s in kernel.stages]
         args = [{"name": a.name, "type": self.d.storage_type(a.dtype),
                  "qual": self.d.in_qualifier if a.role == "in" else ""} for a in kernel.args]
-        shape = "linear" if self.linear else "columns" if self._columns(stages) else "rows"
+        shape = "linear" if self.linear else "columns" if not self.part and self._columns(stages) else "rows"
         rule = self.d.extra.get("parallel")          # (GPU dialects have none: their grid is the parallelism)
-        parallel = rule is not None and rule.forks(kernel)
+        parallel = rule is not None and rule.forks(kernel) and not self.part
         ctx = dict(name=kernel.name, args=args, idx=self.idx, kernel=kernel, stages=stages,
                    kernel_stage=stages[0], row_stages=stages[1:], outer=kernel.outer, inner=kernel.inner,
                    numel=kernel.numel, outer_numel=kernel.outer_numel, inner_numel=kernel.inner_numel,
                    parallel=parallel, chunk=16384, reductions=REDUCTIONS,
                    row_cache=[self.d.register_type(dt) for dt in kernel.row_cache], restrict=self.d.restrict,
-                   extra=self.d.extra, geo=self.geo)
+                   extra=self.d.extra, geo=self.geo, part=self.part)
         if self.d.gpu:
             ctx.update(self.gpu_context(kernel, stages))
         source = environment().get_template(self.d.templates[shape]).render(**ctx)
@@ -682,6 +684,47 @@ def _split_last(k: Kernel) -> Kernel:
         return replace(k, outer=(), inner=())
     accesses = [replace(a, outer=a.inner[:-1], inner=a.inner[-1:]) for a in k.accesses]
     return replace(k, outer=k.inner[:-1], inner=k.inner[-1:], accesses=accesses)
+
+
+def render_part(kernel: Kernel, n: int, arg: int) -> Rendered | None:
+    """The C part function of a kernel that runs as a matrix product's epilogue (runtime/library.py
+    `epilogues`): `void name(char **args, int64_t o0, int64_t o1, int64_t i0, int64_t i1)` computes
+    rows o0..o1 and, of a pointwise kernel, columns i0..i1 of the domain read as rows of `n`
+    elements (the product's output, which argument `arg` reads element for element), on the
+    calling thread.  A row or reduce kernel computes whole rows: its rows must be the product's.
+    None where the domain does not split into rows of `n` or `arg` is read any other way."""
+    k = _rows_of(kernel, n)
+    if k is None or any(a.arg == arg and (a.offset or a.outer + a.inner != contiguous_strides(k.outer + k.inner))
+                        for a in k.accesses):
+        return None
+    r = _Renderer(k, get_dialect("c"))
+    r.part = True
+    return r.render()
+
+
+def _rows_of(k: Kernel, n: int) -> Kernel | None:
+    """Kernel k with `inner` the last `n` elements of its domain and `outer` the rest, or None
+    (merged dims that do not split there; a row kernel whose rows are not `n` long)."""
+    if k.pattern != "pointwise":
+        return k if k.inner_numel == n and n > 0 else None
+    sizes, tail, j = k.inner, 1, len(k.inner)        # (a pointwise kernel's merged dims: all inner)
+    while j > 0 and tail < n and tail * sizes[j - 1] <= n:
+        tail *= sizes[j - 1]
+        j -= 1
+    if tail == n:                                    # whole merged dims: the last ones are a row
+        def cut(x: tuple[int, ...], stride: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+            return x[:j], x[j:]
+    else:                                            # merged dim j - 1 cut in two: (size / f, f)
+        f = n // tail if n % tail == 0 else 0
+        if j == 0 or not f or sizes[j - 1] % f:
+            return None
+
+        def cut(x: tuple[int, ...], stride: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+            high = x[j - 1] * f if stride else x[j - 1] // f         # (the outer part steps f times further)
+            return x[:j - 1] + (high,), ((x[j - 1] if stride else f),) + x[j:]
+    outer, inner = cut(sizes, False)
+    accesses = [replace(a, outer=cut(a.inner, True)[0], inner=cut(a.inner, True)[1]) for a in k.accesses]
+    return replace(k, outer=outer, inner=inner, accesses=accesses)
 
 
 def render(kernel: Kernel, dialect: str | Dialect = "c") -> Rendered:

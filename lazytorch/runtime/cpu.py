@@ -17,6 +17,7 @@ import math
 import operator
 import struct
 import weakref
+from dataclasses import replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -42,30 +43,38 @@ class Sources(dict):
     symbols: dict[str, str] = {}
 
 
-def kernel_sources(plan, dialect: str = "c") -> Sources:
+def kernel_sources(plan, dialect: str = "c", epilogues: dict | None = None) -> Sources:
     """The rendered source of every kernel launch this code generator handles, once per distinct
     kernel: launches of the same structure (a model's layers, a long loop's chunks) share one
-    compiled function, so they are lowered, rendered and compiled once."""
+    compiled function, so they are lowered, rendered and compiled once.  `epilogues` (runtime/
+    library.py, the C target only): kernels that may also run inside the product before them get
+    a part function too, `<symbol>_part`, named `<launch>.part` in `symbols`."""
     from ..codegen.lower import Unsupported, lower      # (imported on first render: a warm disk
     from ..codegen.render import render                 #  cache needs no code generator)
     out = Sources()
     helpers: set[str] = set()
     symbols: dict[str, str] = {}
     first: dict = {}                                   # launch structure -> its kernel's symbol
+    parts: dict[str, str | None] = {}                  # kernel symbol -> its part function's (None: none)
     structures = launch_structures(plan)[1]
     for launch in plan.launches:
         if launch.kind != "kernel" or len(launch.nodes) > MAX_KERNEL_NODES:
             continue
         same = structures.get(launch.name)
+        epilogue = (epilogues or {}).get(launch.name) if dialect == "c" else None
         if same is not None and same in first:
             if first[same] is not None:
                 symbols[launch.name] = first[same]
+                if epilogue is not None:
+                    _add_part(out, symbols, parts, launch, first[same], epilogue,
+                              lambda: lower(launch, first[same], row_cache=True))
             continue
         symbol = _symbol(launch.name)
         if same is not None:
             first[same] = None
         try:
-            r = render(lower(launch, symbol, row_cache=dialect == "c"), dialect)
+            kernel = lower(launch, symbol, row_cache=dialect == "c")
+            r = render(kernel, dialect)
         except Unsupported:
             continue
         if same is not None:
@@ -73,9 +82,27 @@ def kernel_sources(plan, dialect: str = "c") -> Sources:
         out[symbol] = r.source
         symbols[launch.name] = symbol
         helpers |= r.helpers
+        if epilogue is not None:
+            _add_part(out, symbols, parts, launch, symbol, epilogue, lambda: kernel)
     out.helpers = frozenset(helpers)
     out.symbols = symbols
     return out
+
+
+def _add_part(out: Sources, symbols: dict, parts: dict, launch, symbol: str, epilogue, kernel_of) -> None:
+    """The part function of `symbol`'s kernel (codegen/render.py render_part; `kernel_of()` lowers
+    it), rendered once per symbol, where it renders.  A kernel that forks gets none after a
+    product too small to split: inside the product it would run on one thread."""
+    from ..codegen.render import render_part
+    from ..codegen.targets import get_dialect
+    if symbol not in parts:
+        kernel, name, parts[symbol] = kernel_of(), symbol + "_part", None
+        if epilogue.split or not get_dialect("c").extra["parallel"].forks(kernel):
+            r = render_part(replace(kernel, name=name), epilogue.n, epilogue.arg)
+            if r is not None:
+                out[name], parts[symbol] = r.source, name
+    if parts[symbol] is not None:
+        symbols[launch.name + ".part"] = parts[symbol]
 
 
 def _symbol(name: str) -> str:
@@ -211,9 +238,11 @@ class CpuBackend(Backend):
         if any(launch.kind == "library" for launch in plan.launches):
             from . import library as products
         gemm = products is not None and products.native_gemm()
+        # kernels that may run inside the product before them (runtime/library.py epilogues)
+        epilogues = products.epilogues(plan) if gemm and EPILOGUES else {}
 
         def make() -> tuple[list[str], tuple[str, ...]]:
-            rendered = kernel_sources(plan)
+            rendered = kernel_sources(plan, epilogues=epilogues)
             sources.update(rendered)
             symbols = dict(getattr(rendered, "symbols", None) or {_name(k): k for k in rendered})
             if gemm:
@@ -225,7 +254,7 @@ class CpuBackend(Backend):
                 symbols["run_steps"] = "lt_run_steps"
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
-        structure = plan_structure(plan, gemm) if PLAN_INDEX and debug_level() < 2 else None
+        structure = plan_structure(plan, gemm, epilogues) if PLAN_INDEX and debug_level() < 2 else None
         try:
             libs, kernels = _load_program(structure, make)
         except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
@@ -238,8 +267,10 @@ class CpuBackend(Backend):
             if launch.kind != "kernel" or launch.name not in functions:
                 return None
             return _kernel_launch(functions[launch.name], launch)
+        parts = {name[:-5]: (fn, epilogues[name[:-5]].rows) for name, fn in functions.items() if name.endswith(".part")}
         return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"),
-                           [ctypes.c_int.in_dll(lib, "lt_parallel") for lib in libs])
+                           [ctypes.c_int.in_dll(lib, "lt_parallel") for lib in libs], parts,
+                           functions.get("skip_step"))
 
 
 def _template(name: str) -> str:
@@ -249,6 +280,9 @@ def _template(name: str) -> str:
 
 # the plan index (runtime/compiler.py: load_indexed); off, every prepare lowers and renders
 PLAN_INDEX = True
+# kernels run inside the product before them where they can (runtime/library.py epilogues); off,
+# every kernel is a step of its own (tests compare the two)
+EPILOGUES = True
 
 
 def _load_program(structure: str | None, make) -> tuple[list, tuple[str, ...]]:
@@ -368,16 +402,19 @@ def _launch_structures(plan) -> tuple[list, dict[str, tuple]]:
     return list(table), out
 
 
-def plan_structure(plan, gemm: bool = False) -> str | None:
+def plan_structure(plan, gemm: bool = False, epilogues: dict | None = None) -> str | None:
     """A text that determines the source `kernel_sources` renders for the plan (the plan index's
-    key): its launches' structures with their names, and whether the GEMM helper is part of the
-    program.  None where a launch has no structure or a value has no faithful repr (an object
-    printed by address): such a plan is always rendered."""
+    key): its launches' structures with their names, whether the GEMM helper is part of the
+    program and which kernels may run inside a product (`epilogues`).  None where a launch has no
+    structure or a value has no faithful repr (an object printed by address): such a plan is
+    always rendered."""
     table, structures = launch_structures(plan)
     kernels = [l.name for l in plan.launches if l.kind == "kernel" and len(l.nodes) <= MAX_KERNEL_NODES]
     if not (kernels or gemm) or len(structures) != len(kernels):
         return None
     text = repr((table, [(name, structures[name]) for name in kernels])) + (" +gemm" if gemm else "")
+    if epilogues:
+        text += " +epilogues " + repr(sorted(epilogues.items()))
     return None if " at 0x" in text else text
 
 def _kernel_launch(fn, launch) -> LaunchFn:
@@ -415,8 +452,15 @@ class CpuExecutor(PlanExecutor):
     launches take their buffers as in PlanExecutor; under LAZYTORCH_DEBUG every run takes
     PlanExecutor's traced path."""
 
-    def __init__(self, backend, plan, compile_launch, sources=None, runner=None, parallel=()):
-        super().__init__(backend, plan, compile_launch, sources)
+    def __init__(self, backend, plan, compile_launch, sources=None, runner=None, parallel=(), parts=None, skip=None):
+        # products whose next kernel runs inside them (its part function): the pair must be
+        # consecutive native steps of one segment, called by the runner
+        parts = parts if runner is not None and skip is not None and not debug_level() else {}
+        launches = plan.launches
+        self.parts = {i: parts[launches[i + 1].name] for i in range(len(launches) - 1)
+                      if launches[i].kind == "library" and launches[i + 1].name in parts}
+        self.skip_at = ctypes.cast(skip, ctypes.c_void_p).value if skip is not None else 0
+        super().__init__(backend, plan, compile_launch, sources, frozenset(self.parts))
         self._frames: list[_Frame] = []
         self.runner = runner
         # the program's libraries' lt_parallel, set per run while a spinning libgomp makes
@@ -424,6 +468,7 @@ class CpuExecutor(PlanExecutor):
         self.parallel = list(parallel) if threads.parallel_follows_idle() else []
         self.runner_at = ctypes.cast(runner, ctypes.c_void_p).value if runner is not None else 0
         self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
+        self.epilogues: list[tuple[str, str]] = []      # (set by _layout)
         if self.direct:
             self._layout()
 
@@ -462,12 +507,21 @@ class CpuExecutor(PlanExecutor):
         self.program: list[tuple] = []
         self.fixed: list[list[tuple[int, tuple]]] = []   # per kernel step: (position, what) set per frame
         self.gemm_threads: list = []                     # lt_gemm_threads of the product steps' libraries
-        for fn, reads, writes, frees, launch in self.steps:
+        joined = self._joined(temp_slot)
+        # (product, kernel) launch names of each kernel that runs inside the product before it
+        self.epilogues = [(self.steps[i][4].name, self.steps[i + 1][4].name) for i in sorted(joined)]
+        self.skipped: list[int] = []                     # kernel numbers of the steps run inside a product
+        for i, (fn, reads, writes, frees, launch) in enumerate(self.steps):
             cfunc = getattr(fn, "cfunc", None)
             dynamic: list[tuple[int, int]] = []          # (pointer position, slot) written per run
             fixed: list[tuple[int, tuple]] = []
             if cfunc is not None:
                 lead = getattr(fn, "lead", 0)            # a product step: its parameter block first
+                if i in joined:
+                    fn = _Joined(fn, *joined[i], len(reads) + len(writes) + 2)
+                    fixed.append((fn.epi_pos, ("array", len(self.fixed) + 1)))
+                elif i - 1 in joined:
+                    self.skipped.append(len(self.fixed))
                 if lead:
                     fixed.append((0, ("const", ctypes.addressof(fn.params))))
                     if all(ctypes.addressof(v) != ctypes.addressof(fn.threads_now) for v in self.gemm_threads):
@@ -487,6 +541,25 @@ class CpuExecutor(PlanExecutor):
             self.program.append((cfunc, fn, reads, allocs, frees, launch, dynamic, len(self.fixed) - 1))
         self._segments()
         self.one = self._one_step()
+
+    def _joined(self, temp_slot: dict[int, int]) -> dict[int, tuple]:
+        """Step index of a product -> (its epilogue's part function, whole rows) for the products
+        that run the next kernel inside them: both native steps, and the kernel writes no memory
+        the product reads or writes (the static memory plan kept it apart: `joined` in
+        PlanExecutor; this checks it)."""
+        out = {}
+        views = self.memory.views if self.memory is not None else []
+
+        def blocks(slots) -> set[int]:
+            return {views[temp_slot[s]][0] for s in slots if s in temp_slot}
+        for i, (part, rows) in self.parts.items():
+            (fn, reads, writes, _, _), (kfn, _, kwrites, _, _) = self.steps[i], self.steps[i + 1]
+            if not (getattr(fn, "lead", 0) and getattr(kfn, "cfunc", None) is not None):
+                continue
+            if blocks(w[0] for w in kwrites) & blocks(list(reads) + [w[0] for w in writes]):
+                continue
+            out[i] = (part, rows)
+        return out
 
     def _one_step(self) -> "_OneStep | None":
         """How a plan of one native step (a kernel or a product) runs whole through
@@ -547,6 +620,8 @@ class CpuExecutor(PlanExecutor):
         close()
         cfuncs = [step[0] for step in self.program if step[0] is not None]
         self.kernel_at = [ctypes.cast(f, ctypes.c_void_p).value for f in cfuncs]
+        for k in self.skipped:                           # (run inside the product before them)
+            self.kernel_at[k] = self.skip_at
         self.segment_fns = [(ctypes.c_void_p * len(ks))(*[self.kernel_at[k] for k in ks]) for ks in self.segments]
         self.segment_at = [(ctypes.addressof(fns), len(fns)) for fns in self.segment_fns]
 
@@ -564,9 +639,13 @@ class CpuExecutor(PlanExecutor):
                     arr[pos] = _address(temps[what[1]])
                 elif what[0] == "const":
                     arr[pos] = what[1]
-                else:
+                elif what[0] == "err":
                     arr[pos] = ctypes.addressof(errs) + what[1] * 4
             arrays.append(arr)
+        for fixed, arr in zip(self.fixed, arrays):      # (a product's epilogue: that kernel's array)
+            for pos, what in fixed:
+                if what[0] == "array":
+                    arr[pos] = ctypes.addressof(arrays[what[1]])
         segments = []                              # per segment: (its steps' pointer arrays, error words)
         for ks in self.segments:
             args = (ctypes.c_void_p * len(ks))(*[ctypes.addressof(arrays[k]) for k in ks])
@@ -667,6 +746,23 @@ class CpuExecutor(PlanExecutor):
         if one.tiny:
             self.backend.pool.stats["small"] += one.tiny
         return outs if one.order is None else [outs[i] for i in one.order]
+
+
+class _Joined:
+    """A product step that runs the next kernel inside it: its parameter block with the epilogue's
+    part function (`epi`), whether it needs whole rows and where in the step's pointer array the
+    kernel's own array is (one more pointer, after the error word)."""
+
+    def __init__(self, step, part, rows: bool, epi_pos: int):
+        from .library import GEMM_PARAMS
+        self.cfunc, self.lead, self.threads_now = step.cfunc, step.lead, step.threads_now
+        self.params = (ctypes.c_int64 * len(GEMM_PARAMS))(*step.params)
+        at = GEMM_PARAMS.index
+        self.params[at("epi")] = ctypes.cast(part, ctypes.c_void_p).value
+        self.params[at("epi_args")] = epi_pos
+        self.params[at("epi_rows")] = int(rows)
+        self.epi_pos = epi_pos
+        self.arr_t = ctypes.c_void_p * (epi_pos + 1)
 
 
 class _OneStep(NamedTuple):

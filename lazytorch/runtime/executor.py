@@ -100,7 +100,7 @@ class PlanExecutor:
 
     def __init__(self, backend, plan: KernelPlan,
                  compile_launch: Callable[[Launch, KernelPlan], LaunchFn | None] | None = None,
-                 sources: Mapping[str, str] | None = None):
+                 sources: Mapping[str, str] | None = None, joined: frozenset[int] = frozenset()):
         self.backend = backend
         self.plan = plan
         compile_launch = compile_launch or backend.compile_launch
@@ -119,6 +119,11 @@ class PlanExecutor:
         for i, launch in enumerate(plan.launches):
             for _, b in launch.reads:
                 last_read[b.id] = i
+        # `joined`: launches the next launch may run inside (a product and its epilogue, runtime/
+        # cpu.py): what they read stays alive, its memory unshared, until that launch has run too
+        for i in joined:
+            for _, b in plan.launches[i].reads:
+                last_read[b.id] = max(last_read[b.id], i + 1)
         keep = {b.id for b in plan.outputs} | {p.id for p in plan.params}
         frees_at: dict[int, list[int]] = {}             # launch index -> temps last read there
         for b, at in last_read.items():

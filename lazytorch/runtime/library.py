@@ -23,15 +23,21 @@ is one call (the batch stepped by two strides), and a product of GEMM_PARALLEL_M
 or more is split over the kernels' OpenMP threads (column slices, or whole products of a batch),
 one single-threaded BLAS call per thread, so BLAS and kernels share one pool.  Each slice takes
 the product's route (`ROUTES`): the BLAS as asked, the BLAS on the transpose (few rows), or, for
-float32 linear layers of 8 to 128 rows, the AVX-512 kernel of runtime/_rows.c (built at install,
-passed to the helper as a function pointer; OpenBLAS is slowest at those shapes).  Elsewhere (another
+float32 linear layers and attention's scores (q @ kᵀ, batched) of 8 to 128 rows, the AVX-512 kernel
+of runtime/_rows.c (built at install, passed to the helper as a function pointer; OpenBLAS is
+slowest at those shapes).  Elsewhere (another
 BLAS, the reference and metal-emu backends, an operand batch the helper cannot step) np.matmul
 runs it, BLAS on one thread.
 
-Bias is not folded into the GEMM on the host (beta=1 would need the output prefilled with the
-broadcast bias, itself a full pass over the output, which costs what the bias add costs in the
-epilogue kernel that already follows the GEMM: passes/fuse.py fuses bias, activation and residual
-into that one kernel).  Measured in docs/benchmarks.md ("host path").
+Bias is not folded into the GEMM as beta=1 on the host (that needs the output prefilled with the
+broadcast bias, itself a full pass over the output).  passes/fuse.py fuses bias, activation and
+residual into the one kernel after the product; on the cpu backend that kernel runs *inside* the
+product where it can (`epilogues`): the helper calls its part function (codegen/render.py
+`render_part`) on each slice right after computing it, on the same thread, while the slice is in
+that core's cache: no second pass forked over the whole output, none of it moved between cores.
+A row kernel (softmax over attention's scores, residual + layer_norm) takes whole rows: slices
+are then whole products of a batch, or rows instead of columns.  Measured in docs/benchmarks.md
+("Epilogues inside the products").
 """
 from __future__ import annotations
 
@@ -190,6 +196,43 @@ GEMM_PARALLEL_MIN = 1 << 21
 
 
 @dataclass(frozen=True)
+class Epilogue:
+    """A kernel that runs inside the product before it (`epilogues`): per slice of the product's
+    output, on the thread that computed the slice, while it is in that core's cache."""
+    n: int                        # the product's columns: the kernel's domain is read as rows of n
+    arg: int                      # the kernel's argument that reads the product's output
+    rows: bool                    # the kernel needs whole rows (a row or reduce kernel)
+    split: bool                   # the product is large enough to be split over threads
+
+
+def epilogues(plan) -> dict[str, Epilogue]:
+    """Kernel launch name -> how it runs inside the product that precedes it, for each kernel that
+    can: it follows a float matmul launch directly, its domain is the product's output shape (a
+    row or reduce kernel: reduced over the last dim only) and it reads that output.  Instead of
+    a second pass over the output, forked again, half of it moved from the other core's cache (a
+    bias, an activation, a residual add, a softmax or layer_norm over the rows), each thread
+    finishes the slice it just multiplied.  Whether it reads the output element for element is
+    decided when its part function is rendered (codegen/render.py render_part)."""
+    out: dict[str, Epilogue] = {}
+    launches = plan.launches
+    for prev, launch in zip(launches, launches[1:]):
+        if prev.kind != "library" or launch.kind != "kernel" or not prev.nodes:
+            continue
+        mm = prev.nodes[-1]
+        whole_rows = launch.pattern != "pointwise"
+        if mm.op != "matmul" or mm.dtype not in HOST_GEMM_DTYPES or len(mm.shape) < 2 \
+                or tuple(launch.domain) != tuple(mm.shape) \
+                or (whole_rows and tuple(launch.reduce_dims) != (len(mm.shape) - 1,)):
+            continue
+        arg = next((i for i, (node, _) in enumerate(launch.reads) if node is mm), None)
+        if arg is None:
+            continue
+        work = math.prod(mm.shape) * mm.inputs[0].shape[-1]
+        out[launch.name] = Epilogue(mm.shape[-1], arg, whole_rows, work >= GEMM_PARALLEL_MIN)
+    return out
+
+
+@dataclass(frozen=True)
 class Matrix:
     """How the BLAS reads one operand: per product a row-major matrix (transposed or not, leading
     dim `ld`); product (o, j) of a batch (outer, inner) starts o * `outer` + j * `inner` elements
@@ -233,7 +276,7 @@ class BlasCall:
                       a_offset=0 if a.copy else a.offset, b_offset=0 if b.copy else b.offset,
                       ta=self.a.trans, tb=self.b.trans, batch=self.batch, inner=self.inner, m=self.m,
                       n=self.n, k=self.k, lda=self.a.ld, sa0=self.a.outer, sa1=self.a.inner,
-                      ldb=self.b.ld, sb0=self.b.outer, sb1=self.b.inner)
+                      ldb=self.b.ld, sb0=self.b.outer, sb1=self.b.inner, epi=0, epi_args=0, epi_rows=0)
         params = (ctypes.c_int64 * len(GEMM_PARAMS))(*[values[name] for name in GEMM_PARAMS])
         arr_t = ctypes.c_void_p * (reads + 3 + len(copies))
         err = np.zeros(1, np.int32)
@@ -303,7 +346,13 @@ def blas_call(plan: GemmPlan, mm, helpers: dict) -> BlasCall | None:
 #   docs/benchmarks.md "Linear layers on few rows"): m = 55 (W9) 124-137 against 92-95 (MKL
 #   112-133); m = 8-24 51-115 against 47-87; m = 128 146 against 143; m = 256 119-148 against
 #   134-149 and on the GPU host's CPU 90-130 against 130-140, so from 129 rows on the BLAS stays;
-#   m = 1-4 (a vector product, for the most part padding) 6-29 against 20-26.
+#   m = 1-4 (a vector product, for the most part padding) 6-29 against 20-26.  Batched, the same
+#   form is attention's scores q @ kᵀ (k read transposed in place): lt.compile of the README demo's
+#   (32 products of (64, 32) @ (32, 64)), p10 of 8 rounds alternating, dev machine: one thread
+#   118 us against 131, two 68-120 against 82-148; (5, 12 heads, 11 tokens) (W9) even; (4 heads,
+#   128, 64) 67-120 against 78-144 (docs/benchmarks.md, sixteenth session).  Attention's values
+#   p @ v (v read as is) stay on the BLAS: the kernel reading v's columns as its rows of w was no
+#   faster there (32 products of (64, 64) @ (64, 32): 296 against 289 us with the ctypes calls).
 #   Where the kernel is missing (no AVX-512, not built) the helper runs `flipped` instead.
 ROUTES = {"blas": 0, "flipped": 1, "rows": 2}
 FLIP_MAX_ROWS = 128
@@ -311,11 +360,12 @@ ROWS_RANGE = range(8, 129)           # the rows m the `rows` kernel takes
 
 
 def route(dtype, batch: int, m: int, n: int, a: Matrix, b: Matrix) -> int:
-    """How a product is computed (ROUTES): a single product x (m, k) @ Wᵀ with m in ROWS_RANGE goes
-    to the rows kernel (float32, where it is built and the CPU has AVX-512); one of at most
-    FLIP_MAX_ROWS rows against a transposed weight at least 3x as wide is flipped; the rest BLAS."""
+    """How a product is computed (ROUTES): float32 products x (m, k) @ Wᵀ with m in ROWS_RANGE (a
+    linear layer; batched, attention's scores q @ kᵀ) go to the rows kernel (where it is built and
+    the CPU has AVX-512); a single product of at most FLIP_MAX_ROWS rows against a transposed
+    weight at least 3x as wide is flipped; the rest BLAS."""
     linear = batch == 1 and not a.trans and b.trans
-    if linear and dtype == D.float32 and m in ROWS_RANGE and rows_kernel():
+    if dtype == D.float32 and m in ROWS_RANGE and not a.trans and b.trans and rows_kernel():
         return ROUTES["rows"]
     if linear and m <= FLIP_MAX_ROWS and n >= 3 * m:
         return ROUTES["flipped"]
@@ -382,10 +432,10 @@ def _batch_steps(dims: list[tuple[int, int]], batch_shape: tuple[int, ...]) -> t
 # names (in a program's compiled functions) -> symbols of the helper: runtime/cpu.py adds them to a
 # program with library launches
 GEMM_SYMBOLS = {**{f"gemm_{dt.short}": f"lt_gemm_step_{dt.short}" for dt in HOST_GEMM_DTYPES},
-                "gemm_threads": "lt_gemm_threads"}
+                "gemm_threads": "lt_gemm_threads", "skip_step": "lt_skip_step"}
 # a product step's int64 parameter block, in this order (the helper's enum is rendered from it)
 GEMM_PARAMS = ("fn", "ilp64", "threads", "route", "rows", "a", "b", "c", "a_offset", "b_offset", "ta", "tb", "batch", "inner",
-               "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1")
+               "m", "n", "k", "lda", "sa0", "sa1", "ldb", "sb0", "sb1", "epi", "epi_args", "epi_rows")
 _gemm_found: dict = {}
 
 
