@@ -514,6 +514,17 @@ def test_kernel_inside_product(executors, calls, split, case):
         assert all(p.startswith("lib") and k.startswith("k") for p, k in ex.epilogues)
 
 
+@pytest.mark.parametrize("case", [0, 3, 4], ids=["bias", "layer_norm_rows", "softmax_scores"])
+def test_kernel_alone_through_its_part(monkeypatch, executors, calls, split, case):
+    """A kernel with a part function is compiled as calls of it (one function, not two); run as a
+    step of its own (LAZYTORCH_DEBUG's traced path: nothing inside the products), it computes the
+    same values, forked or not."""
+    monkeypatch.setenv("LAZYTORCH_DEBUG", "1")
+    name, fn, args, _ = _epilogue_cases(20 + split)[case]
+    check(fn, *args, atol=1e-4)
+    assert not executors[-1].direct and executors[-1].epilogues == []
+
+
 def test_epilogues_switched_off(monkeypatch, executors, calls):
     monkeypatch.setattr(cpu_backend, "EPILOGUES", False)
     check(lambda m, x, w, b: m.nn.functional.linear(x, w, b).relu(), sample((13, 16)), sample((41, 16), seed=1),
@@ -547,3 +558,17 @@ def test_epilogue_memory_kept_apart(executors, calls, split):
         used = {views[temp_of[s]][0] for s in p[2] + [w[0] for w in p[3]] if s in temp_of}
         written = {views[temp_of[w[0]]][0] for w in k[3] if w[0] in temp_of}
         assert not used & written, (product, kernel)
+
+
+def test_error_inside_a_product(executors, calls, split):
+    """An integer division by zero in a kernel that runs inside the product sets that kernel's
+    error word from the product's threads: the run raises naming it, and the same program then
+    runs right on valid data."""
+    def fn(m, x, w, y):
+        return (x @ w.t()).round().long() // y
+    x, w = sample((9 + split, 12), low=-3, high=3), sample((20, 12), seed=1, low=-3, high=3)
+    zero = lt.tensor(np.array([1] * 19 + [0], dtype=np.int64))
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
+        fn(lt, x.lt, w.lt, zero).numpy()
+    assert executors[-1].epilogues
+    check(fn, x, w, sample((20,), dtype="int64", low=1, high=5))

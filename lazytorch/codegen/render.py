@@ -702,6 +702,18 @@ def render_part(kernel: Kernel, n: int, arg: int) -> Rendered | None:
     return r.render()
 
 
+# rows a call of part_caller's loop computes: about the elements of the linear template's chunk
+PART_CHUNK = 16384
+
+
+def part_caller(name: str, part: str, rows: int, n: int, parallel: bool) -> str:
+    """C source of kernel `name` computed by calls of its part function `part` (render_part) over
+    chunks of its `rows` rows of `n` (forked where the kernel forks): a kernel with a part function
+    is compiled once, not twice (`c_part_call.c.j2`)."""
+    return environment().get_template("c_part_call.c.j2").render(
+        name=name, part=part, rows=rows, n=n, parallel=parallel, step=max(1, PART_CHUNK // max(n, 1)))
+
+
 def _rows_of(k: Kernel, n: int) -> Kernel | None:
     """Kernel k with `inner` the last `n` elements of its domain and `outer` the rest, or None
     (merged dims that do not split there; a row kernel whose rows are not `n` long)."""

@@ -83,24 +83,32 @@ def kernel_sources(plan, dialect: str = "c", epilogues: dict | None = None) -> S
         symbols[launch.name] = symbol
         helpers |= r.helpers
         if epilogue is not None:
-            _add_part(out, symbols, parts, launch, symbol, epilogue, lambda: kernel)
+            _add_part(out, symbols, parts, launch, symbol, epilogue, lambda: kernel, alone=True)
     out.helpers = frozenset(helpers)
     out.symbols = symbols
     return out
 
 
-def _add_part(out: Sources, symbols: dict, parts: dict, launch, symbol: str, epilogue, kernel_of) -> None:
+def _add_part(out: Sources, symbols: dict, parts: dict, launch, symbol: str, epilogue, kernel_of,
+              alone: bool = False) -> None:
     """The part function of `symbol`'s kernel (codegen/render.py render_part; `kernel_of()` lowers
     it), rendered once per symbol, where it renders.  A kernel that forks gets none after a
-    product too small to split: inside the product it would run on one thread."""
-    from ..codegen.render import render_part
+    product too small to split: inside the product it would run on one thread.  `alone`: the
+    kernel's source is only this launch's so far, and becomes calls of the part function, in the
+    same source (one function compiled, not two; one translation unit)."""
+    from ..codegen.render import part_caller, render_part
     from ..codegen.targets import get_dialect
     if symbol not in parts:
         kernel, name, parts[symbol] = kernel_of(), symbol + "_part", None
-        if epilogue.split or not get_dialect("c").extra["parallel"].forks(kernel):
+        forks = get_dialect("c").extra["parallel"].forks(kernel)
+        if epilogue.split or not forks:
             r = render_part(replace(kernel, name=name), epilogue.n, epilogue.arg)
             if r is not None:
-                out[name], parts[symbol] = r.source, name
+                parts[symbol] = name
+                if alone:
+                    out[symbol] = r.source + part_caller(symbol, name, kernel.numel // epilogue.n, epilogue.n, forks)
+                else:
+                    out[name] = r.source
     if parts[symbol] is not None:
         symbols[launch.name + ".part"] = parts[symbol]
 
