@@ -43,6 +43,7 @@ def split(request, monkeypatch):
     monkeypatch.setattr(threads, "num_threads", lambda: request.param)
     monkeypatch.setattr(threads, "kernels_parallel", lambda: request.param > 1)
     monkeypatch.setattr(threads, "idle_cores", lambda: request.param)
+    monkeypatch.setattr(threads, "own_busy", lambda: 0)      # (no other thread of the test's counts)
     return request.param
 
 
@@ -230,23 +231,33 @@ def test_idle_cores_count_only_the_cpus_this_process_may_use():
     assert sample is None or sample.cpus == len(os.sched_getaffinity(0))
 
 
-@pytest.mark.parametrize("idle", [1, 2])
-def test_spinning_libgomp_forks_only_while_cores_are_idle(monkeypatch, calls, idle):
-    """With a spinning libgomp loaded before lazytorch (torch's), each run sets its libraries'
-    lt_parallel from the idle cores: products split (and kernels fork) only when a core is free."""
-    monkeypatch.setattr(threads, "_state", {"policy": "loaded before lazytorch (spinning)", "kernels_parallel": False})
+@pytest.mark.parametrize("policy", [{"policy": "loaded before lazytorch (spinning)", "kernels_parallel": False},
+                                    {"policy": "spin 10000", "kernels_parallel": True}], ids=["torch_first", "own"])
+@pytest.mark.parametrize("idle,own", [(1, 0), (2, 0), (2, 1)])
+def test_runs_fork_only_over_free_cores(monkeypatch, calls, executors, policy, idle, own):
+    """Each run sets its libraries' lt_parallel and its products' thread count from the cores free
+    then: those other processes leave idle, less those this process's other threads keep busy
+    (a BLAS pool spinning after a call), with libgomp loaded by lazytorch or before it (torch)."""
+    monkeypatch.setattr(threads, "_state", policy)
     monkeypatch.setattr(threads, "num_threads", lambda: 2)
     monkeypatch.setattr(threads, "idle_cores", lambda: idle)
+    monkeypatch.setattr(threads, "own_busy", lambda: own)
     monkeypatch.setattr(library, "GEMM_PARALLEL_MIN", 0)
-    made: list = []
-    init = cpu_backend.CpuExecutor.__init__
-    monkeypatch.setattr(cpu_backend.CpuExecutor, "__init__",
-                        lambda self, *a, **k: (init(self, *a, **k), made.append(self))[0])
     # (sizes distinct per case: a cached plan keeps the policy it was prepared under)
-    check(lambda m, x, w: (x @ w.t()).relu() * 2, sample((7 + idle, 40)), sample((50, 40), seed=1), atol=1e-4)
-    assert threads.parallel_follows_idle() and calls[-1] is not None and calls[-1].threads == 2
-    flags = made[-1].parallel
-    assert flags and all(f.value == (idle > 1) for f in flags)
+    n = 7 + idle + 2 * own + (4 if policy["kernels_parallel"] else 0)
+    check(lambda m, x, w: (x @ w.t()).relu() * 2, sample((n, 40)), sample((50, 40), seed=1), atol=1e-4)
+    assert calls[-1] is not None and calls[-1].threads == 2
+    free = idle > 1 and not own
+    flags, counts = executors[-1].parallel, executors[-1].gemm_threads
+    assert flags and all(f.value == free for f in flags)
+    assert counts and all(c.value == (2 if free else 1) for c in counts)
+
+
+def test_runs_without_forking_steps_skip_the_thread_decision(executors):
+    """A program whose kernels are too small to fork and that has no product keeps no lt_parallel
+    flags to set: its runs skip the per-run thread decision (W7's call stays ~2 us to execute)."""
+    check(lambda m, a, b: ((a * 2.0 + b).tanh() - a) * 0.5, sample((33, 7)), sample((33, 7), seed=1))
+    assert executors and executors[-1].direct and executors[-1].parallel == [] and not executors[-1].gemm_threads
 
 
 # ---------------------------------------------------------------- segments: one native call per run

@@ -37,10 +37,12 @@ MAX_KERNEL_NODES = 2000
 
 
 class Sources(dict):
-    """kernel symbol -> kernel source, plus the helpers those kernels call (for the header) and
-    `symbols`: launch name -> the symbol of the kernel it runs."""
+    """kernel symbol -> kernel source, plus the helpers those kernels call (for the header),
+    `symbols`: launch name -> the symbol of the kernel it runs, and `forks`: whether a kernel's
+    loop may fork threads (codegen/cost.py)."""
     helpers: frozenset[str] = frozenset()
     symbols: dict[str, str] = {}
+    forks: bool = False
 
 
 def kernel_sources(plan, dialect: str = "c", epilogues: dict | None = None) -> Sources:
@@ -82,6 +84,7 @@ def kernel_sources(plan, dialect: str = "c", epilogues: dict | None = None) -> S
         out[symbol] = r.source
         symbols[launch.name] = symbol
         helpers |= r.helpers
+        out.forks = out.forks or r.parallel
         if epilogue is not None:
             _add_part(out, symbols, parts, launch, symbol, epilogue, lambda: kernel, alone=True)
     out.helpers = frozenset(helpers)
@@ -260,6 +263,9 @@ class CpuBackend(Backend):
             if rendered:                              # (a program with native steps: the runner too)
                 rendered["lt_run_steps"] = _template("c_runner.c.j2")
                 symbols["run_steps"] = "lt_run_steps"
+                symbols["thread_clocks"] = "lt_thread_clocks"
+            if gemm or getattr(rendered, "forks", True):    # (the per-run thread decision: CpuExecutor.run)
+                symbols["forks"] = "lt_parallel"
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
         structure = plan_structure(plan, gemm, epilogues) if PLAN_INDEX and debug_level() < 2 else None
@@ -268,6 +274,7 @@ class CpuBackend(Backend):
         except compiler.OpenMPUnavailable:      # (the first compile found no OpenMP: once more without)
             libs, kernels = _load_program(structure, make)
         functions = _functions(libs, kernels)
+        threads.watch_team(functions.get("thread_clocks"))
 
         def compile_launch(launch, plan) -> LaunchFn | None:
             if launch.kind == "library":
@@ -276,8 +283,8 @@ class CpuBackend(Backend):
                 return None
             return _kernel_launch(functions[launch.name], launch)
         parts = {name[:-5]: (fn, epilogues[name[:-5]].rows) for name, fn in functions.items() if name.endswith(".part")}
-        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"),
-                           [ctypes.c_int.in_dll(lib, "lt_parallel") for lib in libs], parts,
+        forking = [ctypes.c_int.in_dll(lib, "lt_parallel") for lib in libs] if "forks" in functions else []
+        return CpuExecutor(self, plan, compile_launch, sources, functions.get("run_steps"), forking, parts,
                            functions.get("skip_step"))
 
 
@@ -471,9 +478,9 @@ class CpuExecutor(PlanExecutor):
         super().__init__(backend, plan, compile_launch, sources, frozenset(self.parts))
         self._frames: list[_Frame] = []
         self.runner = runner
-        # the program's libraries' lt_parallel, set per run while a spinning libgomp makes
-        # forking depend on idle cores (runtime/threads.py)
-        self.parallel = list(parallel) if threads.parallel_follows_idle() else []
+        # the program's libraries' lt_parallel, set per run from the cores free then
+        # (runtime/threads.py free_cores)
+        self.parallel = list(parallel) if threads.num_threads() > 1 else []
         self.runner_at = ctypes.cast(runner, ctypes.c_void_p).value if runner is not None else 0
         self.direct = not debug_level() and any(getattr(s[0], "cfunc", None) for s in self.steps)
         self.epilogues: list[tuple[str, str]] = []      # (set by _layout)
@@ -669,7 +676,7 @@ class CpuExecutor(PlanExecutor):
         try:
             if not (self.gemm_threads or self.parallel):
                 return self._run(args, frame)
-            idle = threads.idle_cores()                  # (once per run, for every step)
+            idle = threads.free_cores()                  # (once per run, for every step)
             for count in self.gemm_threads:
                 count.value = idle
             for flag in self.parallel:

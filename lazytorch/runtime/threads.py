@@ -21,12 +21,16 @@ own workers (which wait for each other) stall: the README demo took 42 ms instea
 - When libgomp was loaded before us (by torch, say) with its default 3 ms spin, its workers keep
   spinning after every parallel region, so a region that needs a core another process holds
   waits for it at the barrier (W9 under a competing load: 282 ms split against 28 ms serial).
-  So kernels and split products go parallel only while the other processes leave a core idle:
-  the runtime sets `lt_parallel` per run from `idle_cores` (`parallel_follows_idle`), counted
-  over the CPUs this process may run on (per-CPU /proc/stat lines of its affinity mask: confined
-  to two cores of a sixteen-core host beside a busy process, it had counted fifteen idle cores
-  and forked onto the busy one, 11x its quiet time).  On a
-  quiet machine this is where torch's own eager ops (two threads) get their speed from too.
+  So kernels and split products go parallel only over the cores free at the time of the run:
+  the runtime sets `lt_parallel` and the products' thread count per run from `free_cores`,
+  which are the cores other processes leave idle (`idle_cores`), counted over the CPUs this
+  process may run on (per-CPU /proc/stat lines of its affinity mask: confined to two cores of a
+  sixteen-core host beside a busy process, it had counted fifteen idle cores and forked onto the
+  busy one, 11x its quiet time), less the cores this process's other threads keep busy
+  (`own_busy`: numpy's OpenBLAS pool spins ~0.1 s after each multi-threaded call; the README
+  demo right after its float64 numpy check took 9.3 ms a call forked against the other pool,
+  5.9 serial).  On a quiet machine this is where torch's own eager ops (two threads) get their
+  speed from too.
 - Thread counts follow OMP_NUM_THREADS and the process's CPU affinity (libgomp reads both;
   `num_threads` reports the same number); a kernel goes parallel only when its estimated work
   pays for the measured fork cost (codegen/cost.py, codegen/targets/c.py's PARALLEL).
@@ -120,6 +124,11 @@ def _affinity() -> frozenset[int] | None:
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# the first sample, at import: a program's first run then measures the interval since, not the
+# last minute's load average, which counts this process's own start and the processes just
+# before it (a fresh W1 process after others on two cores forked no kernel: warm first call 29 ms
+# against 22 for the run)
+_last[0] = cpu_sample()
 
 
 def idle_cores() -> int:
@@ -161,6 +170,72 @@ def others_busy(before: CpuSample | None, after: CpuSample | None) -> float | No
     return max(0.0, ((after.busy - before.busy) - (after.own - before.own)) / (after.wall - before.wall))
 
 
+# How often `own_busy` measures again (seconds).  Another thread's CPU time advances only at the
+# scheduler's ticks while it runs (every 4 ms at HZ 250), so a shorter window reads 0 or 2 cores.
+OWN_SAMPLE_S = 0.008
+_teams: dict[int, tuple[int, ...]] = {}   # calling thread -> CPU clocks of its OpenMP team
+_own: list = [None, 0]                    # [(thread, wall ns, foreign CPU ns) of the last sample, busy]
+_team_clocks: list = []                   # the kernel libraries' lt_thread_clocks (the first loaded)
+
+
+def watch_team(clocks_fn) -> None:
+    """Remember a kernel library's `lt_thread_clocks` (shaders/c_runner.c.j2), which reports the CPU
+    clocks of the calling thread's OpenMP team: `own_busy` needs it (the first one is kept)."""
+    if clocks_fn is not None and not _team_clocks:
+        clocks_fn.argtypes, clocks_fn.restype = (ctypes.POINTER(ctypes.c_int), ctypes.c_int), ctypes.c_int
+        _team_clocks.append(clocks_fn)
+
+
+def _team(thread: int) -> tuple[int, ...]:
+    """The CPU clocks of this thread and of its OpenMP workers (libgomp keeps a pool per calling
+    thread), found once per thread by a parallel region; () where they cannot be read."""
+    team = _teams.get(thread)
+    if team is None:
+        n = num_threads()
+        out = (ctypes.c_int * n)()
+        got = _team_clocks[0](out, n) if _team_clocks else 0
+        team = tuple(out[:got]) if got == n and all(out[:got]) else ()
+        if len(_teams) >= 16:                     # (threads come and go: keep the recent ones)
+            _teams.pop(next(iter(_teams)))
+        _teams[thread] = team
+    return team
+
+
+def own_busy() -> int:
+    """Cores this process's other threads kept busy lately: CPU time the process took beyond the
+    calling thread and its OpenMP workers, per second of wall time (measured again at most every
+    OWN_SAMPLE_S).  numpy's OpenBLAS pool spins ~0.1 s after each multi-threaded call, torch's
+    pools after theirs, a user's thread computes: a region forked onto such a core waits for it
+    (the README demo right after a float64 numpy product: 9.3 ms a call forked, 5.7 serial, 3.6
+    quiet; docs/benchmarks.md, "Threads inside the process").  `idle_cores` cannot see them:
+    it leaves out this whole process."""
+    now = time.monotonic_ns()
+    last, busy = _own
+    thread = threading.get_ident()
+    if last is not None and last[0] == thread and now - last[1] < OWN_SAMPLE_S * 1e9:
+        return busy
+    team = _team(thread)
+    if not team:
+        return 0
+    try:
+        foreign = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) - sum(map(time.clock_gettime_ns, team))
+    except OSError:                                # (a worker of the team is gone: found again next time)
+        _teams.pop(thread, None)
+        _own[:] = [None, 0]
+        return 0
+    if last is not None and last[0] == thread:
+        busy = max(0, int((foreign - last[2]) / (now - last[1]) + 0.5))
+    _own[:] = [(thread, now, foreign), busy]
+    return busy
+
+
+def free_cores() -> int:
+    """Cores a run of kernels and split products may use now (at least 1): those other processes
+    leave idle (`idle_cores`), less those this process's other threads keep busy (`own_busy`)."""
+    cores = idle_cores()
+    return cores if cores <= 1 else max(1, min(cores, num_threads() - own_busy()))
+
+
 def _gomp_loaded() -> bool:
     try:
         ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
@@ -197,16 +272,10 @@ def prepare_openmp() -> None:
 
 
 def kernels_parallel() -> bool:
-    """Whether kernels may always fork (the libraries' `lt_parallel` at load): not when a spinning
-    libgomp (loaded before us) would keep the cores busy for ~3 ms after every kernel; then
-    `parallel_follows_idle` decides per run."""
+    """The libraries' `lt_parallel` at load, before any run sets it from `free_cores` (and where
+    none does: LAZYTORCH_DEBUG's traced runs): not with a spinning libgomp loaded before us, which
+    keeps the cores busy for ~3 ms after every kernel."""
     return bool(_state.get("kernels_parallel", True)) and num_threads() > 1
-
-
-def parallel_follows_idle() -> bool:
-    """Whether kernels and split products fork only in runs that find a core idle
-    (`idle_cores` > 1): with a spinning libgomp loaded before lazytorch."""
-    return not _state.get("kernels_parallel", True) and num_threads() > 1
 
 
 def products_split() -> bool:
@@ -218,7 +287,7 @@ def products_split() -> bool:
 def info() -> dict:
     """The thread policy in effect (for lt.cache_info() and LAZYTORCH_DEBUG)."""
     return {"threads": num_threads(), "openmp": _state.get("policy", "not loaded yet"),
-            "kernels_parallel": "while cores are idle" if parallel_follows_idle() else kernels_parallel(),
+            "kernels_parallel": "while cores are free" if num_threads() > 1 else False,
             "library_calls_threads": 1 if _openblas() else "BLAS default"}
 
 
