@@ -119,7 +119,7 @@ def test_own_busy_counts_other_threads_of_this_process(monkeypatch):
         team = _registered_team()
         monkeypatch.setattr(threads, "idle_cores", lambda: len(team))
         time.sleep(0.3)                        # (a BLAS pool an earlier test woke: asleep by now)
-        monkeypatch.setattr(threads, "_own", [None, 0])
+        monkeypatch.setattr(threads, "_own", {})
         threads.own_busy()                     # (the first sample: the baseline)
         stop = threading.Event()
 

@@ -174,7 +174,7 @@ def others_busy(before: CpuSample | None, after: CpuSample | None) -> float | No
 # scheduler's ticks while it runs (every 4 ms at HZ 250), so a shorter window reads 0 or 2 cores.
 OWN_SAMPLE_S = 0.008
 _teams: dict[int, tuple[int, ...]] = {}   # calling thread -> CPU clocks of its OpenMP team
-_own: list = [None, 0]                    # [(thread, wall ns, foreign CPU ns) of the last sample, busy]
+_own: dict[int, tuple[int, int, int]] = {}   # calling thread -> (wall ns, foreign CPU ns, busy) last sampled
 _team_clocks: list = []                   # the kernel libraries' lt_thread_clocks (the first loaded)
 
 
@@ -210,10 +210,10 @@ def own_busy() -> int:
     quiet; docs/benchmarks.md, "Threads inside the process").  `idle_cores` cannot see them:
     it leaves out this whole process."""
     now = time.monotonic_ns()
-    last, busy = _own
     thread = threading.get_ident()
-    if last is not None and last[0] == thread and now - last[1] < OWN_SAMPLE_S * 1e9:
-        return busy
+    last = _own.get(thread)
+    if last is not None and now - last[0] < OWN_SAMPLE_S * 1e9:
+        return last[2]
     team = _team(thread)
     if not team:
         return 0
@@ -221,11 +221,12 @@ def own_busy() -> int:
         foreign = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) - sum(map(time.clock_gettime_ns, team))
     except OSError:                                # (a worker of the team is gone: found again next time)
         _teams.pop(thread, None)
-        _own[:] = [None, 0]
+        _own.pop(thread, None)
         return 0
-    if last is not None and last[0] == thread:
-        busy = max(0, int((foreign - last[2]) / (now - last[1]) + 0.5))
-    _own[:] = [(thread, now, foreign), busy]
+    busy = 0 if last is None else max(0, int((foreign - last[1]) / (now - last[0]) + 0.5))
+    if len(_own) >= 16 and thread not in _own:
+        _own.pop(next(iter(_own)))
+    _own[thread] = (now, foreign, busy)
     return busy
 
 
