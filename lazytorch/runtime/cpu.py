@@ -264,7 +264,9 @@ class CpuBackend(Backend):
                 rendered["lt_run_steps"] = _template("c_runner.c.j2")
                 symbols["run_steps"] = "lt_run_steps"
                 symbols["thread_clocks"] = "lt_thread_clocks"
-            if gemm or getattr(rendered, "forks", True):    # (the per-run thread decision: CpuExecutor.run)
+            # a marker the plan index keeps with the symbols: this program has steps that may fork,
+            # so each run decides its threads (CpuExecutor.run); others skip that
+            if gemm or getattr(rendered, "forks", True):
                 symbols["forks"] = "lt_parallel"
             return program_units(rendered), tuple(f"{n}={k}" for n, k in symbols.items())
 
