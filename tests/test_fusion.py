@@ -88,6 +88,14 @@ def test_opaque_op_is_reference_launch():
     fused(lambda m, x: (x.cumsum(-1) * 2).exp(), sample((3, 5)), expect=["reference", "kernel"])
 
 
+def test_chain_on_a_product_read_by_a_host_op_is_a_kernel():
+    """A pointwise chain on a product's output whose only reader is a host op (`pad`: cats) of
+    another shape is a kernel of its own, not recomputed on numpy inside that op: a view of a
+    computed value is not a broadcast operand (passes/fuse.py broadcast_operands)."""
+    fused(lambda m, x, w: m.nn.functional.pad(m.relu((x @ w).reshape(3, 10) * 2.0 - 1.0), (1, 1)),
+          sample((6, 8)), sample((8, 5), seed=1), expect=["library", "kernel", "reference"], atol=1e-5)
+
+
 def test_buffer_cap_splits_groups():
     xs = [sample((4, 8), seed=i) for i in range(40)]
 

@@ -39,6 +39,13 @@ CONV = [
     ("conv2d", (2, 2, 1, 4), (3, 2, 1, 3), dict(padding="valid", stride=(1, 2)), "contiguous", "float64"),
     ("conv2d", (1, 2, 5, 5), (2, 2, 3, 3), dict(padding="same", dilation=2), "contiguous", "float16"),
     ("conv1d", (2, 4, 9), (6, 2, 3), dict(stride=2, padding=2, groups=2), "strided", "float32", False),
+    # lowered to windows and a product (passes/decompositions/conv.py): a 1x1 convolution's columns
+    # are its input (no copy; strided: a copy), a depthwise one is a sum per window, a depthwise
+    # multiplier (two outputs per group) a product per group
+    ("conv2d", (2, 6, 4, 5), (5, 6, 1, 1), {}, "strided"),
+    ("conv2d", (2, 6, 5, 5), (4, 6, 1, 1), dict(stride=2), "contiguous", "float32", False),
+    ("conv2d", (2, 4, 6, 6), (4, 1, 3, 3), dict(padding=1, groups=4)),
+    ("conv2d", (1, 3, 5, 4), (6, 1, 3, 2), dict(stride=(2, 1), groups=3), "contiguous", "float64", False),
     ("conv_transpose2d", (2, 4, 3, 4), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1)),
     ("conv_transpose2d", (1, 4, 3, 3), (4, 1, 2, 2), dict(groups=2, dilation=2), "transposed", "float64"),
     ("conv_transpose1d", (3, 5), (3, 2, 3), dict(stride=3, padding=1), "contiguous", "float32", False),   # unbatched
@@ -59,12 +66,37 @@ def test_conv(backend):
     assert check_batch(cases) >= 3
 
 
-def test_conv_bias_relu_is_one_library_call_and_one_kernel():
-    x, w, b = lt.randn(2, 3, 16, 16), lt.randn(8, 3, 3, 3), lt.randn(8)
-    plan = lt.kernel_plan(lt.relu(lt.nn.functional.conv2d(x, w, b, padding=1)))
-    assert [launch.kind for launch in plan.launches] == ["reference", "kernel"], plan
+# conv2d(x, w, b) then relu: launches on cpu and metal-emu, where a convolution is its input's
+# windows copied as columns (a pointwise kernel), one product, and the bias with the relu after it
+# (one kernel, run inside the product on cpu); padding is two host cats first (`pad`)
+CONV_PLANS = [
+    ("3x3", (2, 3, 16, 16), (8, 3, 3, 3), {}, ["kernel", "library", "kernel"]),
+    ("3x3 padded", (2, 3, 16, 16), (8, 3, 3, 3), dict(padding=1), ["reference", "reference", "kernel", "library", "kernel"]),
+    ("1x1: its input is the columns", (2, 3, 16, 16), (8, 3, 1, 1), {}, ["library", "kernel"]),
+    ("1x1 strided", (2, 3, 16, 16), (8, 3, 1, 1), dict(stride=2), ["kernel", "library", "kernel"]),
+    ("depthwise: one reduction", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8), ["kernel"]),
+    ("two outputs per group", (2, 4, 16, 16), (8, 1, 3, 3), dict(groups=4), ["kernel", "library", "kernel"]),
+]
+
+
+@pytest.mark.parametrize("case", CONV_PLANS, ids=[c[0] for c in CONV_PLANS])
+def test_conv_launches(case):
+    from lazytorch.realize import kernel_plan
+    _, xs, ws, kw, kinds = case
+    x, w, b = lt.randn(*xs), lt.randn(*ws), lt.randn(ws[0])
+    y = lt.relu(lt.nn.functional.conv2d(x, w, b, **kw))
+    for backend in ("cpu", "metal-emu"):
+        plan = kernel_plan([y], backend)
+        assert [launch.kind for launch in plan.launches] == kinds, (backend, plan)
+        assert all(n.op != "convolution" for launch in plan.launches for n in launch.nodes)
+        if "library" in kinds:
+            assert plan.launches[kinds.index("library")].nodes[-1].op == "matmul"
+    # the reference backend runs the primitive whole (numpy, float64): the independent check
+    plan = kernel_plan([y], "reference")
+    assert [launch.kind for launch in plan.launches] == ["reference", "kernel"]
     assert plan.launches[0].nodes[-1].op == "convolution"
-    assert plan.launches[1].pattern == "pointwise"
+    np.testing.assert_allclose(y.numpy(), torch.relu(torch.nn.functional.conv2d(
+        *(torch.from_numpy(t.numpy()) for t in (x, w, b)), **kw)).numpy(), rtol=1e-4, atol=1e-4)
 
 
 CONV_ERRORS = [

@@ -585,9 +585,9 @@ def broadcast_operands(order: list[Node], users: dict[Node, list[Node]], root_se
     pointwise = _POINTWISE
     for n in order:
         op = n.op
-        if op == "param" or op in INLINED:
-            from_params.add(n)
-            continue
+        if op == "param" or (op in INLINED and all(i in from_params for i in n.inputs)):
+            from_params.add(n)          # (a view of a computed value is not: a pointwise chain on
+            continue                    #  a product's output ran inside a host cat, on numpy)
         for i in n.inputs:              # (a loop, not all(): most nodes fail at their first input)
             if i not in from_params:
                 break

@@ -208,7 +208,8 @@ class Epilogue:
 def epilogues(plan) -> dict[str, Epilogue]:
     """Kernel launch name -> how it runs inside the product that precedes it, for each kernel that
     can: it follows a float matmul launch directly, its domain is the product's output shape (a
-    row or reduce kernel: reduced over the last dim only) and it reads that output.  Instead of
+    row or reduce kernel: reduced over the last dim only; a pointwise kernel: as many elements)
+    and it reads that output.  Instead of
     a second pass over the output, forked again, half of it moved from the other core's cache (a
     bias, an activation, a residual add, a softmax or layer_norm over the rows), each thread
     finishes the slice it just multiplied.  Whether it reads the output element for element is
@@ -220,9 +221,13 @@ def epilogues(plan) -> dict[str, Epilogue]:
             continue
         mm = prev.nodes[-1]
         whole_rows = launch.pattern != "pointwise"
-        if mm.op != "matmul" or mm.dtype not in HOST_GEMM_DTYPES or len(mm.shape) < 2 \
-                or tuple(launch.domain) != tuple(mm.shape) \
-                or (whole_rows and tuple(launch.reduce_dims) != (len(mm.shape) - 1,)):
+        if mm.op != "matmul" or mm.dtype not in HOST_GEMM_DTYPES or len(mm.shape) < 2 or 0 in mm.shape:
+            continue
+        # a row kernel's rows must be the product's; a pointwise kernel may see the output through a
+        # reshape (a convolution's (N, O, H, W) of its product's (N, G, O, H * W)): render_part
+        # finds its rows of the product's columns, or gives no part function
+        if (tuple(launch.domain) != tuple(mm.shape) or tuple(launch.reduce_dims) != (len(mm.shape) - 1,)) \
+                if whole_rows else math.prod(launch.domain) != math.prod(mm.shape):
             continue
         arg = next((i for i, (node, _) in enumerate(launch.reads) if node is mm), None)
         if arg is None:
