@@ -67,11 +67,14 @@ def test_conv(backend):
 
 
 # conv2d(x, w, b) then relu: launches on cpu and metal-emu, where a convolution is its input's
-# windows copied as columns (a pointwise kernel), one product, and the bias with the relu after it
-# (one kernel, run inside the product on cpu); padding is two host cats first (`pad`)
+# windows copied as columns (a pointwise kernel, which also writes the padding's zeros), one
+# product, and the bias with the relu after it (one kernel, run inside the product on cpu)
 CONV_PLANS = [
     ("3x3", (2, 3, 16, 16), (8, 3, 3, 3), {}, ["kernel", "library", "kernel"]),
-    ("3x3 padded", (2, 3, 16, 16), (8, 3, 3, 3), dict(padding=1), ["reference", "reference", "kernel", "library", "kernel"]),
+    ("3x3 padded", (2, 3, 16, 16), (8, 3, 3, 3), dict(padding=1), ["kernel", "library", "kernel"]),
+    ("padded, strided, dilated", (2, 3, 16, 16), (8, 3, 3, 2), dict(padding=(2, 1), stride=2, dilation=(1, 2)),
+     ["kernel", "library", "kernel"]),
+    ("depthwise padded", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8, padding=1), ["kernel"]),
     ("1x1: its input is the columns", (2, 3, 16, 16), (8, 3, 1, 1), {}, ["library", "kernel"]),
     ("1x1 strided", (2, 3, 16, 16), (8, 3, 1, 1), dict(stride=2), ["kernel", "library", "kernel"]),
     ("depthwise: one reduction", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8), ["kernel"]),
@@ -97,6 +100,47 @@ def test_conv_launches(case):
     assert plan.launches[0].nodes[-1].op == "convolution"
     np.testing.assert_allclose(y.numpy(), torch.relu(torch.nn.functional.conv2d(
         *(torch.from_numpy(t.numpy()) for t in (x, w, b)), **kw)).numpy(), rtol=1e-4, atol=1e-4)
+
+
+PADDED_WINDOWS = [   # (x's shape, or a view of it: "t" transposed, "s" a narrowed slice; kernel, stride, dilation, padding)
+    ((2, 3, 5, 6), "", (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((1, 2, 4, 5), "t", (2, 3), (2, 1), (1, 2), (2, 1)),     # reads before and after the whole buffer
+    ((1, 2, 7, 5), "s", (3, 2), (1, 2), (2, 1), (3, 0)),
+    ((2, 3, 9), "", (4,), (2,), (1,), (3,)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PADDED_WINDOWS)))
+def test_padded_windows(backend, case):
+    """ir/build_conv.py padded_windows, in both dim orders: the windows of the padded input without
+    the padded copy, its clamped view read inside the buffer (the reference executor clips its
+    indices, the kernels clamp them) and masked, against numpy's windows of np.pad's copy."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from lazytorch.ir.build_conv import padded_windows
+    shape, layout, kernel, stride, dilation, padding = PADDED_WINDOWS[case]
+    nd = len(kernel)
+    full = np.random.default_rng(case).standard_normal(shape).astype(np.float32)
+    x = {"": full, "t": full.swapaxes(-1, -2), "s": full[..., 1:-1, :]}[layout]
+    padded = np.pad(x, [(0, 0)] * (x.ndim - nd) + [(p, p) for p in padding], constant_values=-7.0)
+    span = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+    win = sliding_window_view(padded, span, axis=tuple(range(x.ndim - nd, x.ndim)))
+    win = win[(Ellipsis,) + tuple(slice(None, None, s) for s in stride) + tuple(slice(None, None, d) for d in dilation)]
+    t = lt.from_numpy(full)
+    t = {"": t, "t": t.transpose(-1, -2), "s": t[..., 1:-1, :]}[layout]
+    for first in (False, True):
+        node = padded_windows(t.node, kernel, stride, dilation, padding, -7.0, kernel_first=first)
+        want = np.moveaxis(win, list(range(x.ndim, x.ndim + nd)), list(range(x.ndim - nd, x.ndim))) if first else win
+        np.testing.assert_array_equal(lt.Tensor(node).numpy(), want)
+    # every kernel reads the clamped view with its index clipped to x's buffer
+    from lazytorch.codegen.lower import lower
+    from lazytorch.codegen.render import render
+    from lazytorch.realize import kernel_plan
+    node = padded_windows(t.node, kernel, stride, dilation, padding, -7.0)
+    (launch,) = kernel_plan([lt.Tensor(node)], "cpu").launches
+    last = full.size - 1
+    for dialect in ("c", "metal", "cuda"):
+        assert f") > {last} ? {last} : (" in render(lower(launch), dialect).source
 
 
 CONV_ERRORS = [

@@ -30,11 +30,14 @@ class Arg:
 class Access:
     """Element (o, i) of the domain lives at arg[offset + sum(o_d*outer[d]) + sum(i_d*inner[d])].
 
-    `arg` is None for a pure index expression (iota): the value is the index itself."""
+    `arg` is None for a pure index expression (iota): the value is the index itself.  `clamp`: the
+    index may fall outside the buffer where the kernel masks the value out (a clamped view, a
+    padded read: ir/build.py clamped_view), so it is clipped to the buffer first."""
     arg: int | None
     outer: tuple[int, ...]
     inner: tuple[int, ...]
     offset: int = 0
+    clamp: bool = False
 
     @property
     def uniform(self) -> bool:

@@ -135,7 +135,7 @@ class _Lowering:
         self.args = [Arg(f"a{i}", b.dtype, "in", b.numel) for i, (_, b) in enumerate(launch.reads)]
         self.args += [Arg(f"a{len(self.args) + i}", b.dtype, "out", b.numel)
                       for i, (_, b) in enumerate(launch.writes)]
-        self.raw_access: list[tuple[int | None, tuple[int, ...], int]] = []   # (arg, I-strides, offset)
+        self.raw_access: list[tuple[int | None, tuple[int, ...], int, bool]] = []   # (arg, I-strides, offset, clamp)
         self.access_at: dict[tuple, int] = {}     # raw access -> its index in raw_access
         self.memo: dict = {}
         self.nvar = 0
@@ -215,13 +215,13 @@ class _Lowering:
             self.kernel_vars.add(out)
         return out
 
-    def access(self, arg: int | None, shape, strides, offset: int, space: tuple[int, ...]) -> int:
+    def access(self, arg: int | None, shape, strides, offset: int, space: tuple[int, ...], clamp: bool = False) -> int:
         full = [0] * len(self.I)
         dims = space[len(space) - len(shape):] if shape else ()
         for k, d in enumerate(dims):
             if shape[k] != 1:
                 full[d] = strides[k]
-        key = (arg, tuple(full), offset)
+        key = (arg, tuple(full), offset, clamp)
         at = self.access_at.get(key)
         if at is None:
             at = self.access_at[key] = len(self.raw_access)
@@ -278,12 +278,13 @@ class _Lowering:
         return self.memo[key]
 
     def load(self, n: Node, stage: Stage, space, scope: str) -> tuple[str, DType]:
+        clamp = False
         if n.op == "view" and id(n) not in self.reads:
-            base, spec = n.inputs[0], n.attrs["view"]
+            base, spec, clamp = n.inputs[0], n.attrs["view"], "clamp" in n.attrs   # (ir/build.py clamped_view)
         else:
             base, spec = n, V.contiguous(n.shape)
         arg = self.reads[id(base)]
-        acc = self.access(arg, spec.shape, spec.strides, spec.offset, space)
+        acc = self.access(arg, spec.shape, spec.strides, spec.offset, space, clamp)
         strides = self.raw_access[acc][1]
         if not any(strides):
             target = self.kernel_stage
@@ -389,16 +390,16 @@ class _Lowering:
     def finish(self, stages: list[Stage]) -> Kernel:
         inner_dims = list(self.R) if self.R else list(range(len(self.I)))
         outer_dims = list(self.K) if self.R else []
-        strides = [s for _, s, _ in self.raw_access]
+        strides = [s for _, s, _, _ in self.raw_access]
         outer = _merge(outer_dims, self.I, strides)
         inner = _merge(inner_dims, self.I, strides)
         accesses = []
-        for arg, s, off in self.raw_access:      # (a merged dim steps by the stride of its last dim)
-            accesses.append(Access(arg, tuple(s[g[-1]] for g in outer), tuple(s[g[-1]] for g in inner), off))
+        for arg, s, off, clamp in self.raw_access:     # (a merged dim steps by the stride of its last dim)
+            accesses.append(Access(arg, tuple(s[g[-1]] for g in outer), tuple(s[g[-1]] for g in inner), off, clamp))
         osz = tuple(_size(g, self.I) for g in outer)
         isz = tuple(_size(g, self.I) for g in inner)
         cont = V.contiguous_strides(osz + isz)
-        contiguous = all(not any(a.outer + a.inner) or a.outer + a.inner == cont for a in accesses)
+        contiguous = all(not a.clamp and (not any(a.outer + a.inner) or a.outer + a.inner == cont) for a in accesses)
         return Kernel(self.name, self.launch.pattern, self.args, osz, isz, accesses, stages,
                       _index_type(self.I, self.args, accesses, osz, isz), contiguous, self.row_cache)
 

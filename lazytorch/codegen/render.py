@@ -343,6 +343,9 @@ class _Renderer:
         return f"i + {a.offset}" if a.offset else "i"
 
     def at(self, a: Access, scope: str) -> str:
+        if a.clamp:                             # (never linear: lower.py makes such a kernel strided)
+            hi, x = self.k.args[a.arg].numel - 1, self.index(a, scope)
+            return f"(({x}) < 0 ? 0 : ({x}) > {hi} ? {hi} : ({x}))"
         return self.linear_index(a) if self.linear else self.index(a, scope)
 
     # ---- statements
@@ -545,7 +548,7 @@ class _Renderer:
         words = self.d.extra.get("vec_words", {})
         out = {}
         for i, a in enumerate(k.accesses):
-            if a.arg is None or a.inner != (1,) or a.offset % n or any(s % n for s in a.outer):
+            if a.arg is None or a.clamp or a.inner != (1,) or a.offset % n or any(s % n for s in a.outer):
                 continue
             out[i] = words.get(str(k.args[a.arg].dtype.itemsize * n), "")
         return out

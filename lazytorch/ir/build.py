@@ -254,7 +254,7 @@ def named_inputs(node: Node) -> dict[str, Any]:
 # ---------------------------------------------------------------- views
 
 def base_and_spec(x: Node) -> tuple[Node, V.ViewSpec]:
-    if x.op == "view":
+    if x.op == "view" and "clamp" not in x.attrs:        # (a clamped view composes with nothing)
         return x.inputs[0], x.attrs["view"]
     return x, contiguous_spec(x.shape)
 
@@ -278,6 +278,14 @@ def view_of(x: Node, spec: V.ViewSpec) -> Node:
     if V.is_identity(spec, base.shape):
         return base
     return Node("view", (base,), {"view": spec}, spec.shape, x.dtype)
+
+
+def clamped_view(base: Node, spec: V.ViewSpec) -> Node:
+    """A view that may reach outside `base` where its reader masks the value out (a padded read:
+    ir/build_conv.py padded_windows): element i reads base_flat[clip(offset + sum(i_d * strides[d]),
+    0, numel - 1)], so every read stays inside the buffer.  Passes never compose it with another
+    view (base_and_spec, simplify), and the code generators clamp its index (codegen/lower.py)."""
+    return Node("view", (base,), {"view": spec, "clamp": True}, spec.shape, base.dtype)
 
 
 def apply_view(x: Node, fn: Callable[[V.ViewSpec], V.ViewSpec | None]) -> Node:

@@ -114,6 +114,8 @@ def views(n: Node) -> Node | None:
         return x
     if x.op == "full":     # any view of a fill is a fill of the view's shape
         return Node("full", x.inputs, {**x.attrs, "size": n.shape}, n.shape, n.dtype)
+    if "clamp" in n.attrs or "clamp" in x.attrs:  # (clamped views compose with nothing: ir/build.py)
+        return None
     if x.op == "view":
         inner: V.ViewSpec = x.attrs["view"]
         if V.is_contiguous(inner):

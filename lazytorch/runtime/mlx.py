@@ -20,6 +20,7 @@ import numpy as np
 from ..codegen.gpu import ERROR_FLAG, check_dtypes, launch_call, scalar_dtype
 from ..codegen.mlx_call import MlxCall
 from ..ir import dtypes as D
+from ..ir import views as V
 from ..ir.dtypes import DType
 from .backend import Backend, Buffer, LaunchFn, negative_zero, scalar_key, to_float32
 from .caches import LRU
@@ -437,9 +438,13 @@ def _views(launch, views, reads: Sequence[Any]) -> dict[int, Any]:
 
 
 def _view(node, base):
-    """A view node over its (contiguous) buffer as an MLX strided view."""
-    spec = node.attrs["view"]
-    return _mx().as_strided(base.reshape(-1), spec.shape, spec.strides, spec.offset)
+    """A view node over its (contiguous) buffer as an MLX strided view (a clamped view, whose reader
+    masks what it reads outside the buffer: a gather of the clipped indices; ir/build.py)."""
+    spec, flat = node.attrs["view"], base.reshape(-1)
+    if "clamp" in node.attrs:
+        index = np.clip(V.storage_index(spec), 0, max(flat.size - 1, 0)).astype(np.int32)
+        return _mx().take(flat, _mx().array(index)).reshape(spec.shape)
+    return _mx().as_strided(flat, spec.shape, spec.strides, spec.offset)
 
 
 def _attention_launch(launch) -> Callable[[Sequence[Any]], list[Any]] | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from ...ir.build import call as B
-from ...ir.build_conv import windows
+from ...ir.build_conv import padded_windows
 from ...ir.node import Node
 from . import LIBRARY_FORMS, decomposes
 
@@ -47,14 +47,13 @@ def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shap
     N, O = x.shape[0], w.shape[0]
     G, Cg, Og = groups, w.shape[1], O // groups
     P, K = math.prod(out_shape[2:]), math.prod(kernel)
-    xp = B("pad", x, [p for q in reversed(padding) for p in (q, q)]) if any(padding) else x
-    win = windows(xp, kernel, stride, dilation)                          # (N, C, *out, *kernel)
     nd = len(kernel)
     if Cg == 1 and Og == 1:                                              # depthwise: a sum per window
+        win = padded_windows(x, kernel, stride, dilation, padding)       # (N, C, *out, *kernel)
         taps = B("reshape", w, (G,) + (1,) * nd + kernel)
         return B("sum", B("mul", win, taps), list(range(2 + nd, 2 + 2 * nd)))
-    order = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
-    cols = B("reshape", B("permute", win, order), (N, G, Cg * K, P))      # the one copy: im2col
+    win = padded_windows(x, kernel, stride, dilation, padding, kernel_first=True)   # (N, C, *kernel, *out)
+    cols = B("reshape", win, (N, G, Cg * K, P))                          # the one copy: im2col
     y = B("matmul", B("reshape", w, (G, Og, Cg * K)), cols)               # (N, G, Og, P)
     return B("reshape", y, out_shape)
 

@@ -15,6 +15,8 @@ def _view(node: Node, base):
     flat = np.ascontiguousarray(base).reshape(-1)
     if spec.numel == 0:
         return np.empty(spec.shape, dtype=base.dtype)
+    if "clamp" in node.attrs:                     # (ir/build.py clamped_view)
+        return flat[np.clip(V.storage_index(spec), 0, flat.size - 1)].reshape(spec.shape)
     return np.array(strided(flat, spec), copy=True)
 
 
