@@ -89,11 +89,22 @@ def test_opaque_op_is_reference_launch():
 
 
 def test_chain_on_a_product_read_by_a_host_op_is_a_kernel():
-    """A pointwise chain on a product's output whose only reader is a host op (`pad`: cats) of
-    another shape is a kernel of its own, not recomputed on numpy inside that op: a view of a
-    computed value is not a broadcast operand (passes/fuse.py broadcast_operands)."""
-    fused(lambda m, x, w: m.nn.functional.pad(m.relu((x @ w).reshape(3, 10) * 2.0 - 1.0), (1, 1)),
-          sample((6, 8)), sample((8, 5), seed=1), expect=["library", "kernel", "reference"], atol=1e-5)
+    """A pointwise chain on a product's output whose only reader is a host op (`cat`) of another
+    shape is a kernel of its own, not recomputed on numpy inside that op: a view of a computed
+    value is not a broadcast operand (passes/fuse.py broadcast_operands)."""
+    fused(lambda m, x, w, y: m.cat([m.relu((x @ w).reshape(3, 10) * 2.0 - 1.0), y]),
+          sample((6, 8)), sample((8, 5), seed=1), sample((2, 10), seed=2), expect=["library", "kernel", "reference"],
+          atol=1e-5)
+
+
+def test_constant_pad_is_one_kernel():
+    """F.pad in constant mode (and a pooling's padding) reads its input through a clamped view
+    under a mask: one kernel, no host cats (ir/build_shape_ops.py padded).  A computed input is
+    stored first, as every view of a computed value."""
+    fused(lambda m, x: m.nn.functional.pad(x, (1, 2, 0, 3), value=-1.0).exp(), sample((3, 4, 5)), expect=["kernel"])
+    fused(lambda m, x: m.nn.functional.pad(x.exp(), (1, 2), value=-1.0), sample((3, 4, 5)), expect=["kernel", "kernel"])
+    fused(lambda m, x: m.nn.functional.max_pool2d(x, 3, stride=2, padding=1), sample((2, 3, 7, 6)),
+          expect=["kernel", "kernel"])
 
 
 def test_buffer_cap_splits_groups():

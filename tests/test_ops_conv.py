@@ -8,11 +8,14 @@ cases marked emu=False (variants of a kernel shape another case already covers) 
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 
 import lazytorch as lt
+from lazytorch.ir.node import Node
 from oracle import check, check_error, sample
 from oracle_batch import Case, check_batch
 
@@ -67,14 +70,14 @@ def test_conv(backend):
 
 
 # conv2d(x, w, b) then relu: launches on cpu and metal-emu, where a convolution is its input's
-# windows copied as columns (a pointwise kernel, which also writes the padding's zeros), one
-# product, and the bias with the relu after it (one kernel, run inside the product on cpu)
+# windows copied as columns (a pointwise kernel; with padding, the padded input first, one kernel),
+# one product, and the bias with the relu after it (one kernel, run inside the product on cpu)
 CONV_PLANS = [
     ("3x3", (2, 3, 16, 16), (8, 3, 3, 3), {}, ["kernel", "library", "kernel"]),
-    ("3x3 padded", (2, 3, 16, 16), (8, 3, 3, 3), dict(padding=1), ["kernel", "library", "kernel"]),
+    ("3x3 padded", (2, 3, 16, 16), (8, 3, 3, 3), dict(padding=1), ["kernel", "kernel", "library", "kernel"]),
     ("padded, strided, dilated", (2, 3, 16, 16), (8, 3, 3, 2), dict(padding=(2, 1), stride=2, dilation=(1, 2)),
-     ["kernel", "library", "kernel"]),
-    ("depthwise padded", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8, padding=1), ["kernel"]),
+     ["kernel", "kernel", "library", "kernel"]),
+    ("depthwise padded", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8, padding=1), ["kernel", "kernel"]),
     ("1x1: its input is the columns", (2, 3, 16, 16), (8, 3, 1, 1), {}, ["library", "kernel"]),
     ("1x1 strided", (2, 3, 16, 16), (8, 3, 1, 1), dict(stride=2), ["kernel", "library", "kernel"]),
     ("depthwise: one reduction", (2, 8, 16, 16), (8, 1, 3, 3), dict(groups=8), ["kernel"]),
@@ -132,15 +135,20 @@ def test_padded_windows(backend, case):
         node = padded_windows(t.node, kernel, stride, dilation, padding, -7.0, kernel_first=first)
         want = np.moveaxis(win, list(range(x.ndim, x.ndim + nd)), list(range(x.ndim - nd, x.ndim))) if first else win
         np.testing.assert_array_equal(lt.Tensor(node).numpy(), want)
-    # every kernel reads the clamped view with its index clipped to x's buffer
+    # the kernel reads the clamped view only where the mask holds (a guarded load), or clips its index
     from lazytorch.codegen.lower import lower
     from lazytorch.codegen.render import render
     from lazytorch.realize import kernel_plan
     node = padded_windows(t.node, kernel, stride, dilation, padding, -7.0)
-    (launch,) = kernel_plan([lt.Tensor(node)], "cpu").launches
+    (pad, *_) = kernel_plan([lt.Tensor(node)], "cpu").launches
+    for dialect in ("c", "metal", "cuda"):
+        assert re.search(r"\(v\d+ \? a\d+\[", render(lower(pad), dialect).source), dialect
+    unguarded = next(n for n in pad.nodes if "clamp" in n.attrs)                  # read without the where
+    (alone,) = kernel_plan([lt.Tensor(Node("contiguous", (unguarded,), {}, unguarded.shape, unguarded.dtype))],
+                           "cpu").launches
     last = full.size - 1
     for dialect in ("c", "metal", "cuda"):
-        assert f") > {last} ? {last} : (" in render(lower(launch), dialect).source
+        assert f") > {last} ? {last} : (" in render(lower(alone), dialect).source, dialect
 
 
 CONV_ERRORS = [

@@ -316,5 +316,6 @@ def test_builders_lower_to_primitives():
     x = lt.ones(3, 4)
     text = lt.dump(lt.tril(x), lt.roll(x, 1, 0), lt.nn.functional.pad(x, (1, 1)), x.repeat(2, 1))
     ops = {line.split("=")[1].split("(")[0].strip() for line in text.splitlines() if "=" in line}
-    assert ops <= {"buffer", "scalar", "full", "iota", "sub", "le", "where", "view", "contiguous", "cat"}, ops
+    assert ops <= {"buffer", "scalar", "full", "iota", "sub", "le", "ge", "lt", "logical_and", "where", "view",
+                   "contiguous", "cat"}, ops
     assert {"iota", "cat", "where"} <= ops

@@ -27,7 +27,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
-from ..ir.build import contiguous, view_of
+from ..ir.build import contiguous, inside_spec, view_of
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
@@ -586,7 +586,15 @@ def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec, layout_only: bool 
 
 @rule("view")
 def _view(a, out, g):
-    return {"self": view_adjoint(g, a["self"].shape, a["view"])}
+    box = a.get("clamp")
+    if box is None:
+        return {"self": view_adjoint(g, a["self"].shape, a["view"])}
+    # a clamped view (ir/build.py): its reader masks everything outside the box, so only the box's
+    # part of g reaches the base, through the ordinary view inside it
+    for d, (start, stop) in enumerate(box):
+        if (start, stop) != (0, g.shape[d]):
+            g = C("narrow", g, d, start, stop - start)
+    return {"self": view_adjoint(g, a["self"].shape, inside_spec(a["view"], box))}
 
 
 @rule("view_assign")

@@ -277,24 +277,31 @@ class _Lowering:
                 for i in n.inputs)
         return self.memo[key]
 
-    def load(self, n: Node, stage: Stage, space, scope: str) -> tuple[str, DType]:
+    def load(self, n: Node, stage: Stage, space, scope: str, guard: str | None = None) -> tuple[str, DType]:
+        """A load of n (a read or a view of one).  A clamped view's index is clipped to the buffer,
+        unless `guard` (a bool var) is true exactly where it lies inside: then the load runs only
+        there (where(inside, clamped view, fill): a masked vector load, no clipping)."""
         clamp = False
         if n.op == "view" and id(n) not in self.reads:
-            base, spec, clamp = n.inputs[0], n.attrs["view"], "clamp" in n.attrs   # (ir/build.py clamped_view)
+            base, spec = n.inputs[0], n.attrs["view"]
+            clamp = "clamp" in n.attrs and guard is None          # (ir/build.py clamped_view)
         else:
             base, spec = n, V.contiguous(n.shape)
         arg = self.reads[id(base)]
         acc = self.access(arg, spec.shape, spec.strides, spec.offset, space, clamp)
         strides = self.raw_access[acc][1]
-        if not any(strides):
+        if guard is not None:
+            target = stage
+        elif not any(strides):
             target = self.kernel_stage
         elif scope == "row":
             target = self.row_stages[0]
         else:
             target = stage
-        key = ("load", acc, id(target))
+        key = ("load", acc, id(target), guard)
         if key not in self.memo:
-            v = self.emit(target, "load", [], register(base.dtype), access=acc, storage=base.dtype)
+            extra = {"guard": guard} if guard is not None else {}
+            v = self.emit(target, "load", [], register(base.dtype), access=acc, storage=base.dtype, **extra)
             if target is self.kernel_stage:
                 self.kernel_vars.add(v)
             self.memo[key] = (v, register(base.dtype))
@@ -318,7 +325,13 @@ class _Lowering:
         if n.op == "to":
             v, dt = self.value(n.inputs[0], stage, sp, scope)
             return self.cast(v, dt, out, stage, to=n.dtype), out
-        ins = [self.value(i, stage, sp, scope) for i in n.inputs]
+        if n.op == "where" and _padded_read(n.inputs[1]) and id(n.inputs[1]) not in self.reads:
+            c, cdt = self.value(n.inputs[0], stage, sp, scope)
+            c = self.cast(c, cdt, D.bool_, stage)
+            ins = [(c, D.bool_), self.load(n.inputs[1], stage, sp, scope, guard=c),
+                   self.value(n.inputs[2], stage, sp, scope)]
+        else:
+            ins = [self.value(i, stage, sp, scope) for i in n.inputs]
         if n.op == "where":
             args = [self.cast(ins[0][0], ins[0][1], D.bool_, stage)]
             args += [self.cast(v, dt, out, stage) for v, dt in ins[1:]]
@@ -402,6 +415,12 @@ class _Lowering:
         contiguous = all(not a.clamp and (not any(a.outer + a.inner) or a.outer + a.inner == cont) for a in accesses)
         return Kernel(self.name, self.launch.pattern, self.args, osz, isz, accesses, stages,
                       _index_type(self.I, self.args, accesses, osz, isz), contiguous, self.row_cache)
+
+
+def _padded_read(n: Node) -> bool:
+    """A clamped view read by a `where` whose condition is true exactly where it lies inside its
+    buffer: the only reader ir/build_conv.py padded_windows gives one."""
+    return n.op == "view" and "clamp" in n.attrs
 
 
 def _merge(dims: list[int], I, strides) -> list[list[int]]:

@@ -370,7 +370,9 @@ class _Renderer:
                 e = (fmt.format(ptr=f"lt_l{acc}", idx="lt_q") if self.vector_step(acc, scope, "load")
                      else fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope)))
                 return self.note(f"const {T} {op.var} = {e}; lt_c{slot}[lt_j] = {op.var};")
-            if self.in_vector and acc in self.vector or self.vector_step(acc, scope, "load"):
+            if "guard" in op.attrs:              # (lower.py load: read only where the guard holds)
+                e = f"({op.attrs['guard']} ? {fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))} : 0)"
+            elif self.in_vector and acc in self.vector or self.vector_step(acc, scope, "load"):
                 e = fmt.format(ptr=f"lt_l{acc}", idx="lt_q")
             else:
                 e = fmt.format(ptr=self.k.args[a.arg].name, idx=self.at(a, scope))

@@ -280,12 +280,19 @@ def view_of(x: Node, spec: V.ViewSpec) -> Node:
     return Node("view", (base,), {"view": spec}, spec.shape, x.dtype)
 
 
-def clamped_view(base: Node, spec: V.ViewSpec) -> Node:
-    """A view that may reach outside `base` where its reader masks the value out (a padded read:
-    ir/build_conv.py padded_windows): element i reads base_flat[clip(offset + sum(i_d * strides[d]),
-    0, numel - 1)], so every read stays inside the buffer.  Passes never compose it with another
-    view (base_and_spec, simplify), and the code generators clamp its index (codegen/lower.py)."""
-    return Node("view", (base,), {"view": spec, "clamp": True}, spec.shape, base.dtype)
+def clamped_view(base: Node, spec: V.ViewSpec, box: tuple[tuple[int, int], ...]) -> Node:
+    """A view that reaches outside `base` except in `box` ((start, stop) per dim), where its reader
+    masks the value out (a padded read: ir/build_conv.py padded): element i reads
+    base_flat[clip(offset + sum(i_d * strides[d]), 0, numel - 1)], so every read stays inside the
+    buffer.  Passes never compose it with another view (base_and_spec, simplify), the code
+    generators clamp its index (codegen/lower.py), and its gradient is the box's (autograd)."""
+    return Node("view", (base,), {"view": spec, "clamp": box}, spec.shape, base.dtype)
+
+
+def inside_spec(spec: V.ViewSpec, box: tuple[tuple[int, int], ...]) -> V.ViewSpec:
+    """The part of a clamped view's spec inside its box: an ordinary view of its base."""
+    return V.ViewSpec(tuple(stop - start for start, stop in box), spec.strides,
+                      spec.offset + sum(start * st for (start, _), st in zip(box, spec.strides)))
 
 
 def apply_view(x: Node, fn: Callable[[V.ViewSpec], V.ViewSpec | None]) -> Node:

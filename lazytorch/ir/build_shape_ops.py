@@ -17,7 +17,8 @@ from typing import Callable
 
 from . import dtypes as D
 from . import meta
-from .build import Args, builder, call, constant, slice_node
+from . import views as V
+from .build import Args, base_and_spec, builder, call, clamped_view, constant, slice_node
 from .creation import fill, fill_constant, iota
 from .errors import op_error, wrap_dim
 from .node import Node
@@ -203,12 +204,47 @@ def _pad_dim(op: str, x: Node, d: int, left: int, right: int, mode: str, value) 
     return parts[0] if len(parts) == 1 else call("cat", tuple(parts), d)
 
 
+def padded(x: Node, pairs, fill_value=0) -> Node:
+    """x padded on its trailing len(pairs) dims by (before, after) pairs (each >= 0) with
+    `fill_value`, as one kernel and no host cat: x's base read through a clamped view (ir/build.py
+    clamped_view) whose offset starts in the padding, and `fill_value` where an element's
+    coordinate falls outside x (a mask of index arithmetic, computed in the kernel, whose load runs
+    only inside: codegen/lower.py)."""
+    base, spec = base_and_spec(x)
+    lead = x.ndim - len(pairs)
+    shape = tuple(x.shape[:lead]) + tuple(n + lo + hi for n, (lo, hi) in zip(x.shape[lead:], pairs))
+    box = tuple((0, n) for n in x.shape[:lead]) + tuple((lo, lo + n) for n, (lo, _) in zip(x.shape[lead:], pairs))
+    offset = spec.offset - sum(lo * a for (lo, _), a in zip(pairs, spec.strides[lead:]))
+    inside = None
+    for d, ((start, stop), n) in enumerate(zip(box, shape)):
+        if (start, stop) == (0, n):
+            continue
+        at = [1] * len(shape)
+        at[d] = n
+        coord = iota(tuple(at), d)
+        ok = call("logical_and", call("ge", coord, constant(start)), call("lt", coord, constant(stop)))
+        inside = ok if inside is None else call("logical_and", inside, ok)
+    if inside is None:
+        return x
+    if x.numel == 0:                                # (all padding: nothing to read)
+        return fill(shape, fill_value, x.dtype)
+    return call("where", inside, clamped_view(base, V.ViewSpec(shape, tuple(spec.strides), offset), box), fill_value)
+
+
 @builder("pad")
 def pad(op: OpDef, schema: Schema, a: Args) -> Node:
-    """F.pad: `pad` holds (left, right) pairs starting from the last dim; negative pads crop."""
+    """F.pad: `pad` holds (left, right) pairs starting from the last dim; negative pads crop.  A
+    constant pad that crops nothing is one kernel (`padded`); the others are cats of edges."""
     x, pads, mode, value = a["self"], _ints(a["pad"]), a["mode"], a["value"]
     _check_pad(op.name, x, pads, mode, value)
     value = 0 if value is None else value
+    if mode == "constant" and min(pads, default=0) >= 0:
+        k = len(pads) // 2
+        if isinstance(value, Node):          # (a Python number that became a runtime argument)
+            fill = call("to", value, x.dtype)
+        else:
+            fill = bool(value) if x.dtype.is_bool else float(value) if x.dtype.is_floating_point else int(value)
+        return padded(x, [(pads[2 * (k - 1 - j)], pads[2 * (k - 1 - j) + 1]) for j in range(k)], fill)
     for i in range(len(pads) // 2):
         x = _pad_dim(op.name, x, x.ndim - 1 - i, pads[2 * i], pads[2 * i + 1], mode, value)
     return x
