@@ -58,3 +58,25 @@ def test_hundred_thousand_node_graph():
     assert sys.getrecursionlimit() == limit
     del y                                            # a deep chain must also free without recursing
     gc.collect()
+
+
+def test_batchnorm_training_loop_keeps_no_step_alive():
+    """BatchNorm's running statistics are blended outside autograd (as torch's): blended with grad,
+    each step's statistics kept that step's graph, activations and old weights included, reachable
+    from the buffer, so a training loop grew by its activations every step."""
+    nn = lt.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 4))
+    opt = lt.optim.SGD(model.parameters(), lr=0.01)
+    x = lt.from_numpy(np.random.default_rng(0).random((4, 3, 6, 6), dtype=np.float32))
+    y = lt.from_numpy(np.array([0, 1, 2, 3]))
+    weights = []
+    for _ in range(4):
+        weights.append(weakref.ref(model[0].weight.node))
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        lt.eval(*model.buffers())
+    gc.collect()
+    bn = model[1]
+    assert not bn.running_mean.requires_grad and bn.running_mean.grad_fn is None
+    assert [w() is None for w in weights[:-1]] == [True] * 3        # the earlier steps' weights are gone

@@ -185,10 +185,14 @@ class _BatchNorm(Module):
         self._blend(mean, var, m, "batch_norm")
 
     def _blend(self, mean: Tensor, var: Tensor, m: float, what: str) -> None:
-        """running statistics <- (1 - m) * running + m * the batch's, in place."""
+        """running statistics <- (1 - m) * running + m * the batch's, in place, outside autograd (as
+        torch's): blended with grad, each step's statistics kept the step's whole graph reachable
+        from the buffer, a training loop's memory growing by its activations every step."""
+        from ..autograd import no_grad
         dt = self.running_mean.dtype
-        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, what)
-        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, what)
+        with no_grad():
+            set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.detach().to(dt)).node, what)
+            set_value(self.running_var, ((1 - m) * self.running_var + m * var.detach().to(dt)).node, what)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
