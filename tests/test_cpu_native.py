@@ -510,7 +510,10 @@ def _epilogue_cases(n: int):
         # a convolution's product (N, G, O, H * W) read as (N, O, H, W): columns cut, and rows
         # (40 channels of 4 positions: more rows than columns)
         ("conv_bias_relu", lambda m, x, w, b: m.relu(F(m).conv2d(x, w, b)),
-         (sample((2, 3, 9 + n, 7)), sample((6, 3, 2, 2), seed=1), sample((6,), seed=2)), True),
+         (sample((1, 3, 9 + n, 7)), sample((6, 3, 2, 2), seed=1), sample((6,), seed=2)), True),
+        # a batch of few positions joins one product's columns: its output is read transposed
+        ("conv_batch_in_columns", lambda m, x, w, b: m.relu(F(m).conv2d(x, w, b)),
+         (sample((2, 3, 9 + n, 7)), sample((6, 3, 2, 2), seed=1), sample((6,), seed=2)), False),
         ("conv_rows", lambda m, x, w, b: F(m).conv2d(x, w, b, stride=2) * 0.5,
          (sample((1, 4, 4 + n, 4)), sample((40, 4, 2, 2), seed=1), sample((40,), seed=2)), True),
         ("reshaped_transposed", lambda m, x, w: (x @ w.t()).reshape(37, -1).t() * 2,
@@ -518,7 +521,7 @@ def _epilogue_cases(n: int):
     ]
 
 
-@pytest.mark.parametrize("case", range(12), ids=[c[0] for c in _epilogue_cases(0)])
+@pytest.mark.parametrize("case", range(13), ids=[c[0] for c in _epilogue_cases(0)])
 def test_kernel_inside_product(executors, calls, split, case):
     """A kernel after a product that reads its output element for element (bias, activation,
     residual) or row for row (layer_norm, softmax) runs inside the product, on each slice as it is

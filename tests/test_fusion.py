@@ -1,6 +1,7 @@
 """Fusion: kernel counts of canonical programs, each fused program compared with torch."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -142,3 +143,23 @@ def test_view_of_computed_value_reads_stored_buffer():
 
 def test_eval_root_that_is_view_and_scalar_param():
     check(lambda m, x: (x.t(), x * 1), sample((3, 4)))
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (2, 3, 4)])
+def test_channel_statistics_broadcast_back_lower_to_kernels(shape):
+    """BatchNorm's backward broadcasts each channel's sums over (N, *spatial) back over them: a row
+    value whose kept dim is not the domain's last.  Every kernel lowers (none falls back to the
+    host executor: codegen/lower.py row_broadcast), and the gradients match torch."""
+    from lazytorch.codegen.lower import lower
+    from lazytorch.realize import kernel_plan
+    rng = np.random.default_rng(0)
+    x, w, g = (rng.standard_normal(s).astype(np.float32) for s in (shape, (3,), shape))
+    lx, lw = lt.tensor(x, requires_grad=True), lt.tensor(w, requires_grad=True)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    (lt.nn.functional.batch_norm(lx, None, None, lw, None, True) * lt.from_numpy(g)).sum().backward()
+    (torch.nn.functional.batch_norm(tx, None, None, tw, None, True) * torch.from_numpy(g)).sum().backward()
+    for launch in kernel_plan([lx.grad, lw.grad], "cpu").launches:
+        if launch.kind == "kernel":
+            lower(launch)
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(lw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)

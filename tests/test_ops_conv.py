@@ -294,3 +294,23 @@ def test_resampling(backend):
         cases.append(Case(f"interpolate{kw}", lambda m, x, kw=kw: fn(m).interpolate(x, **kw),
                           (sample(xs, layout="transposed", seed=i),), dict(atol=1e-5), emu=i in (0, 3)))
     assert check_batch(cases) >= 5
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, padding=1, dilation=(1, 2))], ids=["padded", "strided"])
+def test_conv_backward_has_no_host_steps(kw):
+    """A convolution's gradients are products and kernels: the input's sums each kernel position's
+    slice of the columns' gradient as a pad of it, in one kernel (autograd/derivatives.py col2im),
+    not a host write of each position into zeros; values against torch."""
+    from lazytorch.realize import kernel_plan
+    rng = np.random.default_rng(0)
+    x, w, g = rng.standard_normal((2, 3, 9, 8)), rng.standard_normal((4, 3, 3, 3)), None
+    lx, lw = lt.tensor(x.astype(np.float32), requires_grad=True), lt.tensor(w.astype(np.float32), requires_grad=True)
+    tx, tw = torch.tensor(x.astype(np.float32), requires_grad=True), torch.tensor(w.astype(np.float32), requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, **kw)
+    g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    (ty * torch.from_numpy(g)).sum().backward()
+    (lt.nn.functional.conv2d(lx, lw, **kw) * lt.from_numpy(g)).sum().backward()
+    kinds = {launch.kind for launch in kernel_plan([lx.grad, lw.grad], "cpu").launches}
+    assert kinds == {"kernel", "library"}, kinds
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(lw.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)

@@ -235,7 +235,8 @@ class _Lowering:
             # a broadcast of a group value: the input's dims are some of the view's dims
             dims = space[len(space) - len(n.shape):]
             inner = tuple(dims[j] for j in _broadcast_dims(n)) if dims else ()
-            if id(n.inputs[0]) not in self.floating and inner != space[len(space) - len(inner):]:
+            if id(n.inputs[0]) not in self.floating and inner != space[len(space) - len(inner):] \
+                    and not self.row_broadcast(n):
                 raise Unsupported("a broadcast of a computed value that is not right-aligned")
             return self.value(n.inputs[0], stage, inner, scope)
         if id(n) in self.reads or n.op == "view":
@@ -252,6 +253,14 @@ class _Lowering:
             if stage.scope == "elem" and id(n) not in self.floating:
                 self.computed_in.setdefault(id(n), (stage, self.memo[key][0]))
         return self.memo[key]
+
+    def row_broadcast(self, n: Node) -> bool:
+        """View n broadcasts a row value (a reduction's, keepdim) back over the reduced dims: its
+        value is the row's wherever its kept dims sit (a channel's sum over N, H, W broadcast over
+        them: BatchNorm's backward; a window's sum over its kernel: a pooling's backward)."""
+        x = n.inputs[0]
+        return (self.scope.get(id(x)) == "row" and len(x.shape) == len(n.shape) == len(self.I)
+                and all(x.shape[d] == 1 for d in self.R) and all(x.shape[d] == n.shape[d] for d in self.K))
 
     def from_row_cache(self, n: Node, stage: Stage) -> tuple[str, DType] | None:
         """n's value from the row buffer an earlier pass filled, if it is worth keeping there."""

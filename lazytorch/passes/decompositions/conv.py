@@ -26,6 +26,10 @@ from ...ir.build_conv import padded_windows
 from ...ir.node import Node
 from . import LIBRARY_FORMS, decomposes
 
+# a batch's samples join one product's columns up to this many output positions each: ResNet-18's
+# training step at 64 x 64 (B = 2) took its last layer's 512 x 4608 weight once per sample
+FOLD_MAX_POSITIONS = 256
+
 
 def _applies(node: Node) -> bool:
     """A bias to split off, or a float forward convolution to lower (integer convolutions have no
@@ -53,8 +57,18 @@ def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shap
         taps = B("reshape", w, (G,) + (1,) * nd + kernel)
         return B("sum", B("mul", win, taps), list(range(2 + nd, 2 + 2 * nd)))
     win = padded_windows(x, kernel, stride, dilation, padding, kernel_first=True)   # (N, C, *kernel, *out)
+    wm = B("reshape", w, (G, Og, Cg * K))
+    copied = any(k != 1 for k in kernel) or any(st != 1 for st in stride) or any(padding)
+    if N > 1 and P <= FOLD_MAX_POSITIONS and copied:
+        # few positions (a late layer: 512 channels of 2 x 2): the batch joins the columns (copied
+        # anyway), so the weight is read once, not once per sample; the output comes out
+        # (G, Og, N, P), transposed by the kernel that reads it next (the backward's form)
+        cols = B("reshape", B("permute", win, (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))),
+                 (G, Cg * K, N * P))
+        y = B("reshape", B("matmul", wm, cols), (G, Og, N, P))
+        return B("reshape", B("permute", y, (2, 0, 1, 3)), out_shape)
     cols = B("reshape", win, (N, G, Cg * K, P))                          # the one copy: im2col
-    y = B("matmul", B("reshape", w, (G, Og, Cg * K)), cols)               # (N, G, Og, P)
+    y = B("matmul", wm, cols)                                             # (N, G, Og, P)
     return B("reshape", y, out_shape)
 
 
