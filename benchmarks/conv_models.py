@@ -4,7 +4,8 @@ The model file runs as written with torch and with lazytorch imported in its pla
 `load_pair`), the same weights in both, eval mode.  Each round times one call of every framework
 in turn (lazy: graph built and run; lt.compile; torch eager; torch.compile with --compiled), so a
 noisy host slows them alike; printed are the first call, median and min per framework and the
-medians' ratio to torch eager.  `--device cuda`: lazytorch's cuda backend beside torch on the GPU
+medians' ratio to torch eager.  `--train`: a training step instead (each framework its own copy of
+the weights; the first steps' losses are checked against torch's).  `--device cuda`: lazytorch's cuda backend beside torch on the GPU
 (each call ends with the result on the host).
 
     python -m benchmarks.conv_models [--batch 1] [--size 224] [--rounds 20] [--compiled] [--device cuda]
@@ -34,6 +35,52 @@ def models(device: str = "cpu"):
     return tnet.to(device), lnet
 
 
+def forwards(args, tnet, lnet, tx, lx) -> dict:
+    """Each framework's forward in eval mode, ending with the logits on the host."""
+    import torch
+
+    import lazytorch as lt
+    compiled = lt.compile(lnet)
+
+    def under(grad_off, fn):
+        def call():
+            with grad_off():
+                return fn()
+        return call
+    calls = {"torch": under(torch.no_grad, lambda: tnet(tx).cpu().numpy()),
+             "lazy": under(lt.no_grad, lambda: lnet(lx).numpy()),
+             "lt.compile": under(lt.no_grad, lambda: compiled(lx).numpy())}
+    if args.compiled:
+        tc = torch.compile(tnet)
+        calls["torch.compile"] = under(torch.no_grad, lambda: tc(tx).cpu().numpy())
+    return calls
+
+
+def training_steps(args, tnet, lnet, tx, lx) -> dict:
+    """Each framework's training step (train mode, cross-entropy, SGD lr 0.01) on its own copy of
+    the same weights, ending with the loss on the host: the first steps' losses agree."""
+    import torch
+
+    import lazytorch as lt
+    labels = np.random.default_rng(5).integers(0, 1000, args.batch)
+    ty, ly = torch.from_numpy(labels).to(args.device), lt.from_numpy(labels)
+    lnet2 = models(args.device)[1]
+    for net in (tnet, lnet, lnet2):
+        net.train()
+    topt, lopt, lopt2 = (o.optim.SGD(n.parameters(), lr=0.01) for o, n in ((torch, tnet), (lt, lnet), (lt, lnet2)))
+
+    def step(F, net, opt, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = lt.compile(lambda x, y: step(lt.nn.functional, lnet2, lopt2, x, y))
+    return {"torch": lambda: step(torch.nn.functional, tnet, topt, tx, ty).detach().cpu().numpy(),
+            "lazy": lambda: step(lt.nn.functional, lnet, lopt, lx, ly).numpy(),
+            "lt.compile": lambda: compiled(lx, ly).numpy()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=1)
@@ -41,6 +88,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--compiled", action="store_true", help="torch.compile too (slow first call)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--train", action="store_true", help="a training step (cross-entropy, SGD) per call")
     args = p.parse_args()
     import torch
 
@@ -49,29 +97,26 @@ def main() -> None:
     tnet, lnet = models(args.device)
     x = np.random.default_rng(4).standard_normal((args.batch, 3, args.size, args.size)).astype(np.float32)
     tx, lx = torch.from_numpy(x).to(args.device), lt.from_numpy(x)
-    compiled = lt.compile(lnet)
-    calls = {"lazy": lambda: lnet(lx).numpy(), "lt.compile": lambda: compiled(lx).numpy(),
-             "torch": lambda: tnet(tx).cpu().numpy()}
-    if args.compiled:
-        tc = torch.compile(tnet)
-        calls["torch.compile"] = lambda: tc(tx).cpu().numpy()
+    calls = training_steps(args, tnet, lnet, tx, lx) if args.train else forwards(args, tnet, lnet, tx, lx)
     first, times = {}, {k: [] for k in calls}
-    with torch.no_grad(), lt.no_grad():
-        expected = tnet(tx).cpu().numpy()
+    t = time.perf_counter()
+    expected = calls["torch"]()
+    first["torch"] = time.perf_counter() - t
+    for name, call in calls.items():
+        t = time.perf_counter()
+        got = call() if name != "torch" else expected
+        first.setdefault(name, time.perf_counter() - t)
+        err = float(np.abs(got - expected).max())
+        assert err < 1e-3 * max(1.0, float(np.abs(expected).max())), (name, err)
+        call()
+    for _ in range(args.rounds):
         for name, call in calls.items():
             t = time.perf_counter()
-            got = call()
-            first[name] = time.perf_counter() - t
-            err = float(np.abs(got - expected).max())
-            assert err < 1e-3 * max(1.0, float(np.abs(expected).max())), (name, err)
             call()
-        for _ in range(args.rounds):
-            for name, call in calls.items():
-                t = time.perf_counter()
-                call()
-                times[name].append(time.perf_counter() - t)
+            times[name].append(time.perf_counter() - t)
     base = statistics.median(times["torch"])
-    print(f"ResNet-18 forward on {args.device}, input {list(x.shape)}, {args.rounds} rounds, "
+    what = "training step (SGD)" if args.train else "forward"
+    print(f"ResNet-18 {what} on {args.device}, input {list(x.shape)}, {args.rounds} rounds, "
           f"load {os.getloadavg()[0]:.2f}")
     for name, ts in times.items():
         med = statistics.median(ts)
