@@ -282,7 +282,7 @@ def view_of(x: Node, spec: V.ViewSpec) -> Node:
 
 def clamped_view(base: Node, spec: V.ViewSpec, box: tuple[tuple[int, int], ...]) -> Node:
     """A view that reaches outside `base` except in `box` ((start, stop) per dim), where its reader
-    masks the value out (a padded read: ir/build_conv.py padded): element i reads
+    masks the value out (a padded read: ir/build_shape_ops.py padded): element i reads
     base_flat[clip(offset + sum(i_d * strides[d]), 0, numel - 1)], so every read stays inside the
     buffer.  Passes never compose it with another view (base_and_spec, simplify), the code
     generators clamp its index (codegen/lower.py), and its gradient is the box's (autograd)."""

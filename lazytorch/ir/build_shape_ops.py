@@ -241,10 +241,10 @@ def pad(op: OpDef, schema: Schema, a: Args) -> Node:
     if mode == "constant" and min(pads, default=0) >= 0:
         k = len(pads) // 2
         if isinstance(value, Node):          # (a Python number that became a runtime argument)
-            fill = call("to", value, x.dtype)
+            fill_value = call("to", value, x.dtype)
         else:
-            fill = bool(value) if x.dtype.is_bool else float(value) if x.dtype.is_floating_point else int(value)
-        return padded(x, [(pads[2 * (k - 1 - j)], pads[2 * (k - 1 - j) + 1]) for j in range(k)], fill)
+            fill_value = bool(value) if x.dtype.is_bool else float(value) if x.dtype.is_floating_point else int(value)
+        return padded(x, [(pads[2 * (k - 1 - j)], pads[2 * (k - 1 - j) + 1]) for j in range(k)], fill_value)
     for i in range(len(pads) // 2):
         x = _pad_dim(op.name, x, x.ndim - 1 - i, pads[2 * i], pads[2 * i + 1], mode, value)
     return x

@@ -209,10 +209,9 @@ def epilogues(plan) -> dict[str, Epilogue]:
     """Kernel launch name -> how it runs inside the product that precedes it, for each kernel that
     can: it follows a float matmul launch directly, its domain is the product's output shape (a
     row or reduce kernel: reduced over the last dim only; a pointwise kernel: as many elements)
-    and it reads that output.  Instead of
-    a second pass over the output, forked again, half of it moved from the other core's cache (a
-    bias, an activation, a residual add, a softmax or layer_norm over the rows), each thread
-    finishes the slice it just multiplied.  Whether it reads the output element for element is
+    and it reads that output.  Instead of a second pass over the output, forked again, half of it
+    moved from the other core's cache (a bias, an activation, a residual add, a softmax or
+    layer_norm over the rows), each thread finishes the slice it just multiplied.  Whether it reads the output element for element is
     decided when its part function is rendered (codegen/render.py render_part)."""
     out: dict[str, Epilogue] = {}
     launches = plan.launches
