@@ -108,6 +108,31 @@ def test_constant_pad_is_one_kernel():
           expect=["kernel", "kernel"])
 
 
+WINDOWS = [
+    ("max_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, padding=1)),
+    ("max_pool2d", (1, 2, 7, 7), dict(kernel_size=(3, 2), stride=(1, 2), dilation=(2, 1), ceil_mode=True)),
+    ("max_pool1d", (2, 3, 10), dict(kernel_size=4, stride=3)),
+    ("unfold", (3, 11), dict(dimension=1, size=4, step=2)),
+]
+
+
+@pytest.mark.parametrize("op,shape,kw", WINDOWS, ids=[f"{w[0]}-{i}" for i, w in enumerate(WINDOWS)])
+def test_window_gradients_are_kernels(op, shape, kw):
+    """Pooling's and Tensor.unfold's backward sum the incoming gradient over overlapping windows:
+    autograd/derivatives.py recognises the window view and sums its kernel positions' slices in
+    one kernel (col2im), with no write into zeros per position on the host."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    lx, tx = lt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    fn = (lambda m, t: t.unfold(**kw)) if op == "unfold" else (lambda m, t: getattr(m.nn.functional, op)(t, **kw))
+    ly, ty = fn(lt, lx), fn(torch, tx)
+    g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    (ly * lt.from_numpy(g)).sum().backward()
+    (ty * torch.from_numpy(g)).sum().backward()
+    assert {l.kind for l in lt.kernel_plan(lx.grad).kernels} == {"kernel"}
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_buffer_cap_splits_groups():
     xs = [sample((4, 8), seed=i) for i in range(40)]
 

@@ -415,6 +415,9 @@ def view_adjoint(g: Node, base_shape: tuple[int, ...], spec: V.ViewSpec) -> Node
     bijective = _bijective_inverse(g, base_shape, spec)
     if bijective is not None:
         return bijective
+    geometry = windows_geometry(base_shape, spec)
+    if geometry is not None:                      # pooling's windows (Tensor.unfold's): one kernel
+        return col2im(g, base_shape[len(base_shape) - len(geometry[0]):], *geometry)
     peel = _peel_for_injective(spec)
     total = None
     for index in np.ndindex(*[spec.shape[d] for d in peel]):
@@ -542,6 +545,32 @@ def _injective(spec: V.ViewSpec, dims: list[int]) -> bool:
             return False
         extent += (spec.shape[d] - 1) * abs(spec.strides[d])
     return True
+
+
+def windows_geometry(base_shape: tuple[int, ...], spec: V.ViewSpec):
+    """(kernel, stride, dilation) when `spec` is ir/build_conv.py's `windows` of a contiguous base:
+    dims (*lead, *out, *kernel) over the base's (*lead, *size), out dims stepping by stride and
+    kernel dims by dilation along the same base dim, every window inside the base; else None."""
+    nd = (len(spec.shape) - len(base_shape)) if spec.offset == 0 and spec.numel else 0
+    lead = len(base_shape) - nd
+    if nd <= 0 or lead < 0 or tuple(spec.shape[:lead]) != tuple(base_shape[:lead]):
+        return None
+    bstrides = V.contiguous_strides(tuple(base_shape))
+    if any(n > 1 and st != b for n, st, b in zip(spec.shape[:lead], spec.strides[:lead], bstrides)):
+        return None
+    steps = []
+    for j in range(nd):
+        size, unit = base_shape[lead + j], bstrides[lead + j]
+        (o, so), (k, sk) = (spec.shape[lead + j], spec.strides[lead + j]), (spec.shape[lead + nd + j], spec.strides[lead + nd + j])
+        if unit == 0:
+            return None
+        s, d = (so // unit if o > 1 else 1), (sk // unit if k > 1 else 1)
+        if s < 1 or d < 1 or (o > 1 and so != s * unit) or (k > 1 and sk != d * unit) \
+                or (o - 1) * s + (k - 1) * d >= size:
+            return None
+        steps.append((k, s, d))
+    kernel, stride, dilation = zip(*steps)
+    return tuple(kernel), tuple(stride), tuple(dilation)
 
 
 def _peel_for_injective(spec: V.ViewSpec) -> list[int]:
