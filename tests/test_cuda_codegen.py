@@ -73,9 +73,17 @@ PROGRAMS = {
                                                            t((256,), np.float16, seed=2)),
     # long rows split over blocks: each block's partials, the last block folds them (grid combine)
     "grid_reduce": lambda: (lambda x: (x.sum(dim=1), x.argmax(dim=1)))(t((3, 70000))),
+    # BatchNorm's backward: channel sums broadcast back over (N, H, W) in a rows kernel of 1024 threads
+    "channel_rows": lambda: _batch_norm_grads((16, 8, 32, 32)),
     "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
                       + lt.maximum(t((9,)), t((9,), seed=4)) * 2).to(lt.float16),
 }
+
+
+def _batch_norm_grads(shape):
+    x, w = lt.tensor(t(shape).numpy(), requires_grad=True), lt.tensor(t(shape[1:2]).numpy(), requires_grad=True)
+    (lt.nn.functional.batch_norm(x, None, None, w, None, True) * t(shape, seed=2)).sum().backward()
+    return x.grad, w.grad
 
 
 def calls(program) -> list[CudaCall]:
@@ -138,16 +146,27 @@ def by_value(call: CudaCall) -> frozenset[str]:
 def test_standalone_source_is_named_for_the_precompiled_launch():
     (call,) = calls(PROGRAMS["softmax"])
     text = standalone(call)
-    assert f'extern "C" __global__ void {call.name}(' in text and "mlx/backend" not in text
+    assert f'extern "C" __global__ void __launch_bounds__({call.threadgroup[0]}) {call.name}(' in text and "mlx/backend" not in text
     assert text.endswith(call.source + "\n}\n") and call.header in text
     (call, *_) = [c for c in calls(PROGRAMS["f64_scalar"]) if by_value(c)]
     names = [n for n in call.input_names if n in by_value(call)]
     text = standalone(call, frozenset(names))
-    start = text.index(f"void {call.name}(")
+    start = text.index(f" {call.name}(")
     signature = text[start:text.index(") {", start)]
     # pointers first (inputs, outputs), then the scalars by value, each read through a local array
     assert signature.endswith(", ".join(f"float {n}_value" for n in names).replace(", ", ",\n    "))
     assert all(f"const float {n}[1] = {{{n}_value}};" in text and f"float* {n}" not in signature for n in names)
+
+
+def test_standalone_kernel_is_bounded_by_its_group():
+    """Each kernel compiled ahead declares the group it is launched with (__launch_bounds__), so
+    NVRTC keeps its registers within what that group may hold: without it the 1024-thread rows kernel
+    of BatchNorm's backward failed cuLaunchKernel ("too many resources requested") on an H200."""
+    every = calls(PROGRAMS["channel_rows"])
+    assert max(c.threadgroup[0] for c in every) == 1024
+    for c in every:
+        threads = c.threadgroup[0] * c.threadgroup[1] * c.threadgroup[2]
+        assert f"__global__ void __launch_bounds__({threads}) {c.name}(" in standalone(c)
 
 
 @pytest.mark.parametrize("name", ["pointwise_chain", "row_sum", "softmax"])

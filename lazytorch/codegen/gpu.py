@@ -94,12 +94,12 @@ def render_launch(launch, target: str) -> Rendered | None:
     try:
         # costly values a later pass over the row needs (softmax's exp) stay in registers when the
         # geometry holds the row there; otherwise they are recomputed
-        kernel = narrow_scalars(lower(launch, row_cache=True, row_broadcasts=False))
+        kernel = narrow_scalars(lower(launch, row_cache=True))
     except Unsupported:
         return None
     rendered = render(kernel, target)
     if kernel.row_cache and not (rendered.geometry and rendered.geometry.per_thread):
-        rendered = render(narrow_scalars(lower(launch, row_broadcasts=False)), target)
+        rendered = render(narrow_scalars(lower(launch)), target)
     return rendered
 
 

@@ -50,13 +50,8 @@ def supports(launch) -> bool:
     return all(n.op in supported for n in launch.nodes)
 
 
-def lower(launch, name: str | None = None, row_cache: bool = False, row_broadcasts: bool = True) -> Kernel:
+def lower(launch, name: str | None = None, row_cache: bool = False) -> Kernel:
     """The Kernel of a `kernel` launch; raises Unsupported for ops without a lowering.
-
-    `row_broadcasts`: a row value may be broadcast back over the row wherever its kept dims sit
-    (`_Lowering.row_broadcast`; the GPU generator says no: there the rows kernel of BatchNorm's
-    backward at 16 x 32 x 32 elements a row asked for more than a launch may have, cuLaunchKernel
-    failing on an H200, so it stays a host launch as before).
 
     With `row_cache` (targets where one thread walks a whole row: C), an elem value with costly
     math that a later pass over the row needs again is kept in a per-row buffer (Kernel.row_cache)
@@ -68,7 +63,7 @@ def lower(launch, name: str | None = None, row_cache: bool = False, row_broadcas
         if n.op == "view" and id(n.inputs[0]) in group and _broadcast_dims(n) is None:
             raise Unsupported("a view that reorders a value computed in the same kernel")
     with _recursion_depth(len(launch.nodes)):
-        return _Lowering(launch, name or launch.name, row_cache, row_broadcasts).run()
+        return _Lowering(launch, name or launch.name, row_cache).run()
 
 
 FRAMES_PER_NODE = 4     # value -> compute -> (comprehension) -> value: frames per node of a chain
@@ -126,10 +121,9 @@ def _broadcast_dims(view: Node) -> tuple[int, ...] | None:
 
 
 class _Lowering:
-    def __init__(self, launch, name: str, row_cache: bool = False, row_broadcasts: bool = True):
+    def __init__(self, launch, name: str, row_cache: bool = False):
         self.launch, self.name = launch, name
         self.use_row_cache = row_cache
-        self.row_broadcasts = row_broadcasts
         self.row_cache: list[DType] = []           # dtypes of the per-row buffers
         self.cached: dict[int, tuple[int, Stage]] = {}   # node -> (buffer slot, stage that fills it)
         self.computed_in: dict[int, tuple[Stage, str]] = {}   # elem node -> (first elem stage, var)
@@ -265,7 +259,7 @@ class _Lowering:
         value is the row's wherever its kept dims sit (a channel's sum over N, H, W broadcast over
         them: BatchNorm's backward; a window's sum over its kernel: a pooling's backward)."""
         x = n.inputs[0]
-        return (self.row_broadcasts and self.scope.get(id(x)) == "row" and len(x.shape) == len(n.shape) == len(self.I)
+        return (self.scope.get(id(x)) == "row" and len(x.shape) == len(n.shape) == len(self.I)
                 and all(x.shape[d] == 1 for d in self.R) and all(x.shape[d] == n.shape[d] for d in self.K))
 
     def from_row_cache(self, n: Node, stage: Stage) -> tuple[str, DType] | None:

@@ -75,7 +75,7 @@ def kernel_sources(plan, dialect: str = "c", epilogues: dict | None = None) -> S
         if same is not None:
             first[same] = None
         try:
-            kernel = lower(launch, symbol, row_cache=dialect == "c", row_broadcasts=dialect == "c")
+            kernel = lower(launch, symbol, row_cache=dialect == "c")
             r = render(kernel, dialect)
         except Unsupported:
             continue

@@ -90,7 +90,13 @@ def standalone(call: CudaCall, by_value: frozenset[str] = frozenset()) -> str:
     the body reads as before through a 1-element local array of the same name."""
     if any(name + suffix in call.source for name in call.input_names for suffix in ("_shape", "_strides", "_ndim")):
         raise ValueError(f"{call.name}: a standalone kernel gets no shape parameters")
-    return STANDALONE_HEADER + call.header + _function(call, f'extern "C" __global__ void {call.name}', by_value)
+    # The bound is the group the kernel is launched with, so NVRTC keeps a thread's registers within
+    # what a group of that size may hold: unbounded, the rows kernel of BatchNorm's backward (1024
+    # threads) failed cuLaunchKernel with "too many resources requested" on an H200.  (MLX's JIT
+    # path, `assemble`, writes its own declaration and gets no bound.)
+    threads = call.threadgroup[0] * call.threadgroup[1] * call.threadgroup[2]
+    return STANDALONE_HEADER + call.header + _function(
+        call, f'extern "C" __global__ void __launch_bounds__({threads}) {call.name}', by_value)
 
 
 def _function(call: CudaCall, declaration: str, by_value: frozenset[str] = frozenset()) -> str:
