@@ -32,7 +32,7 @@ import numpy as np
 from .graph_cache import CACHE
 from .ir import dtypes as D
 from .ir.graph import Program, leaf_args, program
-from .ir.node import EPOCH, LEAF_OPS, Node, type_str
+from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
 from .passes.decompose import has_composites
 from .passes.normalize import normalize
 from .passes.pipeline import FUSE, Options, compile_plan, dump_after as _dump_after
@@ -446,6 +446,7 @@ def _compile(order: list[Node], roots: list[Node], name: str) -> Compiled:
 
 # ---------------------------------------------------------------- evaluation
 
+@collector_paused
 def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()) -> None:
     """Compute the pending `nodes` (and the `live` values synced with them: `LIVE` for the live
     tensors) and cut the graph there."""

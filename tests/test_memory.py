@@ -5,6 +5,7 @@ import time
 import weakref
 
 import numpy as np
+import pytest
 
 import lazytorch as lt
 from lazytorch.ir.graph import toposort
@@ -80,3 +81,48 @@ def test_batchnorm_training_loop_keeps_no_step_alive():
     bn = model[1]
     assert not bn.running_mean.requires_grad and bn.running_mean.grad_fn is None
     assert [w() is None for w in weights[:-1]] == [True] * 3        # the earlier steps' weights are gone
+
+
+def test_backward_and_evaluation_pause_the_cyclic_collector():
+    """Building a step's gradient graph and evaluating it run with the cyclic collector paused
+    (ir/node.py collector_paused): the step's nodes die by reference count, and a collection
+    walking them (every ~700 allocations, the whole heap every few steps) came due inside these
+    calls.  With the collector forced to run at every allocation, none starts inside them; it is
+    enabled again afterwards, also when evaluation raises, and a collector the user disabled stays
+    disabled."""
+    net = lt.nn.Sequential(lt.nn.Linear(6, 16), lt.nn.ReLU(), lt.nn.Linear(16, 3))
+    x = lt.tensor(np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32))
+    inside = []
+
+    def started(phase, info):
+        if phase == "start":
+            names = set()
+            frame = sys._getframe(1)
+            while frame is not None:
+                names.add(frame.f_code.co_name)
+                frame = frame.f_back
+            inside.append(bool(names & {"run_backward", "eval_nodes"}))
+
+    old = gc.get_threshold()
+    gc.callbacks.append(started)
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(2):
+            loss = net(x).square().mean()
+            loss.backward()
+            lt.eval(loss, *[p.grad for p in net.parameters()])
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(started)
+    assert inside and not any(inside)                  # collections ran, none inside the library
+    assert gc.isenabled()
+    bad = lt.tensor([1, 2]) // lt.tensor([0, 1])       # integer division by zero raises at evaluation
+    with pytest.raises(ZeroDivisionError):
+        lt.eval(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lt.eval(x * 2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -13,7 +13,7 @@ import weakref
 from typing import Any, Iterable, Sequence
 
 from ..ir.build import TENSORISH, call, contiguous
-from ..ir.node import SITE, TRACE, Node, user_site
+from ..ir.node import SITE, TRACE, Node, collector_paused, user_site
 from ..ir.registry import get
 from . import derivatives as R
 from .grad_mode import set_grad_enabled
@@ -114,6 +114,7 @@ FREED = ("Trying to backward through the graph a second time (or directly access
          "if you need to access saved tensors after calling backward.")
 
 
+@collector_paused
 def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bool,
                  accumulate: bool = True, capture: Sequence[Node] = (), create_graph: bool = False) -> dict[int, Node]:
     """Build the gradient graph; accumulate into leaves' .grad (if `accumulate`) and return the
