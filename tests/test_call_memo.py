@@ -90,6 +90,25 @@ def test_builder_calls_replay_below_the_api(monkeypatch):
     assert program([first]).key == program([second]).key and second.inputs == (x, y)
 
 
+def test_a_recorded_builder_function_replays_whole(monkeypatch):
+    """ir/build.py::recorded: a builder function of its own (autograd's col2im) replays its whole
+    build from one recording, over a new argument of the same signature, without a `call`."""
+    from lazytorch.autograd.derivatives import col2im
+    g1, g2 = (lt.from_numpy(arr(2, 3, 4, 4, 3, 3))._node for _ in range(2))
+    first = col2im(g1, (9, 9), (3, 3), (2, 2), (1, 1))
+    built = []
+    monkeypatch.setattr(build, "build_call", lambda *a: built.append(a[0].name))
+    second = col2im(g2, (9, 9), (3, 3), (2, 2), (1, 1))
+    assert built == [] and program([first]).key == program([second]).key
+    assert program([second]).leaves[0] is g2 and tuple(second.shape) == (2, 3, 9, 9)
+    rng2 = np.random.default_rng(1)
+    g = rng2.standard_normal((2, 3, 4, 4, 3, 3)).astype(np.float32)
+    want = TF.fold(torch.from_numpy(g).permute(0, 1, 4, 5, 2, 3).reshape(2, 27, 16), (9, 9), 3, stride=2)
+    monkeypatch.undo()
+    got = lt.Tensor(col2im(lt.from_numpy(g)._node, (9, 9), (3, 3), (2, 2), (1, 1)))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_runtime_numbers_take_each_calls_value(backend):
     x = arr(5)
     for v in (0.5, -1.0, 0.5, 2.0):

@@ -27,7 +27,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
-from ..ir.build import contiguous, inside_spec, view_of
+from ..ir.build import contiguous, inside_spec, recorded, view_of
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
@@ -766,6 +766,7 @@ def _convolution(a, out, g):
     return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
 
 
+@recorded
 def col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
     """The adjoint of a window view (ir/build_conv.py windows): gwin (N, C, *out, *kernel) summed
     into (N, C, *size), as one kernel.  Kernel position k's slice lands at k * dilation + o * stride

@@ -12,6 +12,7 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 """
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from typing import Any, Callable
@@ -200,6 +201,30 @@ def _checked(op: OpDef, rec: "replay.Recording", sig: tuple, args: tuple, kwargs
     (Out of `call`: its closures would make `call`'s locals cells on every call.)"""
     return replay.check(op.name, lambda: rec.replay(sig[1], sig[2], (SITE.site or user_site(2)) if TRACE[0] else None),
                         lambda: build_call(op, args, kwargs))
+
+
+def recorded(fn: Callable) -> Callable:
+    """A builder function of its own (nodes and Python values in, the nodes it made out, nothing
+    else read) whose calls replay as an op's do (`call`): one recording for a call that would build
+    hundreds of nodes through `call` one at a time (autograd's col2im, ~200 a convolution)."""
+    memo = replay.Memo() if replay.ENABLED else None
+
+    @functools.wraps(fn)
+    def replayed(*args):
+        sig = replay.signature(args, {}) if memo is not None else None
+        if sig is None:
+            return fn(*args)
+        rec = memo.table.get(sig[0])
+        site = (SITE.site or user_site(2)) if TRACE[0] else None
+        if rec is not None:
+            if replay.CHECK:
+                return replay.check(fn.__name__, lambda: rec.replay(sig[1], sig[2], site), lambda: fn(*args))
+            return rec.replay(sig[1], sig[2], site)
+        before = effects_now()
+        result = fn(*args)
+        memo.learn(*sig, result, before)
+        return result
+    return replayed
 
 
 def build_call(op: OpDef, args: tuple, kwargs: dict):
