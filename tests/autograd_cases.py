@@ -181,6 +181,11 @@ def make_inputs(specs, seed: int) -> list[np.ndarray]:
 case("conv2d", lambda ns, x, w, b: F(ns).conv2d(x, w, b, stride=2, padding=1), (2, 3, 7, 6), (4, 3, 3, 3), (4,))
 case("conv2d_groups_dil", lambda ns, x, w: F(ns).conv2d(x, w, groups=2, dilation=2), (1, 4, 7, 7), (6, 2, 2, 3))
 case("conv1d", lambda ns, x, w: F(ns).conv1d(x, w, padding=2), (2, 3, 9), (5, 3, 4))
+# transposed: the adjoint products (autograd/derivatives.py), output_padding adding a window
+case("conv_transpose2d", lambda ns, x, w, b: F(ns).conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
+                                                                   groups=2), (2, 4, 3, 4), (4, 3, 3, 2), (6,))
+case("conv_transpose1d_dil", lambda ns, x, w: F(ns).conv_transpose1d(x, w, stride=1, padding=2, dilation=3,
+                                                                     output_padding=2), (2, 3, 5), (3, 2, 3))
 case("max_pool2d_overlap", lambda ns, x: F(ns).max_pool2d(x, 3, stride=2, padding=1), (2, 2, 7, 7))
 case("avg_pool2d", lambda ns, x: F(ns).avg_pool2d(x, 2), (2, 3, 6, 4))
 case("avg_pool1d_overlap", lambda ns, x: F(ns).avg_pool1d(x, 3, stride=1), (2, 2, 8))

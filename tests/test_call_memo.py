@@ -93,7 +93,7 @@ def test_builder_calls_replay_below_the_api(monkeypatch):
 def test_a_recorded_builder_function_replays_whole(monkeypatch):
     """ir/build.py::recorded: a builder function of its own (autograd's col2im) replays its whole
     build from one recording, over a new argument of the same signature, without a `call`."""
-    from lazytorch.autograd.derivatives import col2im
+    from lazytorch.ir.build_conv import col2im
     g1, g2 = (lt.from_numpy(arr(2, 3, 4, 4, 3, 3))._node for _ in range(2))
     first = col2im(g1, (9, 9), (3, 3), (2, 2), (1, 1))
     built = []

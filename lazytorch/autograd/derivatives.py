@@ -27,7 +27,8 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import views as V
 from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
-from ..ir.build import contiguous, inside_spec, recorded, view_of
+from ..ir.build import contiguous, inside_spec, view_of
+from ..ir.build_conv import col2im, padded_windows, windows
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
@@ -734,16 +735,17 @@ def _index_put(a, out, g):
 
 @rule("convolution")
 def _convolution(a, out, g):
-    """Non-transposed, grouped, N-d: the input's windows are one strided view of the padded input
+    """Grouped, N-d.  A convolution's input windows are one strided view of the padded input
     (N, C, *out, *kernel); both gradients are batched matmuls against it, and the input's is sent
-    back through that view (summing where windows overlap) and cropped."""
+    back through that view (summing where windows overlap: col2im) and cropped.  A transposed
+    convolution's gradients are the same products with the roles of input and g exchanged."""
     x, w = a["self"], a["weight"]
-    if a["transposed"]:
-        raise op_error(NotImplementedError, "convolution", "backward of transposed convolution is not supported",
-                       {"input": x, "weight": w})
-    from ..ir.build_conv import windows
     nd, G = x.ndim - 2, a["groups"]
     pad, stride, dil = tuple(a["padding"]), tuple(a["stride"]), tuple(a["dilation"])
+    bias = C("sum", g, [0] + list(range(2, g.ndim)))
+    if a["transposed"]:
+        return {"self": _transposed_input_grad(x, w, g, stride, pad, dil, G),
+                "weight": _transposed_weight_grad(x, w, g, stride, pad, dil, G), "bias": bias}
     N, Cin, O = x.shape[0], x.shape[1], w.shape[0]
     kernel = tuple(w.shape[2:])
     xp = C("pad", x, [p for q in reversed(pad) for p in (q, q)]) if any(pad) else x
@@ -763,39 +765,33 @@ def _convolution(a, out, g):
     for d, p in enumerate(pad):
         if p:
             gx = C("narrow", gx, 2 + d, p, x.shape[2 + d])
-    return {"self": gx, "weight": gw, "bias": C("sum", g, [0] + list(range(2, g.ndim)))}
+    return {"self": gx, "weight": gw, "bias": bias}
 
 
-@recorded
-def col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
-    """The adjoint of a window view (ir/build_conv.py windows): gwin (N, C, *out, *kernel) summed
-    into (N, C, *size), as one kernel.  Kernel position k's slice lands at k * dilation + o * stride
-    along each dim: with the dim read as (Q, stride), at residue (k * dilation) % stride of rows
-    starting at (k * dilation) // stride, so each slice is a constant pad of itself (one masked
-    read: ir/build_shape_ops.py padded) and the slices' sum one pointwise kernel.  (view_adjoint
-    wrote each kernel position into zeros on the host: 136 host steps, 19 ms of a ResNet-18 step.)"""
-    from ..ir.build_shape_ops import padded
-    nd = len(kernel)
-    lead = gwin.ndim - 2 * nd
-    out = gwin.shape[lead:lead + nd]
-    rows = [-(-n // s) for n, s in zip(size, stride)]                       # Q per dim
-    total = None
-    for pos in np.ndindex(*kernel):
-        part = gwin
-        for j in reversed(range(nd)):                                       # (N, C, *out) at pos
-            part = C("select", part, lead + nd + j, pos[j])
-        spread = C("reshape", part, tuple(gwin.shape[:lead]) + tuple(d for o in out for d in (o, 1)))
-        pairs = []
-        for o, q, k, s, d in zip(out, rows, pos, stride, dilation):
-            start, r = divmod(k * d, s)
-            pairs += [(start, q - o - start), (r, s - 1 - r)]
-        placed = padded(spread, pairs, 0)
-        total = placed if total is None else C("add", total, placed)
-    whole = C("reshape", total, tuple(gwin.shape[:lead]) + tuple(q * s for q, s in zip(rows, stride)))
-    for j, n in enumerate(size):
-        if whole.shape[lead + j] != n:
-            whole = C("narrow", whole, lead + j, 0, n)
-    return whole
+def _transposed_input_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int) -> Node:
+    """A transposed convolution is the adjoint of a convolution in its input, so its input's
+    gradient is g convolved by the same weight (cropped: output_padding may add a window)."""
+    nd = x.ndim - 2
+    gx = C("convolution", g, w, None, stride, pad, dil, False, (0,) * nd, groups)
+    for d in range(nd):
+        if gx.shape[2 + d] != x.shape[2 + d]:
+            gx = C("narrow", gx, 2 + d, 0, x.shape[2 + d])
+    return gx
+
+
+def _transposed_weight_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int) -> Node:
+    """Weight (Cin, Og, *kernel): each input channel's values against g's windows at the same
+    positions (g padded as the forward cropped it), one batched product over batch and positions."""
+    nd, N, G = x.ndim - 2, x.shape[0], groups
+    kernel, spatial = tuple(w.shape[2:]), tuple(x.shape[2:])
+    Cg, Og, P, K = x.shape[1] // G, w.shape[1], math.prod(spatial), math.prod(kernel)
+    win = padded_windows(g, kernel, stride, dil, pad)                       # (N, O, *>= spatial, *kernel)
+    for d, n in enumerate(spatial):
+        if win.shape[2 + d] != n:
+            win = C("narrow", win, 2 + d, 0, n)
+    cols = C("reshape", C("permute", C("reshape", win, (N, G, Og, P, K)), (1, 0, 3, 2, 4)), (G, N * P, Og * K))
+    rows = C("reshape", C("permute", C("reshape", x, (N, G, Cg, P)), (1, 2, 0, 3)), (G, Cg, N * P))
+    return C("reshape", C("matmul", rows, cols), w.shape)
 
 
 @rule("fold")

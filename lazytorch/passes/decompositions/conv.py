@@ -14,15 +14,18 @@ convolution with stride 1 needs no copy: its columns are the input itself.
 A depthwise convolution (one input channel per group) is a multiply and a sum over each window
 instead, one reduction kernel over the view like a pooling: its products would be G of one row.
 
+A transposed convolution is the same product turned around, its columns summed into the output
+by col2im (ir/build_conv.py), as a convolution's input gradient is.
+
 The reference backend keeps the primitive whole (its numpy im2col in float64: an independent
-check of this form); transposed convolutions stay on that executor everywhere.
+check of this form).
 """
 from __future__ import annotations
 
 import math
 
 from ...ir.build import call as B
-from ...ir.build_conv import padded_windows
+from ...ir.build_conv import col2im, padded_windows
 from ...ir.node import Node
 from . import LIBRARY_FORMS, decomposes
 
@@ -34,7 +37,7 @@ FOLD_MAX_POSITIONS = 256
 def _applies(node: Node) -> bool:
     """A bias to split off, or a float forward convolution to lower (integer convolutions have no
     product path: they stay exact in int64 on the numpy executor)."""
-    return len(node.inputs) > 2 or (not node.attrs["transposed"] and node.dtype.is_floating_point)
+    return len(node.inputs) > 2 or node.dtype.is_floating_point
 
 
 @decomposes("convolution", applies=_applies)
@@ -43,6 +46,8 @@ def convolution(node: Node, self: Node, weight: Node, bias=None, stride=(1,), pa
     if bias is not None:
         y = B("convolution", self, weight, None, stride, padding, dilation, transposed, output_padding, groups)
         return B("add", y, B("reshape", bias, (-1,) + (1,) * (self.ndim - 2)))
+    if transposed:
+        return _transposed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape)
     return _windowed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape)
 
 
@@ -70,6 +75,25 @@ def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shap
     cols = B("reshape", win, (N, G, Cg * K, P))                          # the one copy: im2col
     y = B("matmul", wm, cols)                                             # (N, G, Og, P)
     return B("reshape", y, out_shape)
+
+
+def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shape) -> Node:
+    """A transposed convolution, the adjoint of `_windowed` in its input: one batched product
+    W (G, Og * K, Cg) @ x (N, G, Cg, P) gives every input position's contribution at each kernel
+    position (the columns, as a convolution's backward makes them), and col2im sums them into the
+    output (one kernel), cropped by the padding (output_padding is the extra size at the end)."""
+    kernel, spatial = tuple(w.shape[2:]), tuple(x.shape[2:])
+    nd, N, G = len(kernel), x.shape[0], groups
+    Cg, Og = x.shape[1] // G, w.shape[1]
+    wt = B("permute", B("reshape", w, (G, Cg, Og * math.prod(kernel))), (0, 2, 1))
+    cols = B("matmul", wt, B("reshape", x, (N, G, Cg, math.prod(spatial))))       # (N, G, Og * K, P)
+    cols = B("reshape", cols, (N, G * Og) + kernel + spatial)
+    gwin = B("permute", cols, (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
+    y = col2im(gwin, tuple(n + 2 * p for n, p in zip(out_shape[2:], padding)), kernel, stride, dilation)
+    for d, p in enumerate(padding):
+        if p:
+            y = B("narrow", y, 2 + d, p, out_shape[2 + d])
+    return y
 
 
 # the reference backend runs a convolution without a bias whole (its `library_ops`)
