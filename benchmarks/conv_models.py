@@ -1,4 +1,5 @@
-"""ResNet-18 (torchvision's resnet.py, vendored in tests/models) forward beside torch, in one process.
+"""ResNet-18 (torchvision's resnet.py, vendored in tests/models) forward beside torch, in one process;
+`--model dcgan`: a DCGAN's training step (discriminator, then generator: transposed convolutions).
 
 The model file runs as written with torch and with lazytorch imported in its place (the test's
 `load_pair`), the same weights in both, eval mode.  Each round times one call of every framework
@@ -9,6 +10,7 @@ the weights; the first steps' losses are checked against torch's).  `--device cu
 (each call ends with the result on the host).
 
     python -m benchmarks.conv_models [--batch 1] [--size 224] [--rounds 20] [--compiled] [--device cuda]
+    python -m benchmarks.conv_models --model dcgan [--batch 64] [--device cuda]
 """
 from __future__ import annotations
 
@@ -81,6 +83,65 @@ def training_steps(args, tnet, lnet, tx, lx) -> dict:
             "lt.compile": lambda: compiled(lx, ly).numpy()}
 
 
+def dcgan(nn, nz: int = 100, nf: int = 64):
+    """The DCGAN of Radford et al. at 64 x 64 (generator: transposed convolutions of stride 2 with
+    BatchNorm and ReLU, Tanh; discriminator: strided convolutions with LeakyReLU, Sigmoid)."""
+    def up(i, o, s, p):
+        return [nn.ConvTranspose2d(i, o, 4, s, p, bias=False), nn.BatchNorm2d(o), nn.ReLU(True)]
+
+    def down(i, o, norm=True):
+        return [nn.Conv2d(i, o, 4, 2, 1, bias=False)] + ([nn.BatchNorm2d(o)] if norm else []) + [nn.LeakyReLU(0.2, True)]
+    g = nn.Sequential(*up(nz, nf * 8, 1, 0), *up(nf * 8, nf * 4, 2, 1), *up(nf * 4, nf * 2, 2, 1),
+                      *up(nf * 2, nf, 2, 1), nn.ConvTranspose2d(nf, 3, 4, 2, 1, bias=False), nn.Tanh())
+    d = nn.Sequential(*down(3, nf, False), *down(nf, nf * 2), *down(nf * 2, nf * 4), *down(nf * 4, nf * 8),
+                      nn.Conv2d(nf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
+    return g, d
+
+
+def gan_steps(args) -> dict:
+    """Each framework's DCGAN step on its own copy of the same weights (Adam, BCE): the
+    discriminator on real and detached fake images, then the generator through it; ending with
+    both losses on the host."""
+    import torch
+
+    import lazytorch as lt
+    torch.manual_seed(0)
+    nets = {"torch": dcgan(torch.nn), "lazy": dcgan(lt.nn), "lt.compile": dcgan(lt.nn)}
+    for name in ("lazy", "lt.compile"):
+        for t, m in zip(nets["torch"], nets[name]):
+            m.load_state_dict(t.state_dict())
+    nets["torch"] = tuple(m.to(args.device) for m in nets["torch"])
+    rng = np.random.default_rng(4)
+    real = rng.standard_normal((args.batch, 3, 64, 64)).astype(np.float32)
+    noise = rng.standard_normal((args.batch, 100, 1, 1)).astype(np.float32)
+
+    def stepper(lib, g, d, dev):
+        opt_g = lib.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_d = lib.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        bce = lib.nn.BCELoss()
+        ones, zeros = lib.ones(args.batch, device=dev), lib.zeros(args.batch, device=dev)
+
+        def step(x, z):
+            d.zero_grad()
+            fake = g(z)
+            err_d = bce(d(x).view(-1), ones) + bce(d(fake.detach()).view(-1), zeros)
+            err_d.backward()
+            opt_d.step()
+            g.zero_grad()
+            err_g = bce(d(fake).view(-1), ones)
+            err_g.backward()
+            opt_g.step()
+            return lib.stack([err_d, err_g])
+        return step
+    tstep = stepper(torch, *nets["torch"], args.device)
+    lstep = stepper(lt, *nets["lazy"], None)
+    cstep = lt.compile(stepper(lt, *nets["lt.compile"], None))
+    tx, tz = (torch.from_numpy(a).to(args.device) for a in (real, noise))
+    lx, lz = lt.from_numpy(real), lt.from_numpy(noise)
+    return {"torch": lambda: tstep(tx, tz).detach().cpu().numpy(), "lazy": lambda: lstep(lx, lz).numpy(),
+            "lt.compile": lambda: cstep(lx, lz).numpy()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=1)
@@ -89,15 +150,19 @@ def main() -> None:
     p.add_argument("--compiled", action="store_true", help="torch.compile too (slow first call)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--train", action="store_true", help="a training step (cross-entropy, SGD) per call")
+    p.add_argument("--model", default="resnet18", choices=("resnet18", "dcgan"))
     args = p.parse_args()
     import torch
 
     import lazytorch as lt
     lt.set_backend(args.device)
-    tnet, lnet = models(args.device)
     x = np.random.default_rng(4).standard_normal((args.batch, 3, args.size, args.size)).astype(np.float32)
-    tx, lx = torch.from_numpy(x).to(args.device), lt.from_numpy(x)
-    calls = training_steps(args, tnet, lnet, tx, lx) if args.train else forwards(args, tnet, lnet, tx, lx)
+    if args.model == "dcgan":
+        calls = gan_steps(args)
+    else:
+        tnet, lnet = models(args.device)
+        tx, lx = torch.from_numpy(x).to(args.device), lt.from_numpy(x)
+        calls = training_steps(args, tnet, lnet, tx, lx) if args.train else forwards(args, tnet, lnet, tx, lx)
     first, times = {}, {k: [] for k in calls}
     t = time.perf_counter()
     expected = calls["torch"]()
@@ -116,7 +181,9 @@ def main() -> None:
             times[name].append(time.perf_counter() - t)
     base = statistics.median(times["torch"])
     what = "training step (SGD)" if args.train else "forward"
-    print(f"ResNet-18 {what} on {args.device}, input {list(x.shape)}, {args.rounds} rounds, "
+    if args.model == "dcgan":
+        what, x = "DCGAN training step (Adam, discriminator then generator)", x[:, :, :64, :64]
+    print(f"{'' if args.model == 'dcgan' else 'ResNet-18 '}{what} on {args.device}, input {list(x.shape)}, {args.rounds} rounds, "
           f"load {os.getloadavg()[0]:.2f}")
     for name, ts in times.items():
         med = statistics.median(ts)

@@ -106,22 +106,26 @@ def test_conv_launches(case):
 
 
 # conv_transpose2d(x, w, b) then relu: one product (the columns), col2im summing them into the
-# output (one kernel), the bias and relu with the crop of the padding (one kernel)
+# output (one kernel), the bias and relu with the crop of the padding (one kernel); a batch of few
+# positions joins the product's columns (a copy of x first)
 CONV_TRANSPOSE_PLANS = [
-    ("strided, padded", (2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
-    ("grouped, dilated", (2, 4, 5, 5), (4, 2, 2, 3), dict(groups=2, dilation=(2, 1))),
+    ("strided, padded", (1, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1),
+     ["library", "kernel", "kernel"]),
+    ("grouped, dilated, batch in columns", (2, 4, 5, 5), (4, 2, 2, 3), dict(groups=2, dilation=(2, 1)),
+     ["kernel", "library", "kernel", "kernel"]),
+    ("many positions", (2, 4, 17, 16), (4, 3, 4, 4), dict(stride=2, padding=1), ["library", "kernel", "kernel"]),
 ]
 
 
 @pytest.mark.parametrize("case", CONV_TRANSPOSE_PLANS, ids=[c[0] for c in CONV_TRANSPOSE_PLANS])
 def test_conv_transpose_launches(case):
     from lazytorch.realize import kernel_plan
-    _, xs, ws, kw = case
+    _, xs, ws, kw, kinds = case
     x, w, b = lt.randn(*xs), lt.randn(*ws), lt.randn(ws[1] * kw.get("groups", 1))
     y = lt.relu(lt.nn.functional.conv_transpose2d(x, w, b, **kw))
     for backend in ("cpu", "metal-emu"):
         plan = kernel_plan([y], backend)
-        assert [launch.kind for launch in plan.launches] == ["library", "kernel", "kernel"], (backend, plan)
+        assert [launch.kind for launch in plan.launches] == kinds, (backend, plan)
         assert all(n.op != "convolution" for launch in plan.launches for n in launch.nodes)
     tx, tw, tb = (torch.from_numpy(t.numpy()) for t in (x, w, b))
     want = torch.relu(torch.nn.functional.conv_transpose2d(tx, tw, tb, **kw))

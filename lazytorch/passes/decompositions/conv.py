@@ -86,9 +86,17 @@ def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_sh
     nd, N, G = len(kernel), x.shape[0], groups
     Cg, Og = x.shape[1] // G, w.shape[1]
     wt = B("permute", B("reshape", w, (G, Cg, Og * math.prod(kernel))), (0, 2, 1))
-    cols = B("matmul", wt, B("reshape", x, (N, G, Cg, math.prod(spatial))))       # (N, G, Og * K, P)
-    cols = B("reshape", cols, (N, G * Og) + kernel + spatial)
-    gwin = B("permute", cols, (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
+    P = math.prod(spatial)
+    if N > 1 and P <= FOLD_MAX_POSITIONS:
+        # few positions (a generator's first layers: 4 x 4): the batch joins the product's columns
+        # (x copied to (G, Cg, N * P)), one wide product instead of a narrow one per sample
+        xm = B("reshape", B("permute", B("reshape", x, (N, G, Cg, P)), (1, 2, 0, 3)), (G, Cg, N * P))
+        cols = B("reshape", B("matmul", wt, xm), (G * Og,) + kernel + (N,) + spatial)   # (O, *K, N, *P)
+        gwin = B("permute", cols, (nd + 1, 0) + tuple(range(nd + 2, 2 * nd + 2)) + tuple(range(1, nd + 1)))
+    else:
+        cols = B("matmul", wt, B("reshape", x, (N, G, Cg, P)))                        # (N, G, Og * K, P)
+        cols = B("reshape", cols, (N, G * Og) + kernel + spatial)
+        gwin = B("permute", cols, (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
     y = col2im(gwin, tuple(n + 2 * p for n, p in zip(out_shape[2:], padding)), kernel, stride, dilation)
     for d, p in enumerate(padding):
         if p:
