@@ -257,7 +257,7 @@ def test_row_vector_steps_views_fall_back_per_operand(gpu):
     of 4, load element by element at the vector numbering; the aligned ones still move by steps."""
     base = data((6, 44))
     (x, tx) = pair(base)
-    (y, ty), (y2, ty2) = pair(data((8, 12), seed=1)), pair(data((8, 12), seed=2))
+    (y, ty), (y2, ty2) = pair(data((36, 12), seed=1)), pair(data((36, 12), seed=2))
     outs = [x[:, 4:].exp() * 2.0,                 # offset 4, row stride 44: whole steps
             x[:, 1:41].exp() + 1.0,               # offset 1: the input loads per element
             x[:, :40].sum(dim=1),
@@ -271,6 +271,17 @@ def test_row_vector_steps_views_fall_back_per_operand(gpu):
     check(outs[2], tx[:, :40].sum(1), 1e-4)
     check(outs[3], ty.t().exp() + ty2.t())
     check(outs[4], torch.softmax(tx[:, 2:], -1))
+
+
+def test_short_last_dim_rows_take_the_dims_before(gpu):
+    """A strided pointwise kernel whose last dim is shorter than a simdgroup takes the dims before
+    it into its row, up to 256 elements and at most 2048 (a dim cut to a factor: 64 -> 8 x 8), so
+    its lanes are not left idle (codegen/render.py _split_rows: col2im's rows of 2 ran at 2 of 32)."""
+    (x, tx) = pair(data((64, 2, 40, 3)))
+    out = x.permute(0, 2, 3, 1).exp() * 2.0         # (64, 40, 3, 2): last dim 2, read strided
+    (p,) = paths(out)
+    assert "outer [8] x inner [8, 120, 2]" in p, p          # (40 and 3 merge: one stride)
+    check(out, tx.permute(0, 2, 3, 1).exp() * 2.0)
 
 
 def test_kernel_plan_shows_geometry(gpu):
