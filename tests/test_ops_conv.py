@@ -303,6 +303,18 @@ INTERP = [
 ]
 
 
+def test_fold_is_col2im_kernels():
+    """F.fold lowers to col2im over its columns (passes/decompositions/conv.py): kernels only, no
+    numpy executor, on cpu and metal-emu (the reference backend keeps the primitive)."""
+    from lazytorch.realize import kernel_plan
+    c = lt.randn(2, 3 * 6, 4 * 2)
+    y = lt.nn.functional.fold(c, (7, 6), (2, 3), padding=(1, 0), stride=2)
+    for backend in ("cpu", "metal-emu"):
+        assert {launch.kind for launch in kernel_plan([y], backend).launches} == {"kernel"}, backend
+    want = torch.nn.functional.fold(torch.from_numpy(c.numpy()), (7, 6), (2, 3), padding=(1, 0), stride=2)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_resampling(backend):
     cases = [
         Case("unfold", lambda m, x: fn(m).unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),

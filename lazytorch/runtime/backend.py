@@ -137,9 +137,10 @@ class ReferenceBackend(Backend):
 
     name = "reference"
     static_memory = True
-    # convolutions run whole on the numpy executor (float64 im2col): an independent check of the
-    # windows-and-product form the other backends lower them to (passes/decompositions/conv.py)
-    library_ops = frozenset({"convolution"})
+    # convolutions and fold run whole on the numpy executor (float64 im2col, col2im): an independent
+    # check of the windows-and-product and col2im forms the other backends lower them to
+    # (passes/decompositions/conv.py)
+    library_ops = frozenset({"convolution", "fold"})
 
     def adopt(self, buf) -> np.ndarray:
         return buf if isinstance(buf, np.ndarray) else np.asarray(buf)

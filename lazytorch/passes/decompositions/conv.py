@@ -17,8 +17,8 @@ instead, one reduction kernel over the view like a pooling: its products would b
 A transposed convolution is the same product turned around, its columns summed into the output
 by col2im (ir/build_conv.py), as a convolution's input gradient is.
 
-The reference backend keeps the primitive whole (its numpy im2col in float64: an independent
-check of this form).
+`fold` (F.fold) is col2im over its input's columns.  The reference backend keeps both primitives
+whole (its numpy im2col and col2im in float64: an independent check of these forms).
 """
 from __future__ import annotations
 
@@ -104,5 +104,23 @@ def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_sh
     return y
 
 
-# the reference backend runs a convolution without a bias whole (its `library_ops`)
+@decomposes("fold", applies=lambda node: node.dtype.is_floating_point)
+def fold(node: Node, self: Node, output_size, kernel_size, dilation=(1, 1), padding=(0, 0), stride=(1, 1)) -> Node:
+    """F.fold (col2im): the columns (N, C * K, L) read as windows (N, C, *blocks, *kernel) and
+    summed into the padded output by col2im (one kernel), then cropped."""
+    kernel, size = tuple(kernel_size), tuple(output_size)
+    blocks = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                   for n, p, d, k, s in zip(size, padding, dilation, kernel, stride))
+    x = self if self.ndim == 3 else B("unsqueeze", self, 0)
+    cols = B("reshape", x, (x.shape[0], x.shape[1] // math.prod(kernel)) + kernel + blocks)
+    gwin = B("permute", cols, (0, 1, 4, 5, 2, 3))
+    y = col2im(gwin, tuple(n + 2 * p for n, p in zip(size, padding)), kernel, tuple(stride), tuple(dilation))
+    for d, p in enumerate(padding):
+        if p:
+            y = B("narrow", y, 2 + d, p, size[d])
+    return y if self.ndim == 3 else B("squeeze", y, 0)
+
+
+# the reference backend runs a convolution without a bias whole, and fold (its `library_ops`)
 LIBRARY_FORMS["convolution"] = lambda node: len(node.inputs) == 2
+LIBRARY_FORMS["fold"] = lambda node: True
