@@ -83,28 +83,14 @@ def training_steps(args, tnet, lnet, tx, lx) -> dict:
             "lt.compile": lambda: compiled(lx, ly).numpy()}
 
 
-def dcgan(nn, nz: int = 100, nf: int = 64):
-    """The DCGAN of Radford et al. at 64 x 64 (generator: transposed convolutions of stride 2 with
-    BatchNorm and ReLU, Tanh; discriminator: strided convolutions with LeakyReLU, Sigmoid)."""
-    def up(i, o, s, p):
-        return [nn.ConvTranspose2d(i, o, 4, s, p, bias=False), nn.BatchNorm2d(o), nn.ReLU(True)]
-
-    def down(i, o, norm=True):
-        return [nn.Conv2d(i, o, 4, 2, 1, bias=False)] + ([nn.BatchNorm2d(o)] if norm else []) + [nn.LeakyReLU(0.2, True)]
-    g = nn.Sequential(*up(nz, nf * 8, 1, 0), *up(nf * 8, nf * 4, 2, 1), *up(nf * 4, nf * 2, 2, 1),
-                      *up(nf * 2, nf, 2, 1), nn.ConvTranspose2d(nf, 3, 4, 2, 1, bias=False), nn.Tanh())
-    d = nn.Sequential(*down(3, nf, False), *down(nf, nf * 2), *down(nf * 2, nf * 4), *down(nf * 4, nf * 8),
-                      nn.Conv2d(nf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
-    return g, d
-
-
 def gan_steps(args) -> dict:
-    """Each framework's DCGAN step on its own copy of the same weights (Adam, BCE): the
-    discriminator on real and detached fake images, then the generator through it; ending with
-    both losses on the host."""
+    """Each framework's DCGAN step (tests/gan_models.py; Adam) on its own copy of the same
+    weights, ending with both losses on the host."""
     import torch
 
     import lazytorch as lt
+    sys.path[:0] = [os.path.join(ROOT, "tests")]
+    from gan_models import dcgan, gan_step
     torch.manual_seed(0)
     nets = {"torch": dcgan(torch.nn), "lazy": dcgan(lt.nn), "lt.compile": dcgan(lt.nn)}
     for name in ("lazy", "lt.compile"):
@@ -115,27 +101,11 @@ def gan_steps(args) -> dict:
     real = rng.standard_normal((args.batch, 3, 64, 64)).astype(np.float32)
     noise = rng.standard_normal((args.batch, 100, 1, 1)).astype(np.float32)
 
-    def stepper(lib, g, d, dev):
-        opt_g = lib.optim.Adam(g.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        opt_d = lib.optim.Adam(d.parameters(), lr=2e-4, betas=(0.5, 0.999))
-        bce = lib.nn.BCELoss()
-        ones, zeros = lib.ones(args.batch, device=dev), lib.zeros(args.batch, device=dev)
-
-        def step(x, z):
-            d.zero_grad()
-            fake = g(z)
-            err_d = bce(d(x).view(-1), ones) + bce(d(fake.detach()).view(-1), zeros)
-            err_d.backward()
-            opt_d.step()
-            g.zero_grad()
-            err_g = bce(d(fake).view(-1), ones)
-            err_g.backward()
-            opt_g.step()
-            return lib.stack([err_d, err_g])
-        return step
-    tstep = stepper(torch, *nets["torch"], args.device)
-    lstep = stepper(lt, *nets["lazy"], None)
-    cstep = lt.compile(stepper(lt, *nets["lt.compile"], None))
+    def stepper(lib, g, d):
+        opts = [lib.optim.Adam(m.parameters(), lr=2e-4, betas=(0.5, 0.999)) for m in (g, d)]
+        return lambda x, z: lib.stack(list(gan_step(lib, g, d, *opts, x, z)))
+    tstep = stepper(torch, *nets["torch"])
+    lstep, cstep = stepper(lt, *nets["lazy"]), lt.compile(stepper(lt, *nets["lt.compile"]))
     tx, tz = (torch.from_numpy(a).to(args.device) for a in (real, noise))
     lx, lz = lt.from_numpy(real), lt.from_numpy(noise)
     return {"torch": lambda: tstep(tx, tz).detach().cpu().numpy(), "lazy": lambda: lstep(lx, lz).numpy(),

@@ -153,26 +153,16 @@ def test_nn_module_gpt_gradients_match_torch(reference_backend):
         np.testing.assert_allclose(p.grad.numpy(), theirs[name].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
-def _gan(nn, nz: int = 8, nf: int = 4):
-    """A DCGAN-shaped pair: the generator upsamples by transposed convolutions (each but the
-    first with stride 2), the discriminator downsamples by strided convolutions."""
-    g = nn.Sequential(nn.ConvTranspose2d(nz, nf * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(nf * 4), nn.ReLU(True),
-                      nn.ConvTranspose2d(nf * 4, nf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(nf * 2), nn.ReLU(True),
-                      nn.ConvTranspose2d(nf * 2, 3, 4, 2, 1, bias=False), nn.Tanh())
-    d = nn.Sequential(nn.Conv2d(3, nf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-                      nn.Conv2d(nf, nf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(nf * 2), nn.LeakyReLU(0.2, inplace=True),
-                      nn.Conv2d(nf * 2, 1, 4, 1, 0, bias=False), nn.Sigmoid())
-    return g, d
-
 
 def test_gan_steps_match_torch(on_cpu):
-    """Three DCGAN steps (the discriminator on real and detached fake images, then the generator
-    through it; BCE, Adam) on the cpu backend, where transposed convolutions are products and
-    col2im kernels and their backward the adjoint products: losses per step and the generator's
-    weights after them agree with torch's from the same start."""
+    """Three DCGAN steps (tests/gan_models.py: the discriminator on real and detached fake images,
+    then the generator through it; BCE, Adam) on the cpu backend, where transposed convolutions are
+    products and col2im kernels and their backward the adjoint products: losses per step and the
+    generator's weights after them agree with torch's from the same start."""
+    from gan_models import dcgan, gan_step
     torch.manual_seed(0)
-    tg, td = _gan(torch.nn)
-    lg, ld = _gan(lt.nn)
+    tg, td = dcgan(torch.nn, nz=8, nf=4, size=16)
+    lg, ld = dcgan(lt.nn, nz=8, nf=4, size=16)
     for t, m in ((tg, lg), (td, ld)):
         m.load_state_dict(t.state_dict())
     rng, losses = np.random.default_rng(0), {torch: [], lt: []}
@@ -181,17 +171,8 @@ def test_gan_steps_match_torch(on_cpu):
     for lib, g, d in ((torch, tg, td), (lt, lg, ld)):
         opt_g = lib.optim.Adam(g.parameters(), lr=2e-3, betas=(0.5, 0.999))
         opt_d = lib.optim.Adam(d.parameters(), lr=2e-3, betas=(0.5, 0.999))
-        bce, ones, zeros = lib.nn.BCELoss(), lib.ones(4), lib.zeros(4)
         for real, noise in batches:
-            d.zero_grad()
-            fake = g(lib.tensor(noise))
-            err_d = bce(d(lib.tensor(real)).view(-1), ones) + bce(d(fake.detach()).view(-1), zeros)
-            err_d.backward()
-            opt_d.step()
-            g.zero_grad()
-            err_g = bce(d(fake).view(-1), ones)
-            err_g.backward()
-            opt_g.step()
+            err_d, err_g = gan_step(lib, g, d, opt_g, opt_d, lib.tensor(real), lib.tensor(noise))
             losses[lib].append((err_d.item(), err_g.item()))
     np.testing.assert_allclose(losses[lt], losses[torch], rtol=1e-4)
     for (name, tp), lp in zip(tg.state_dict().items(), lg.state_dict().values()):
