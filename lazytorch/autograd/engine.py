@@ -12,8 +12,9 @@ import re
 import weakref
 from typing import Any, Iterable, Sequence
 
+from ..ir import replay
 from ..ir.build import TENSORISH, call, contiguous
-from ..ir.node import SITE, TRACE, Node, collector_paused, user_site
+from ..ir.node import SITE, TRACE, Node, collector_paused, effects_now, user_site
 from ..ir.registry import get
 from . import derivatives as R
 from .grad_mode import set_grad_enabled
@@ -59,7 +60,63 @@ def _fit(g: Node, like: Node) -> Node:
     return g if g.dtype is like.dtype else call("to", g, like.dtype)
 
 
-def input_grads(rec: Record, node: Node, g: Node) -> list[Node | None]:
+# ---- recorded rules
+# A training step applies the same rules to the same structures every step: a rule's application
+# is replayed like a builder call (ir/replay.py), keyed by the snapshot's structure, which inputs
+# need grad, and the signature of (inputs, output, cotangent).  Its results are None, one of
+# those nodes (add's gradient is g itself) or nodes it made (one Recording of those).  Refused,
+# as builder calls are, where a replay could build something else: scalar or repeated inputs (no
+# signature), made nodes reading other nodes, any eval or effect meanwhile, and create_graph
+# (the gradient graph is then differentiated again).  ResNet-18's backward on cpu: its 335 rule
+# applications took 5.6-5.7 ms a step, replayed 2.6-2.9.
+_RULES: dict[tuple, tuple[replay.Recording | None, tuple]] = {}
+_ARG, _MADE = 0, 1
+
+
+def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) -> list[Node | None]:
+    """The cotangent of each input of `node` (None where it needs none) from the cotangent g."""
+    sig = None if create_graph or not replay.ENABLED else replay.signature((*rec.snapshot.inputs, node, g), {})
+    if sig is None:
+        return _apply_rule(rec, node, g)
+    key = (rec.snapshot.key, rec.needs, sig[0])
+    hit = _RULES.get(key)
+    if hit is not None:
+        if replay.CHECK:
+            made = _replayed(hit, sig)
+            built = _apply_rule(rec, node, g)
+            for a, b in zip(made, built):
+                if (a is None) != (b is None) or a is not None and not replay.same_program(a, b):
+                    raise AssertionError(f"rule memo: {rec.snapshot.op} replayed {made} but the rule built {built}")
+            return made
+        return _replayed(hit, sig)
+    before = effects_now()
+    out = _apply_rule(rec, node, g)
+    if effects_now() == before:
+        _learn(key, sig, out)
+    return out
+
+
+def _learn(key: tuple, sig: tuple, out: list[Node | None]) -> None:
+    position = {id(n): i for i, n in enumerate(sig[1])}
+    made = [o for o in out if o is not None and id(o) not in position]
+    recording = replay.record(sig[1], sig[2], tuple(made)) if made else None
+    if made and recording is None:
+        return
+    where = {id(o): j for j, o in enumerate(made)}
+    spec = tuple(None if o is None else (_ARG, position[id(o)]) if id(o) in position else (_MADE, where[id(o)])
+                 for o in out)
+    if len(_RULES) >= replay.MAX_ENTRIES * 8:
+        _RULES.clear()
+    _RULES[key] = (recording, spec)
+
+
+def _replayed(hit: tuple, sig: tuple) -> list[Node | None]:
+    recording, spec = hit
+    made = recording.replay(sig[1], sig[2], SITE.site if TRACE[0] else None) if recording is not None else ()
+    return [None if s is None else sig[1][s[1]] if s[0] == _ARG else made[s[1]] for s in spec]
+
+
+def _apply_rule(rec: Record, node: Node, g: Node) -> list[Node | None]:
     snap = rec.snapshot
     rule = R.RULES.get(snap.op)
     if rule is None:
@@ -158,7 +215,7 @@ def _backward(roots: Sequence[Node], grads: dict[int, list[Node]], retain_graph:
                 continue
             if rec.freed:
                 raise RuntimeError(FREED)
-            for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g)):
+            for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g, create_graph)):
                 if gi is not None:
                     grads.setdefault(id(inp), []).append(gi)
             if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
