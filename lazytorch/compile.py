@@ -36,7 +36,7 @@ from .passes.pipeline import compile_plan
 from .ir.creation import generator
 from .realize import eval_nodes, keep_uploads, options_for
 from .runtime import backend_name, get_backend
-from .tensor import Tensor, holding
+from .tensor import TRACING, Tensor, holding
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _MAX_VISITED = 100_000          # objects looked at when discovering captured tensors
@@ -69,6 +69,9 @@ def tracing() -> bool:
     """Whether this thread is running a body on placeholders (lt.eval is then a no-op: the
     compiled program evaluates everything it computes)."""
     return _traces_running[0] > 0 and getattr(_tracing, "active", False)
+
+
+TRACING[0] = tracing             # (tensor.py: no in-place chain is evaluated while tracing)
 
 
 def compile_info() -> CompileInfo:

@@ -20,7 +20,7 @@ from .ir import views as V
 from .ir.build import contiguous, contiguous_spec, view_of
 from .ir.errors import op_error
 from .ir.native import NATIVE
-from .ir.node import Node, note_build_effect, type_str
+from .ir.node import LEAF_OPS, Node, note_build_effect, type_str
 from .host_data import SHARED, is_shared, share, snapshot
 from .realize import LIVE, eval_nodes, host_value
 
@@ -55,6 +55,24 @@ def live_pending() -> list[Node]:
     """The pending nodes live (non-view) tensors hold, oldest first (cuda.synchronize evaluates
     them all)."""
     return LIVE.pending()
+
+
+# In-place updates of one tensor are counted; every CHAIN_CHECK-th looks how deep its pending value
+# is, and one as deep is evaluated (Tensor._flush_chain): a pending chain stays below twice that.
+CHAIN_CHECK = 64
+# Whether this thread runs a function on lt.compile's placeholders (compile.py installs its test)
+TRACING: list[Callable[[], bool]] = [lambda: False]
+
+
+def _pending_depth(node: Node, limit: int) -> int:
+    """How many pending nodes lie below `node` along its first pending inputs, up to `limit`."""
+    depth = 0
+    while depth < limit:
+        node = next((i for i in node.inputs if i.op not in LEAF_OPS), None)
+        if node is None:
+            break
+        depth += 1
+    return depth
 
 
 class Tensor:
@@ -121,6 +139,8 @@ class Tensor:
             if SHARED and old.op == "buffer" and is_shared(old.buffer) and old not in _grad.RECORDS \
                     and node not in _grad.RECORDS:
                 self._write_through(old)
+            if self._version % CHAIN_CHECK == 0 and _pending_depth(node, CHAIN_CHECK) >= CHAIN_CHECK:
+                self._flush_chain()
             return
         base = self._base
         if V.has_internal_overlap(self._spec):
@@ -131,6 +151,14 @@ class Tensor:
         base._rebind(update, op)
         self._node = view_node(base.node, self._spec)
         self._base_version = base._version
+
+    def _flush_chain(self) -> None:
+        """Evaluate a value that in-place updates have kept pending for CHAIN_CHECK updates or more
+        (a counter no step reads: BatchNorm's num_batches_tracked grew by two nodes a step, a
+        chain without end in a lazy training loop).  Not while lt.compile traces: there each
+        update is replayed."""
+        if not TRACING[0]():
+            eval_nodes([self._node], LIVE)
 
     def _write_through(self, old: Node) -> None:
         """An in-place op on a tensor whose data the user holds as arrays (`x.numpy()`) shows in

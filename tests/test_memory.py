@@ -126,3 +126,37 @@ def test_backward_and_evaluation_pause_the_cyclic_collector():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_counter_no_step_reads_stays_a_short_chain():
+    """BatchNorm's num_batches_tracked is updated in place every training step and read by no
+    step's program, so lazily it was a chain growing by a node a step (300 steps: 601 nodes).  A
+    tensor's 64th in-place update looks how deep its pending value is and evaluates one as deep
+    (tensor.py Tensor._flush_chain): the chain stays short and the count right, also for a plain
+    add_ loop.  Under lt.compile's trace nothing is evaluated: each update is replayed."""
+    from lazytorch.ir.graph import toposort
+    net = lt.nn.Sequential(lt.nn.Conv2d(3, 4, 3), lt.nn.BatchNorm2d(4), lt.nn.ReLU(), lt.nn.Flatten(),
+                           lt.nn.Linear(4 * 6 * 6, 2))
+    opt = lt.optim.SGD(net.parameters(), lr=0.1)
+    x, y = lt.randn(2, 3, 8, 8), lt.tensor([0, 1])
+    for _ in range(300):
+        opt.zero_grad()
+        lt.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    count = net[1].num_batches_tracked
+    assert sum(n.op == "add" for n in toposort([count.node])) < 128 and count.item() == 300
+    acc = lt.zeros(3)
+    for _ in range(1000):
+        acc.add_(1.0)
+    assert len(toposort([acc.node])) < 2 * 128 and acc.numpy().tolist() == [1000.0] * 3
+
+    def bump(t):
+        for _ in range(130):
+            t.add_(1.0)
+        return t * 1
+    compiled, t = lt.compile(bump), lt.zeros(2)
+    before = lt.compile_info()
+    for k in range(1, 4):
+        assert compiled(t).numpy().tolist() == [130.0 * k] * 2
+    after = lt.compile_info()
+    assert (after.traces - before.traces, after.hits - before.hits, after.fallbacks - before.fallbacks) == (1, 3, 0)
