@@ -129,3 +129,28 @@ def test_numerical_gradcheck(name):
             analytic = np.zeros(a.size) if grads[k] is None else grads[k].numpy().reshape(-1)
             analytic = analytic[picked]
             np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+TIES = [
+    ("max dim", lambda m, x: m.max(x, 1).values),
+    ("min dim keepdim", lambda m, x: m.min(x, 0, keepdim=True).values),
+    ("max_pool2d after relu", lambda m, x: m.nn.functional.max_pool2d(m.relu(x).unsqueeze(0), 3, stride=2, padding=1)),
+    ("max_pool1d", lambda m, x: m.nn.functional.max_pool1d(x.flatten(1).unsqueeze(0), 2)),
+    ("amax splits", lambda m, x: m.amax(x, (0, 1))),
+    ("max splits", lambda m, x: m.max(x)),
+]
+
+
+@pytest.mark.parametrize("name,fn", TIES, ids=[t[0] for t in TIES])
+def test_tied_extremes_route_the_gradient_as_torch(name, fn, backend):
+    """torch's max(dim)/min(dim) and max pooling send each slice's gradient to its index, the first
+    extreme (a NaN counts as one); amax and the full max split it among ties.  Inputs with many ties
+    (rounded values, zeros after relu) and NaN rows (ir/registry/reduction.yaml amax_first)."""
+    x = np.round(np.random.default_rng(0).standard_normal((6, 8)), 0).astype(np.float32)
+    if name.startswith(("max dim", "min dim")):
+        x[2, 3] = x[4, 0] = x[4, 5] = np.nan
+    lx, tx = lt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    g = np.random.default_rng(1).standard_normal(tuple(fn(torch, tx).shape)).astype(np.float32)
+    (fn(lt, lx) * lt.tensor(g)).sum().backward()
+    (fn(torch, tx) * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)

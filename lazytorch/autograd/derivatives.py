@@ -357,6 +357,27 @@ def _amax(a, out, g):
     return {"self": C("mul", share, hit)}
 
 
+@rule("amax_first", "amin_first")
+def _amax_first(a, out, g):
+    """All of g to the first extreme element of each reduced slice (row-major over the reduced
+    dims; NaN counts as the extreme, as in torch's max(dim) and max pooling)."""
+    x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)
+    if x.ndim == 0:
+        return {"self": g}
+    dims = reduced_dims(x, dim)
+    best = unreduce(out, x, dim, keep)
+    hit = C("eq", x, best)
+    if x.dtype.is_floating_point:
+        hit = C("logical_or", hit, C("logical_and", C("isnan", x), C("isnan", best)))
+    flat, step = None, 1
+    for d in reversed(dims):                                  # row-major position within the slice
+        term = C("mul", iota(x.shape, d), step) if step != 1 else iota(x.shape, d)
+        flat = term if flat is None else C("add", flat, term)
+        step *= x.shape[d]
+    first = C("amin", C("where", hit, flat, step), dims, True)
+    return {"self": C("where", C("eq", flat, first), unreduce(g, x, dim, keep), 0.0)}
+
+
 @rule("var", "std")
 def _var(a, out, g):
     x, dim, keep = a["self"], a.get("dim"), a.get("keepdim", False)

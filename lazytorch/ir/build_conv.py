@@ -244,7 +244,7 @@ def max_pool(op: OpDef, schema: Schema, a: Args):
     nd, x, args, (kernel, stride, padding, dilation), (xb, added) = _pool_setup(op.name, a)
     win, out = _padded_windows(op.name, xb, kernel, stride, padding, dilation, a["ceil_mode"], _lowest(x.dtype), args)
     window_dims = list(range(xb.ndim, xb.ndim + nd))
-    values = call("amax", win, window_dims)
+    values = call("amax_first", win, window_dims)         # (the gradient to each window's first maximum)
     if not a["return_indices"]:
         return _unbatched(values, added)
     pos = _window_position(win, window_dims, kernel)

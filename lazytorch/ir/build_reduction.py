@@ -21,7 +21,8 @@ def max_min(op: OpDef, schema: Schema, a: Args):
         return call(pointwise, x, a["other"])
     if schema.overload == "dim":
         keyed = call("to", x, D.uint8) if x.dtype.is_bool else x    # argmax refuses bool; max does not
-        return call(full, x, a["dim"], a["keepdim"]), call(arg, keyed, a["dim"], a["keepdim"])
+        # the values' gradient goes to the index, as torch's (amax_first: ties do not share it)
+        return call(full + "_first", x, a["dim"], a["keepdim"]), call(arg, keyed, a["dim"], a["keepdim"])
     meta.run(op, {"self": x, "dim": None})     # the checks of a full reduction, named after max/min
     return call(full, x)
 

@@ -1,4 +1,4 @@
-"""Decompositions of composite reductions: mean, var, std, logsumexp and norm.
+"""Decompositions of composite reductions: mean, var, std, logsumexp, norm, and amax_first/amin_first.
 
 They accumulate in the opmath dtype (float32 for half types) and cast back once.  Element counts
 come from shapes, so they are structural; user-given scalars (correction) stay runtime leaves.
@@ -21,6 +21,12 @@ def _input(self: Node, dtype) -> Node:
 
 def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
     return B("div", B("sum", x, dims, keepdim), math.prod(x.shape[d] for d in dims))
+
+
+@decomposes("amax_first", "amin_first")
+def first_extreme(node: Node, self: Node, dim: tuple[int, ...] = (), keepdim: bool = False) -> Node:
+    """The values of amax/amin (only their gradient differs: autograd/derivatives.py)."""
+    return B(node.op[:4], self, dim, keepdim)
 
 
 @decomposes("mean")
