@@ -126,10 +126,11 @@ def main() -> None:
 
     import lazytorch as lt
     lt.set_backend(args.device)
-    x = np.random.default_rng(4).standard_normal((args.batch, 3, args.size, args.size)).astype(np.float32)
+    shape = [args.batch, 3, args.size, args.size]
     if args.model == "dcgan":
-        calls = gan_steps(args)
+        calls, shape = gan_steps(args), [args.batch, 3, 64, 64]
     else:
+        x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
         tnet, lnet = models(args.device)
         tx, lx = torch.from_numpy(x).to(args.device), lt.from_numpy(x)
         calls = training_steps(args, tnet, lnet, tx, lx) if args.train else forwards(args, tnet, lnet, tx, lx)
@@ -150,10 +151,10 @@ def main() -> None:
             call()
             times[name].append(time.perf_counter() - t)
     base = statistics.median(times["torch"])
-    what = "training step (SGD)" if args.train else "forward"
+    what = "ResNet-18 " + ("training step (SGD)" if args.train else "forward")
     if args.model == "dcgan":
-        what, x = "DCGAN training step (Adam, discriminator then generator)", x[:, :, :64, :64]
-    print(f"{'' if args.model == 'dcgan' else 'ResNet-18 '}{what} on {args.device}, input {list(x.shape)}, {args.rounds} rounds, "
+        what = "DCGAN training step (Adam, discriminator then generator)"
+    print(f"{what} on {args.device}, input {shape}, {args.rounds} rounds, "
           f"load {os.getloadavg()[0]:.2f}")
     for name, ts in times.items():
         med = statistics.median(ts)

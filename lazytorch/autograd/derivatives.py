@@ -583,7 +583,8 @@ def windows_geometry(base_shape: tuple[int, ...], spec: V.ViewSpec):
     steps = []
     for j in range(nd):
         size, unit = base_shape[lead + j], bstrides[lead + j]
-        (o, so), (k, sk) = (spec.shape[lead + j], spec.strides[lead + j]), (spec.shape[lead + nd + j], spec.strides[lead + nd + j])
+        o, so = spec.shape[lead + j], spec.strides[lead + j]                # output positions
+        k, sk = spec.shape[lead + nd + j], spec.strides[lead + nd + j]      # window taps
         if unit == 0:
             return None
         s, d = (so // unit if o > 1 else 1), (sk // unit if k > 1 else 1)

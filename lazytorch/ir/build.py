@@ -215,8 +215,8 @@ def recorded(fn: Callable) -> Callable:
         if sig is None:
             return fn(*args)
         rec = memo.table.get(sig[0])
-        site = (SITE.site or user_site(2)) if TRACE[0] else None
         if rec is not None:
+            site = (SITE.site or user_site(2)) if TRACE[0] else None
             if replay.CHECK:
                 return replay.check(fn.__name__, lambda: rec.replay(sig[1], sig[2], site), lambda: fn(*args))
             return rec.replay(sig[1], sig[2], site)

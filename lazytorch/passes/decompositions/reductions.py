@@ -26,7 +26,7 @@ def _mean(x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
 @decomposes("amax_first", "amin_first")
 def first_extreme(node: Node, self: Node, dim: tuple[int, ...] = (), keepdim: bool = False) -> Node:
     """The values of amax/amin (only their gradient differs: autograd/derivatives.py)."""
-    return B(node.op[:4], self, dim, keepdim)
+    return B(node.op.removesuffix("_first"), self, dim, keepdim)
 
 
 @decomposes("mean")
