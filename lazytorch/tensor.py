@@ -65,12 +65,17 @@ TRACING: list[Callable[[], bool]] = [lambda: False]
 
 
 def _pending_depth(node: Node, limit: int) -> int:
-    """How many pending nodes lie below `node` along its first pending inputs, up to `limit`."""
+    """How many pending nodes lie below `node` along first inputs, up to `limit`: an in-place
+    update's first input is the value it updates (`add_`'s add(self, other), `view_assign`'s base),
+    so this is how many updates of one tensor are pending.  (Along the first *pending* input, an
+    SGD update p.add(g) led into g's gradient graph, deeper than any chain: every 64th step of a
+    lazy training loop evaluated each parameter's update mid-step, a program of its own.)"""
     depth = 0
     while depth < limit:
-        node = next((i for i in node.inputs if i.op not in LEAF_OPS), None)
-        if node is None:
+        inputs = node.inputs
+        if not inputs or inputs[0].op in LEAF_OPS:
             break
+        node = inputs[0]
         depth += 1
     return depth
 

@@ -128,6 +128,53 @@ def test_backward_and_evaluation_pause_the_cyclic_collector():
         gc.enable()
 
 
+def test_a_step_defers_young_collections_to_its_evaluation(monkeypatch):
+    """Between the pauses (the forward, the code between a step's calls) a young collection walked
+    the step's live graph and promoted it, which brought full collections of the heap every ~50
+    steps of ResNet-18 (ir/node.py defer_collection).  A Module call or a backward raises the
+    first threshold until the next evaluation ends: a step runs at most the one collection due
+    when it starts; the thresholds come back after the step (or stay as the user set them
+    meanwhile), and a graph never evaluated is still collected at DEFER_AT allocations."""
+    net = lt.nn.Sequential(lt.nn.Linear(6, 16), lt.nn.ReLU(), lt.nn.Linear(16, 16), lt.nn.ReLU(),
+                           lt.nn.Linear(16, 3))
+    opt = lt.optim.SGD(net.parameters(), lr=0.01)
+    x = lt.tensor(np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32))
+    runs = []
+    started = lambda phase, info: runs.append(1) if phase == "start" else None  # noqa: E731
+
+    def collections() -> int:
+        for step in range(13):
+            if step == 3:
+                runs.clear()
+            opt.zero_grad()
+            net(x).square().mean().backward()
+            opt.step()
+            assert gc.get_threshold() == (10, 10, 10)
+        return len(runs)
+    old = gc.get_threshold()
+    gc.callbacks.append(started)
+    gc.set_threshold(10, 10, 10)
+    try:
+        assert collections() <= 10                     # at most one a step
+        with monkeypatch.context() as m:               # (without deferring: every 10 net allocations)
+            for where in ("lazytorch.ir.node", "lazytorch.nn.module"):
+                m.setattr(f"{where}.defer_collection", lambda: None)
+            assert collections() > 30
+        net(x).sum().backward()
+        gc.set_threshold(123, 10, 10)                  # the user's, set while a step defers
+        opt.step()
+        assert gc.get_threshold() == (123, 10, 10)
+        monkeypatch.setattr("lazytorch.ir.node.DEFER_AT", 500)
+        runs.clear()
+        kept = [net(x) for _ in range(200)]            # never evaluated
+        assert runs and gc.get_threshold() == (500, 10, 10)
+        lt.eval(*kept[:1])
+        assert gc.get_threshold() == (123, 10, 10)
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(started)
+
+
 def test_a_counter_no_step_reads_stays_a_short_chain():
     """BatchNorm's num_batches_tracked is updated in place every training step and read by no
     step's program, so lazily it was a chain growing by a node a step (300 steps: 601 nodes).  A

@@ -177,3 +177,43 @@ def test_gan_steps_match_torch(on_cpu):
     np.testing.assert_allclose(losses[lt], losses[torch], rtol=1e-4)
     for (name, tp), lp in zip(tg.state_dict().items(), lg.state_dict().values()):
         np.testing.assert_allclose(lp.numpy(), tp.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_batchnorm_loop_compiles_its_step_once():
+    """A lazy training loop over BatchNorm layers compiles its step's program once, also after an
+    eval inside one step.  Two causes of a recompile each many steps: the running statistics a
+    step's evaluation syncs are roots of its program, and their order followed which tensors an
+    earlier eval had parked (realize.py in_program_order: by the program's structure now); and
+    every 64th update of a parameter looked how deep its pending value was along first *pending*
+    inputs, which led into its gradient's graph, so the update was evaluated mid-step (tensor.py
+    _pending_depth: along first inputs now, the value an in-place update updates)."""
+    previous = lt.get_backend()
+    lt.set_backend("cpu")
+    try:
+        lt.manual_seed(0)
+        layers = []
+        for _ in range(16):
+            layers += [lt.nn.Linear(8, 8), lt.nn.BatchNorm1d(8), lt.nn.ReLU()]
+        net = lt.nn.Sequential(*layers, lt.nn.Linear(8, 1))
+        x, y = lt.randn(16, 8), lt.randn(16, 1)
+        opt = lt.optim.SGD(net.parameters(), lr=0.01)       # (p.add(g): its first pending input is g)
+        missed = {}
+        for step in range(140):
+            before = lt.cache_info().misses
+            opt.zero_grad()
+            if step == 30:                   # an eval inside the step: its own programs, once
+                h = net[:9](x)
+                assert np.isfinite(h.sum().item())
+                out = net[9:](h)
+            else:
+                out = net(x)
+            (out - y).pow(2).mean().backward()
+            opt.step()
+            if lt.cache_info().misses != before:
+                missed[step] = lt.cache_info().misses - before
+        later = {s: n for s, n in missed.items() if s > 1 and s != 30}
+        # (what may compile later: BatchNorm's counters, evaluated every 64 updates: one program)
+        assert sum(later.values()) <= 1, f"steps that compiled after step 1: {missed}"
+        assert net[1].num_batches_tracked.item() == 140
+    finally:
+        lt.set_backend(previous)

@@ -13,6 +13,7 @@ import itertools
 from typing import Any, Callable, Iterator
 
 from ..ir import dtypes as D
+from ..ir.node import defer_collection
 from ..tensor import Size, Tensor, parse_to
 from .parameter import Parameter, host_node, set_value
 
@@ -365,6 +366,7 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        defer_collection()               # (a step's forward: ir/node.py)
         if not self._forward_pre_hooks and not self._forward_hooks:     # (most calls: no hooks)
             return self.forward(*args, **kwargs)
         for hook_id, hook in list(self._forward_pre_hooks.items()):
