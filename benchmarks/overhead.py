@@ -50,7 +50,7 @@ import time
 import numpy as np
 
 import lazytorch as lt
-from lazytorch.graph_cache import CACHE
+from lazytorch.graph_cache import CACHE, ProgramKey
 from lazytorch.ir.graph import program
 from lazytorch.realize import _compile
 from lazytorch.runtime import backend_name
@@ -95,7 +95,7 @@ def breakdown(backend: str, samples: int = 15, calls: int = 200) -> dict[str, fl
 
     def walk_and_lookup():
         prog = program([root])
-        return CACHE.get_or_compile((prog.key, name), lambda: _compile(prog.order, [root], name))
+        return CACHE.get_or_compile(ProgramKey(prog.key, name), lambda: _compile(prog.order, [root], name))
 
     compiled = key_and_lookup()
     walk_and_lookup()
@@ -177,7 +177,7 @@ def model_breakdown(workload: str, backend: str, calls: int = 40, quick: bool = 
             t1 = clock()
             roots, prog = realize.program_for([out.node], live_pending())
             t2 = clock()
-            entry = realize.CACHE.get_or_compile((prog.key, name), _no_compile)
+            entry = realize.CACHE.get_or_compile(ProgramKey(prog.key, name), _no_compile)
             leaves = [n.buffer if n.op == "buffer" else n.value for n in prog.leaves]
             t3 = clock()
             for node, buf in zip(roots, entry.executable.run(leaves)):

@@ -25,6 +25,27 @@ class CacheInfo(NamedTuple):
     maxsize: int
 
 
+class ProgramKey:
+    """A program's structural key (ir/graph.py `program`) on a backend, as the cache looks it up:
+    hashed once, from a sample of its entries.  A tuple's hash is not kept: a lookup and the LRU's
+    move_to_end each hashed the whole key again, ~0.4 ms apiece for ResNet-18's training step
+    (8,906 entries); a hit compares the whole key still (~0.1 ms there: a replayed build shares
+    most node keys), so the sample decides only which keys are compared."""
+
+    __slots__ = ("key", "_hash")
+    SAMPLE = 64
+
+    def __init__(self, key: tuple, backend: str):
+        self.key = (key, backend)
+        self._hash = hash((len(key), backend, key[::max(1, len(key) // self.SAMPLE)], key[-1:]))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is ProgramKey and self._hash == other._hash and self.key == other.key
+
+
 class GraphCache:
     def __init__(self, maxsize: int):
         self._lock = threading.Lock()

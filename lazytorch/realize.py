@@ -29,7 +29,7 @@ from typing import Any, Container, Iterable
 
 import numpy as np
 
-from .graph_cache import CACHE
+from .graph_cache import CACHE, ProgramKey
 from .ir import dtypes as D
 from .ir.graph import Program, leaf_args, program
 from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
@@ -490,7 +490,7 @@ def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ())
     if len(prog.order) > WARN_NODES:
         warn_long_history(roots[0], len(prog.order))
     name = backend_name()
-    compiled = CACHE.get_or_compile((prog.key, name), lambda: _compile(prog.order, roots, name))
+    compiled = CACHE.get_or_compile(ProgramKey(prog.key, name), lambda: _compile(prog.order, roots, name))
     backend = get_backend(name)
     if backend.device_memory:
         keep_uploads(prog.leaves, backend)

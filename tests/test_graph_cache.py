@@ -137,7 +137,7 @@ def test_hit_path_is_cheap():
     start = time.perf_counter()
     for y in ys:
         order = toposort([y.node])
-        graph_cache.CACHE.get_or_compile((structural_key(order), lt.get_backend()), lambda: 1 / 0)
+        graph_cache.CACHE.get_or_compile(graph_cache.ProgramKey(structural_key(order), lt.get_backend()), lambda: 1 / 0)
     lookup = (time.perf_counter() - start) / 20
     start = time.perf_counter()
     for y in ys:
