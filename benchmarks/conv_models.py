@@ -11,6 +11,10 @@ the weights; the first steps' losses are checked against torch's).  `--device cu
 
     python -m benchmarks.conv_models [--batch 1] [--size 224] [--rounds 20] [--compiled] [--device cuda]
     python -m benchmarks.conv_models --model dcgan [--batch 64] [--device cuda]
+    python -m benchmarks.conv_models --train --phases [--rounds 150]   # the lazy step's phases
+
+Printed per framework: the first call, median, min, mean and max of the rounds (a lazy training
+loop's throughput is its mean: a periodic collection or recompile shows there, not in the median).
 """
 from __future__ import annotations
 
@@ -71,16 +75,59 @@ def training_steps(args, tnet, lnet, tx, lx) -> dict:
         net.train()
     topt, lopt, lopt2 = (o.optim.SGD(n.parameters(), lr=0.01) for o, n in ((torch, tnet), (lt, lnet), (lt, lnet2)))
 
-    def step(F, net, opt, x, y):
+    def step(F, net, opt, x, y, mark=lambda phase: None):
         opt.zero_grad()
         loss = F.cross_entropy(net(x), y)
+        mark("forward")
         loss.backward()
+        mark("backward")
         opt.step()
+        mark("step")
         return loss
     compiled = lt.compile(lambda x, y: step(lt.nn.functional, lnet2, lopt2, x, y))
     return {"torch": lambda: step(torch.nn.functional, tnet, topt, tx, ty).detach().cpu().numpy(),
-            "lazy": lambda: step(lt.nn.functional, lnet, lopt, lx, ly).numpy(),
+            "lazy": lambda: step(lt.nn.functional, lnet, lopt, lx, ly, PHASES.mark).numpy(),
             "lt.compile": lambda: compiled(lx, ly).numpy()}
+
+
+class Phases:
+    """`--phases`: where the lazy training step's time goes, per step: forward build, backward
+    build, the optimizer's step (its update's build and the evaluation of the whole step), the
+    loss's download, and the cyclic collector's time inside the step (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.on, self.times, self.gc = False, {}, [0.0, 0.0, 0.0]
+
+    def start(self) -> None:
+        import gc
+        if self._collector not in gc.callbacks:
+            gc.callbacks.append(self._collector)
+        self.on = True
+        self.last = time.perf_counter()
+
+    def _collector(self, phase: str, info: dict) -> None:
+        if self.on:
+            now = time.perf_counter()
+            if phase == "start":
+                self.began = now
+            else:
+                self.gc[info["generation"]] += now - self.began
+
+    def mark(self, phase: str) -> None:
+        if self.on:
+            now = time.perf_counter()
+            self.times.setdefault(phase, []).append(now - self.last)
+            self.last = now
+
+    def report(self, steps: int) -> None:
+        parts = [f"{k} {statistics.median(v) * 1e3:.2f} (mean {statistics.mean(v) * 1e3:.2f})"
+                 for k, v in self.times.items()]
+        gens = ", ".join(f"{t / steps * 1e3:.2f}" for t in self.gc)
+        print("  lazy step's phases, ms, median (mean): " + ", ".join(parts) +
+              f"; collector {sum(self.gc) / steps * 1e3:.2f} ms a step (generations 0, 1, 2: {gens})")
+
+
+PHASES = Phases()
 
 
 def gan_steps(args) -> dict:
@@ -121,6 +168,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--train", action="store_true", help="a training step (cross-entropy, SGD) per call")
     p.add_argument("--model", default="resnet18", choices=("resnet18", "dcgan"))
+    p.add_argument("--phases", action="store_true", help="with --train: the lazy step's phases")
     args = p.parse_args()
     import torch
 
@@ -147,9 +195,14 @@ def main() -> None:
         call()
     for _ in range(args.rounds):
         for name, call in calls.items():
+            if name == "lazy" and args.phases:
+                PHASES.start()
             t = time.perf_counter()
             call()
             times[name].append(time.perf_counter() - t)
+            if name == "lazy" and args.phases:
+                PHASES.mark("download")
+                PHASES.on = False
     base = statistics.median(times["torch"])
     what = "ResNet-18 " + ("training step (SGD)" if args.train else "forward")
     if args.model == "dcgan":
@@ -159,7 +212,10 @@ def main() -> None:
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"  {name:14s} first {first[name] * 1e3:8.1f} ms  median {med * 1e3:7.2f} ms  "
-              f"min {min(ts) * 1e3:7.2f} ms  {med / base:5.2f}x torch")
+              f"min {min(ts) * 1e3:7.2f} ms  mean {statistics.mean(ts) * 1e3:7.2f} ms  "
+              f"max {max(ts) * 1e3:8.1f} ms  {med / base:5.2f}x torch")
+    if PHASES.times:
+        PHASES.report(args.rounds)
 
 
 if __name__ == "__main__":
