@@ -154,7 +154,7 @@ def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()
     more = [n for n in more if id(n) not in ids and not ids.add(id(n))]
     if more:
         roots = roots + more
-        prog = program(roots)
+        prog = program(roots, prog)          # (the walk goes on from the first roots' program)
     return roots, prog
 
 

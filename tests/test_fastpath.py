@@ -845,6 +845,37 @@ def test_programs_match_the_python():
     assert same_program([]) == ([], (("roots", ()),), [])
 
 
+@pytest.mark.parametrize("walk", ["program", "program_py"])
+def test_a_program_goes_on_from_its_first_roots(walk):
+    """program(roots + more, program(roots)) is program(roots + more): the walk goes on from the
+    first roots' program (an eval's program grown by the live values it syncs) with the same
+    order, key and leaves, whether `more` shares nodes with it, lies inside it, is a leaf or
+    stands apart; the first roots' program is left as it was.  Anything but a Program as prefix
+    raises."""
+    from lazytorch.ir import graph
+    program = getattr(graph, walk)
+    x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4) / 8)
+    w = lt.from_numpy(X.copy())
+    y = (x * 2).exp()
+    z = y.sum(0) + 1.0
+    shares = y * 3.0 + x                                 # reads y, which z's program holds
+    inside = x * 2                                       # (built again: its own node, equal structure)
+    apart = (w + 1.0).tanh()
+    for first, more in (([z], [shares]), ([z], [y]), ([z], [shares, apart, x]), ([z, shares], [apart]),
+                        ([z], [inside, shares]), ([z], [])):
+        roots, extra = [t.node for t in first], [t.node for t in more]
+        start = program(roots)
+        kept = (list(start.order), start.key, list(start.leaves))
+        grown, whole = program(roots + extra, start), program(roots + extra)
+        assert len(grown.order) == len(whole.order) and all(a is b for a, b in zip(grown.order, whole.order))
+        assert grown.key == whole.key
+        assert len(grown.leaves) == len(whole.leaves) and all(a is b for a, b in zip(grown.leaves, whole.leaves))
+        assert (start.order, start.key, start.leaves) == kept
+    if walk == "program" and graph.program is not graph.program_py:
+        with pytest.raises(TypeError, match="prefix must be a Program"):
+            program([z.node], (1, 2, 3))
+
+
 @needs_fast
 def test_program_keys_nodes_as_the_python():
     """`node._key or node.key`: the slot as it is, the property only where it is falsy (a node

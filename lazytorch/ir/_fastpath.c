@@ -1614,7 +1614,7 @@ CALLABLE_TYPE(alone, AloneTaker, "AloneTaker", "realize.py's LiveTensors.alone, 
  *
  * ir/graph.py::program in C: `ProgramMaker(node_type, leaf_ops, constant_op, result)` holds
  * node.py's LEAF_OPS, the op of a structural constant ("scalar": a leaf of that op with attrs is
- * no input) and graph.py's Program; a call `program(roots)` returns Program(order, key, leaves),
+ * no input) and graph.py's Program; a call `program(roots[, prefix])` returns Program(order, key, leaves),
  * step for step the Python's walk (every eval that is not a tree runs it: W9's 232 nodes took
  * ~0.1-0.2 ms in Python).  Nodes are told apart by address, as Node's __hash__ (object's) and __eq__
  * (`is`) tell them, in a table of this call's own, so no hash or __eq__ runs; a node in the table
@@ -1926,14 +1926,42 @@ static PyObject *finish(Walk *w, PyObject *roots) {
     return out;
 }
 
+/* Starts the walk where `prefix` (a Program of the first roots: the same walk's start) ended:
+ * its order, leaves and key entries but the last ("roots", ...), each node at its position. */
+static int walk_resume(Walk *w, PyObject *prefix) {
+    if (!PyObject_TypeCheck(prefix, w->self->result) || PyTuple_GET_SIZE(prefix) != 3) {
+        PyErr_SetString(PyExc_TypeError, "program: prefix must be a Program");
+        return -1;
+    }
+    PyObject *order = PyTuple_GET_ITEM(prefix, 0), *key = PyTuple_GET_ITEM(prefix, 1),
+             *leaves = PyTuple_GET_ITEM(prefix, 2);
+    if (!PyList_Check(order) || !PyTuple_Check(key) || PyTuple_GET_SIZE(key) < 1 || !PyList_Check(leaves)) {
+        PyErr_SetString(PyExc_TypeError, "program: prefix must be a Program(order list, key tuple, leaves list)");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(order), n_sig = PyTuple_GET_SIZE(key) - 1;
+    if (PyList_SetSlice(w->order, 0, 0, order) < 0 || PyList_SetSlice(w->leaves, 0, 0, leaves) < 0 ||
+        room_for((void **)&w->sig, &w->sig_room, n_sig, sizeof(PyObject *)) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n_sig; i++) {
+        w->sig[i] = Py_NewRef(PyTuple_GET_ITEM(key, i));
+        w->n_sig++;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (index_put(&w->index, PyList_GET_ITEM(w->order, i), i) < 0) return -1;
+    return 0;
+}
+
 static PyObject *maker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
-        return PyErr_Format(PyExc_TypeError, "program(roots) takes one iterable of nodes");
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1 || nargs > 2 || kwnames != NULL)
+        return PyErr_Format(PyExc_TypeError, "program(roots, prefix=None) takes one iterable of nodes "
+                            "and optionally the Program of its first roots");
     PyObject *roots = PySequence_List(args[0]);   /* (this call's own: nothing else changes it) */
     if (roots == NULL) return NULL;
     Walk w;
     PyObject *out = NULL;
-    if (walk_init(&w, (ProgramMaker *)op) == 0) {
+    if (walk_init(&w, (ProgramMaker *)op) == 0 && (nargs < 2 || args[1] == Py_None || walk_resume(&w, args[1]) == 0)) {
         Py_ssize_t i = 0;
         while (i < PyList_GET_SIZE(roots) && walk_from(&w, PyList_GET_ITEM(roots, i)) == 0) i++;
         if (i == PyList_GET_SIZE(roots)) out = finish(&w, roots);
