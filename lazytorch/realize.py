@@ -219,7 +219,7 @@ class LiveTensors:
             inside = _pending_positions(prog.order)
             memo: dict[int, int] = {}
             fresh = self._split(others, inside, memo)
-            parked = self._climb([n for n in prog.order if n.op not in LEAF_OPS], ids) if self.index else []
+            parked = self._climb(self._indexed(inside, prog.order), ids) if self.index else []
         return in_program_order(parked + fresh, inside, memo)
 
     def alone(self, root: Node) -> bool:
@@ -370,6 +370,16 @@ class LiveTensors:
         self.walked += walked
         self.added += walked
         return top
+
+    def _indexed(self, inside: dict[int, int], order: list[Node]) -> list[Node]:
+        """The pending nodes of a program (`inside`, its `order`) that the index holds, looked up
+        from the smaller side: a training loop parks a few tensors a step (BatchNorm's counters),
+        and listing ResNet-18's 3,763 pending nodes to find none of them took ~0.5 ms a step."""
+        index = self.index
+        if len(index) < len(inside):
+            return [node for key, entry in index.items()
+                    if key in inside and (node := entry.node()) is not None and id(node) == key]
+        return [n for n in order if n.op not in LEAF_OPS]
 
     def _climb(self, nodes: list[Node], roots: set[int]) -> list[Node]:
         """The values of parked tensors (other than `roots`) whose pending graphs read one of
