@@ -174,15 +174,20 @@ class _BatchNorm(Module):
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
 
     def _update_running_stats(self, input: Tensor) -> None:
-        dims = tuple(d for d in range(input.ndim) if d != 1)
-        n = input.numel() // input.shape[1]
-        mean = input.mean(dim=dims)
-        var = input.var(dim=dims, correction=1) if n > 1 else input.var(dim=dims, correction=0)
-        set_value(self.num_batches_tracked, (self.num_batches_tracked + 1).node, "batch_norm")
-        m = self.momentum
-        if m is None:                              # cumulative moving average
-            m = 1.0 / float(self.num_batches_tracked.item())
-        self._blend(mean, var, m, "batch_norm")
+        """The batch's statistics, blended into the running ones outside autograd, as torch's: built
+        with grad, each step's statistics were differentiable nodes backward never reads (their
+        autograd records: ~0.3 ms of ResNet-18's 2.5 ms forward build on cpu)."""
+        from ..autograd import no_grad
+        with no_grad():
+            dims = tuple(d for d in range(input.ndim) if d != 1)
+            n = input.numel() // input.shape[1]
+            mean = input.mean(dim=dims)
+            var = input.var(dim=dims, correction=1) if n > 1 else input.var(dim=dims, correction=0)
+            set_value(self.num_batches_tracked, (self.num_batches_tracked + 1).node, "batch_norm")
+            m = self.momentum
+            if m is None:                              # cumulative moving average
+                m = 1.0 / float(self.num_batches_tracked.item())
+            self._blend(mean, var, m, "batch_norm")
 
     def _blend(self, mean: Tensor, var: Tensor, m: float, what: str) -> None:
         """running statistics <- (1 - m) * running + m * the batch's, in place, outside autograd (as
@@ -233,12 +238,14 @@ class _InstanceNorm(_BatchNorm):
         return out if batched else out.squeeze(0)
 
     def _update_instance_stats(self, input: Tensor) -> None:
-        dims = tuple(range(2, input.ndim))
-        n = math.prod(input.shape[2:])
-        mean = input.mean(dim=dims).mean(0)
-        var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
-        m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
-        self._blend(mean, var, m, "instance_norm")
+        from ..autograd import no_grad
+        with no_grad():                  # (as the batch's: _BatchNorm._update_running_stats)
+            dims = tuple(range(2, input.ndim))
+            n = math.prod(input.shape[2:])
+            mean = input.mean(dim=dims).mean(0)
+            var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
+            m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
+            self._blend(mean, var, m, "instance_norm")
 
 
 InstanceNorm1d, InstanceNorm2d, InstanceNorm3d = _per_dims(_InstanceNorm, "InstanceNorm", "_spatial", (1, 2, 3))
