@@ -852,7 +852,20 @@ static int sign_one(Signer *self, PyObject *v, PyObject *key, PyObject *nodes, i
             Py_XDECREF(k);
             Py_XDECREF(b);
             *views = 1;
-        } else if (PyUnicode_Compare(op, SCALAR) == 0 || PyUnicode_Compare(op, PARAM) == 0) {
+        } else if (PyUnicode_Compare(op, SCALAR) == 0) {
+            /* a structural constant is an argument like a tensor's node: its key holds its value
+             * (its attributes); a runtime scalar's does not, and refuses the call */
+            PyObject *k = node_key(self, n);
+            if (k == NULL) {
+                r = -1;
+            } else if (PyTuple_Check(k) && PyTuple_GET_SIZE(k) > 1 && PyTuple_Check(PyTuple_GET_ITEM(k, 1)) &&
+                       PyTuple_GET_SIZE(PyTuple_GET_ITEM(k, 1)) > 0) {
+                r = append_new(key, k) < 0 ? -1 : 1;
+            } else {
+                Py_DECREF(k);
+                r = 0;
+            }
+        } else if (PyUnicode_Compare(op, PARAM) == 0) {
             r = 0;
         } else {
             r = append_new(key, node_key(self, n)) < 0 ? -1 : 1;

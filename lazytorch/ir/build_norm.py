@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .build import Args, as_node, builder, call, in_opmath
+from .build import Args, as_node, builder, call, constant, in_opmath
 from .errors import given, op_error
 from .node import Node
 from .registry import OpDef
@@ -35,16 +35,22 @@ def _check_vector(op: str, name: str, v: Node | None, size: int, args: dict) -> 
 
 
 def _stats(x: Node, dims: list[int]) -> tuple[Node, Node, int]:
-    """(mean, biased variance, count) of x over dims, both kept as size 1."""
+    """(mean, biased variance, count) of x over dims, both kept as size 1.  1 / count is a
+    structural constant and the centred values are squared by `square`, not multiplied by
+    themselves: a derivative rule's application is replayed only over distinct inputs that are no
+    runtime scalars (autograd/engine.py input_grads), and BatchNorm's were 81 of ResNet-18's 335 a
+    step, built anew each time."""
     n = math.prod(x.shape[d] for d in dims)
-    mean = call("mul", call("sum", x, dims, True), 1.0 / n if n else math.nan)
+    inv = constant(1.0 / n if n else math.nan)
+    mean = call("mul", call("sum", x, dims, True), inv)
     centred = call("sub", x, mean)
-    var = call("mul", call("sum", call("mul", centred, centred), dims, True), 1.0 / n if n else math.nan)
+    var = call("mul", call("sum", call("square", centred), dims, True), inv)
     return mean, var, n
 
 
 def _normalise(x: Node, mean: Node, var: Node, eps: float, weight, bias, ndim: int) -> Node:
-    y = call("mul", call("sub", x, mean), call("rsqrt", call("add", var, eps)))
+    """(x - mean) / sqrt(var + eps), then the affine; eps is a structural constant (as above)."""
+    y = call("mul", call("sub", x, mean), call("rsqrt", call("add", var, constant(eps))))
     if weight is not None:
         y = call("mul", y, _per_channel(in_opmath(weight), ndim))
     if bias is not None:

@@ -82,7 +82,8 @@ def _kind(c: type) -> str:
 
 def signature_py(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
     """(signature, tensor argument nodes, flat argument values) of a call, or None where the call
-    can't be memoized (an argument of another class, a scalar or param node, one node twice).
+    can't be memoized (an argument of another class, a runtime scalar or param node, one node
+    twice).  A structural constant is keyed by its key, which holds its value.
     `signature` is this function, or its C version (ir/native.py) where that is built."""
     if kwargs:
         key: list = [tuple(kwargs)]
@@ -102,7 +103,7 @@ def signature_py(args: tuple, kwargs: dict) -> tuple[tuple, list, tuple] | None:
             if op == "view":
                 key.append((n.key, n.inputs[0].key))
                 views = True
-            elif op == "scalar" or op == "param":
+            elif op == "scalar" and not n.attrs or op == "param":     # (a constant's key holds its value)
                 return None
             else:
                 key.append(n.key)
