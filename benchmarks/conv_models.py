@@ -12,6 +12,7 @@ the weights; the first steps' losses are checked against torch's).  `--device cu
     python -m benchmarks.conv_models [--batch 1] [--size 224] [--rounds 20] [--compiled] [--device cuda]
     python -m benchmarks.conv_models --model dcgan [--batch 64] [--device cuda]
     python -m benchmarks.conv_models --train --phases [--rounds 150]   # the lazy step's phases
+    python -m benchmarks.conv_models --train --steps 10   # the loss read every 10 steps, as a loop logs
 
 Printed per framework: the first call, median, min, mean and max of the rounds (a lazy training
 loop's throughput is its mean: a periodic collection or recompile shows there, not in the median).
@@ -85,9 +86,24 @@ def training_steps(args, tnet, lnet, tx, lx) -> dict:
         mark("step")
         return loss
     compiled = lt.compile(lambda x, y: step(lt.nn.functional, lnet2, lopt2, x, y))
-    return {"torch": lambda: step(torch.nn.functional, tnet, topt, tx, ty).detach().cpu().numpy(),
-            "lazy": lambda: step(lt.nn.functional, lnet, lopt, lx, ly, PHASES.mark).numpy(),
-            "lt.compile": lambda: compiled(lx, ly).numpy()}
+    return {"torch": read_after(args, lambda: step(torch.nn.functional, tnet, topt, tx, ty), _torch_host),
+            "lazy": read_after(args, lambda: step(lt.nn.functional, lnet, lopt, lx, ly, PHASES.mark)),
+            "lt.compile": read_after(args, lambda: compiled(lx, ly))}
+
+
+def _torch_host(t):
+    return t.detach().cpu().numpy()
+
+
+def read_after(args, step, host=lambda t: t.numpy()):
+    """A timed call: `args.steps` steps, then the last one's loss read on the host (`host`:
+    lazytorch's `.numpy()`; not `.cpu()`, which selects the cpu device for the process), as a
+    loop that logs every so many steps."""
+    def call(steps: int | None = None):
+        for _ in range(steps or args.steps):
+            loss = step()
+        return host(loss)
+    return call
 
 
 class Phases:
@@ -155,8 +171,8 @@ def gan_steps(args) -> dict:
     lstep, cstep = stepper(lt, *nets["lazy"]), lt.compile(stepper(lt, *nets["lt.compile"]))
     tx, tz = (torch.from_numpy(a).to(args.device) for a in (real, noise))
     lx, lz = lt.from_numpy(real), lt.from_numpy(noise)
-    return {"torch": lambda: tstep(tx, tz).detach().cpu().numpy(), "lazy": lambda: lstep(lx, lz).numpy(),
-            "lt.compile": lambda: cstep(lx, lz).numpy()}
+    return {"torch": read_after(args, lambda: tstep(tx, tz), _torch_host), "lazy": read_after(args, lambda: lstep(lx, lz)),
+            "lt.compile": read_after(args, lambda: cstep(lx, lz))}
 
 
 def main() -> None:
@@ -169,7 +185,11 @@ def main() -> None:
     p.add_argument("--train", action="store_true", help="a training step (cross-entropy, SGD) per call")
     p.add_argument("--model", default="resnet18", choices=("resnet18", "dcgan"))
     p.add_argument("--phases", action="store_true", help="with --train: the lazy step's phases")
+    p.add_argument("--steps", type=int, default=1, help="training steps per timed call, the loss read "
+                   "after the last (a loop that logs every N steps); times are per step")
     args = p.parse_args()
+    if args.steps > 1 and not (args.train or args.model == "dcgan"):
+        p.error("--steps is for training steps: --train, or --model dcgan")
     import torch
 
     import lazytorch as lt
@@ -184,11 +204,11 @@ def main() -> None:
         calls = training_steps(args, tnet, lnet, tx, lx) if args.train else forwards(args, tnet, lnet, tx, lx)
     first, times = {}, {k: [] for k in calls}
     t = time.perf_counter()
-    expected = calls["torch"]()
-    first["torch"] = time.perf_counter() - t
+    expected = calls["torch"](1) if args.steps > 1 else calls["torch"]()   # (the first step's losses agree;
+    first["torch"] = time.perf_counter() - t                             # later ones drift apart chaotically)
     for name, call in calls.items():
         t = time.perf_counter()
-        got = call() if name != "torch" else expected
+        got = (call(1) if args.steps > 1 else call()) if name != "torch" else expected
         first.setdefault(name, time.perf_counter() - t)
         err = float(np.abs(got - expected).max())
         assert err < 1e-3 * max(1.0, float(np.abs(expected).max())), (name, err)
@@ -203,11 +223,13 @@ def main() -> None:
             if name == "lazy" and args.phases:
                 PHASES.mark("download")
                 PHASES.on = False
+    times = {k: [t / args.steps for t in ts] for k, ts in times.items()}
     base = statistics.median(times["torch"])
     what = "ResNet-18 " + ("training step (SGD)" if args.train else "forward")
     if args.model == "dcgan":
         what = "DCGAN training step (Adam, discriminator then generator)"
-    print(f"{what} on {args.device}, input {shape}, {args.rounds} rounds, "
+    steps = f" of {args.steps} steps (times per step)" if args.steps > 1 else ""
+    print(f"{what} on {args.device}, input {shape}, {args.rounds} rounds{steps}, "
           f"load {os.getloadavg()[0]:.2f}")
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -215,7 +237,7 @@ def main() -> None:
               f"min {min(ts) * 1e3:7.2f} ms  mean {statistics.mean(ts) * 1e3:7.2f} ms  "
               f"max {max(ts) * 1e3:8.1f} ms  {med / base:5.2f}x torch")
     if PHASES.times:
-        PHASES.report(args.rounds)
+        PHASES.report(args.rounds * args.steps)
 
 
 if __name__ == "__main__":
