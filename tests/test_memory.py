@@ -155,11 +155,11 @@ def test_a_step_defers_young_collections_to_its_evaluation(monkeypatch):
     gc.callbacks.append(started)
     gc.set_threshold(10, 10, 10)
     try:
-        assert collections() <= 10                     # at most one a step
+        assert collections() <= 20                     # about one a step (10 measured)
         with monkeypatch.context() as m:               # (without deferring: every 10 net allocations)
             for where in ("lazytorch.ir.node", "lazytorch.nn.module"):
                 m.setattr(f"{where}.defer_collection", lambda: None)
-            assert collections() > 30
+            assert collections() > 50                  # (100 measured)
         net(x).sum().backward()
         gc.set_threshold(123, 10, 10)                  # the user's, set while a step defers
         opt.step()
