@@ -31,7 +31,7 @@ import numpy as np
 
 from .graph_cache import CACHE, ProgramKey
 from .ir import dtypes as D
-from .ir.graph import Program, leaf_args, program
+from .ir.graph import Program, leaf_args, pending_positions, program
 from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
 from .passes.decompose import has_composites
 from .passes.normalize import normalize
@@ -75,7 +75,7 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
     A live node inside the program joins directly; one outside joins when its pending graph reads
     a node of the program (walked once per call, memoised across live nodes).  They come in
     `in_program_order`."""
-    inside = _pending_positions(prog.order)
+    inside = pending_positions(prog.order)
     memo: dict[int, int] = {}
     return in_program_order([n for n in live if n.op not in LEAF_OPS and _reaches(n, inside, memo) >= 0],
                             inside, memo)
@@ -91,12 +91,6 @@ def in_program_order(nodes: list[Node], inside: dict[int, int], memo: dict[int, 
     if len(nodes) < 2:
         return nodes
     return sorted(nodes, key=lambda n: _reaches(n, inside, memo))
-
-
-def _pending_positions(order: list[Node]) -> dict[int, int]:
-    """id -> position of a program's pending values (not its leaves: shared data is no shared
-    history)."""
-    return {id(n): i for i, n in enumerate(order) if n.op not in LEAF_OPS}
 
 
 def _reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
@@ -216,7 +210,7 @@ class LiveTensors:
             others = self._take(ids)
             if not others and not self.index:
                 return []
-            inside = _pending_positions(prog.order)
+            inside = pending_positions(prog.order)
             memo: dict[int, int] = {}
             fresh = self._split(others, inside, memo)
             parked = self._climb(self._indexed(inside, prog.order), ids) if self.index else []

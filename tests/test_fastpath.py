@@ -877,6 +877,26 @@ def test_a_program_goes_on_from_its_first_roots(walk):
 
 
 @needs_fast
+def test_pending_positions_as_the_python():
+    """ir/graph.py's pending_positions in C (ProgramMaker.pending_positions): {id: position} of
+    the program's nodes that are no leaves -- not its buffers, runtime scalars or constants,
+    but an inputless creation op; anything but a list of nodes raises."""
+    from lazytorch.ir import graph
+    x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    y = ((x * 2.5).exp() + lt.zeros(3, 4)).tril().sum(0) + 1.0
+    order = graph.program([y.node]).order
+    got = graph.pending_positions(order)
+    assert got == graph.pending_positions_py(order)
+    assert {order[i].op for i in got.values()} >= {"iota", "mul", "exp", "add", "where", "sum"}   # (tril: iota, where)
+    assert not any(order[i].op in ("buffer", "scalar") for i in got.values())
+    assert graph.pending_positions([]) == {}
+    with pytest.raises(TypeError, match="pending_positions"):
+        graph.pending_positions(tuple(order))
+    with pytest.raises(TypeError, match="pending_positions"):
+        graph.pending_positions([1, 2])
+
+
+@needs_fast
 def test_program_keys_nodes_as_the_python():
     """`node._key or node.key`: the slot as it is, the property only where it is falsy (a node
     built without a key gets one, as the Python gives it); an inputless non-leaf (a creation op)

@@ -2009,8 +2009,40 @@ static PyObject *maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+/* ir/graph.py's pending_positions(order): {id(node): position} of the nodes of `order` whose op
+ * is no leaf op (an eval's `inside`: ResNet-18's 5,366-node step took ~0.6 ms in Python). */
+static PyObject *maker_pending(PyObject *op, PyObject *order) {
+    ProgramMaker *self = (ProgramMaker *)op;
+    if (!PyList_Check(order)) return PyErr_Format(PyExc_TypeError, "pending_positions: order must be a list");
+    PyObject *out = PyDict_New();
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(order); i++) {
+        PyObject *node = PyList_GET_ITEM(order, i);
+        PyObject *nop = Py_TYPE(node) == self->node_type ? SLOT(node, self->at[N_OP]) : NULL;
+        if (nop == NULL) {
+            PyErr_SetString(PyExc_TypeError, "pending_positions: order holds something other than a Node with an op");
+            Py_CLEAR(out);
+            break;
+        }
+        int leaf = PySet_Contains(self->leaf_ops, nop);
+        if (leaf != 0) {
+            if (leaf < 0) Py_CLEAR(out);
+            continue;
+        }
+        PyObject *key = PyLong_FromVoidPtr(node), *value = PyLong_FromSsize_t(i);
+        if (key == NULL || value == NULL || PyDict_SetItem(out, key, value) < 0) Py_CLEAR(out);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+    }
+    return out;
+}
+
+static PyMethodDef maker_methods[] = {
+    {"pending_positions", maker_pending, METH_O, "{id(node): position} of order's nodes that are no leaves."},
+    {NULL, NULL, 0, NULL},
+};
+
 HELD_GC(maker, ProgramMaker, MAKER_HELD)
-CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL, NULL, NULL)
+CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL, maker_methods, NULL)
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",

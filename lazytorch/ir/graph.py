@@ -107,9 +107,17 @@ def program(roots: Iterable[Node], prefix: Program | None = None) -> Program:
     return Program(order, tuple(sig), leaves)
 
 
-program_py = program
+def pending_positions(order: list[Node]) -> dict[int, int]:
+    """id -> position of a program's pending values, `order`'s nodes that are no leaves (shared
+    data is no shared history): what an eval's live tensors are looked up against
+    (realize.py `LiveTensors.synced`)."""
+    return {id(n): i for i, n in enumerate(order) if n.op not in LEAF_OPS}
+
+
+program_py, pending_positions_py = program, pending_positions
 if NATIVE is not None:                      # the same walk in C (ir/native.py): every eval runs it
     program = NATIVE.ProgramMaker(node_type=Node, leaf_ops=LEAF_OPS, constant_op="scalar", result=Program)
+    pending_positions = program.pending_positions
 
 
 # ---------------------------------------------------------------- tree keys
