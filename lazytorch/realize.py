@@ -83,7 +83,8 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
 
 def in_program_order(nodes: list[Node], inside: dict[int, int], memo: dict[int, int]) -> list[Node]:
     """`nodes` (each reaching the program) by the position of the first program node each one's
-    pending graph reads (itself where it is inside): an order of the program's structure alone.
+    pending graph reads (itself where it is inside): an order of the program's structure (values
+    that first read the same node keep the order they were found in).
     The synced values are roots of the program compiled next, so their order is part of its key;
     the order they were found in depends on which live tensors an earlier eval parked, and an
     eval inside one step of a loop (a counter's flush, a print) changed it for every later step:
