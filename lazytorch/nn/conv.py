@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..autograd import no_grad
 from ..ir import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
@@ -173,31 +174,28 @@ class _BatchNorm(Module):
             return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0, self.eps)
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
 
+    @no_grad()
     def _update_running_stats(self, input: Tensor) -> None:
-        """The batch's statistics, blended into the running ones outside autograd, as torch's: built
-        with grad, each step's statistics were differentiable nodes backward never reads (their
-        autograd records: ~0.3 ms of ResNet-18's 2.5 ms forward build on cpu)."""
-        from ..autograd import no_grad
-        with no_grad():
-            dims = tuple(d for d in range(input.ndim) if d != 1)
-            n = input.numel() // input.shape[1]
-            mean = input.mean(dim=dims)
-            var = input.var(dim=dims, correction=1) if n > 1 else input.var(dim=dims, correction=0)
-            set_value(self.num_batches_tracked, (self.num_batches_tracked + 1).node, "batch_norm")
-            m = self.momentum
-            if m is None:                              # cumulative moving average
-                m = 1.0 / float(self.num_batches_tracked.item())
-            self._blend(mean, var, m, "batch_norm")
+        """The batch's statistics blended into the running ones, outside autograd as torch's (built
+        with grad, they were differentiable nodes backward never reads: ~0.3 ms of ResNet-18's
+        2.5 ms forward build on cpu; blended with grad, each step's statistics kept the step's
+        whole graph reachable from the buffer, a training loop's memory growing every step)."""
+        dims = tuple(d for d in range(input.ndim) if d != 1)
+        n = input.numel() // input.shape[1]
+        mean = input.mean(dim=dims)
+        var = input.var(dim=dims, correction=1) if n > 1 else input.var(dim=dims, correction=0)
+        set_value(self.num_batches_tracked, (self.num_batches_tracked + 1).node, "batch_norm")
+        m = self.momentum
+        if m is None:                              # cumulative moving average
+            m = 1.0 / float(self.num_batches_tracked.item())
+        self._blend(mean, var, m, "batch_norm")
 
     def _blend(self, mean: Tensor, var: Tensor, m: float, what: str) -> None:
-        """running statistics <- (1 - m) * running + m * the batch's, in place, outside autograd (as
-        torch's): blended with grad, each step's statistics kept the step's whole graph reachable
-        from the buffer, a training loop's memory growing by its activations every step."""
-        from ..autograd import no_grad
+        """running statistics <- (1 - m) * running + m * the batch's, in place (the callers run
+        under no_grad)."""
         dt = self.running_mean.dtype
-        with no_grad():
-            set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.detach().to(dt)).node, what)
-            set_value(self.running_var, ((1 - m) * self.running_var + m * var.detach().to(dt)).node, what)
+        set_value(self.running_mean, ((1 - m) * self.running_mean + m * mean.to(dt)).node, what)
+        set_value(self.running_var, ((1 - m) * self.running_var + m * var.to(dt)).node, what)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
@@ -237,15 +235,14 @@ class _InstanceNorm(_BatchNorm):
                               use_input_stats, 0.0, self.eps)
         return out if batched else out.squeeze(0)
 
+    @no_grad()                           # (as the batch's: _BatchNorm._update_running_stats)
     def _update_instance_stats(self, input: Tensor) -> None:
-        from ..autograd import no_grad
-        with no_grad():                  # (as the batch's: _BatchNorm._update_running_stats)
-            dims = tuple(range(2, input.ndim))
-            n = math.prod(input.shape[2:])
-            mean = input.mean(dim=dims).mean(0)
-            var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
-            m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
-            self._blend(mean, var, m, "instance_norm")
+        dims = tuple(range(2, input.ndim))
+        n = math.prod(input.shape[2:])
+        mean = input.mean(dim=dims).mean(0)
+        var = input.var(dim=dims, correction=1 if n > 1 else 0).mean(0)
+        m = self.momentum if self.momentum is not None else 0.0   # as torch: num_batches_tracked stays 0
+        self._blend(mean, var, m, "instance_norm")
 
 
 InstanceNorm1d, InstanceNorm2d, InstanceNorm3d = _per_dims(_InstanceNorm, "InstanceNorm", "_spatial", (1, 2, 3))
