@@ -57,6 +57,7 @@ def main() -> None:
     R.program_for = timed("program_for", R.program_for)
     lookup = type(R.CACHE).get_or_compile
     wrapped: set[int] = set()
+    executables: list = []
 
     def get_or_compile(cache, key, compile_fn):
         t = time.perf_counter()
@@ -65,6 +66,7 @@ def main() -> None:
         ex = compiled.executable
         if id(ex) not in wrapped:
             wrapped.add(id(ex))
+            executables.append(ex)
             ex.run = _timed_run(ex.run, add, args.device)
         return compiled
     type(R.CACHE).get_or_compile = get_or_compile
@@ -101,6 +103,20 @@ def main() -> None:
     for part, ms in times.items():
         print(f"  {part:16s} median {statistics.median(ms):7.2f} mean {statistics.mean(ms):7.2f} ms  (n={len(ms)})")
     print("  collector, ms a step by generation 0, 1, 2:", ", ".join(f"{c / args.steps * 1e3:.2f}" for c in collector))
+    if args.device == "cuda":
+        _graphs(lt, executables)
+
+
+def _graphs(lt, executables: list) -> None:
+    """Whether the step's plans replay as CUDA graphs, and where not, why (runtime/cuda_graph.py)."""
+    from lazytorch.runtime import cuda_driver
+    print(f"  CUDA graphs {lt.cuda.graph_info()}, threads on the device {len(cuda_driver.device().threads)}")
+    for ex in executables:
+        plain = getattr(ex, "executor", ex)
+        print(f"    plan of {len(plain.plan.launches)} launches ({type(ex).__name__}): on {getattr(ex, 'on', None)}, "
+              f"host launches {plain.host_launches}, memory plan {plain.memory is not None}, "
+              f"graphs {len(getattr(ex, 'graphs', ()))}, evictions {getattr(ex, 'evictions', None)}, "
+              f"keys seen once {len(getattr(ex, 'seen', ()))}")
 
 
 def _timed_run(run, add, device: str):
