@@ -9,6 +9,7 @@ makes on the host, checked against numpy.  On a GPU the op suite runs on it
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import lazytorch as lt
 from lazytorch.ir import dtypes as D
 from lazytorch.runtime import cuda_driver
 from lazytorch.runtime.cuda_driver import HELPERS, Strided, _matrix, contiguous_strides
@@ -184,12 +186,78 @@ class _Driver:
         self.calls.append("trim")
         return 0
 
+    # (events and a flag's synchronous copy: Device.check_later)
+    def cuEventCreate(self, event, flags):             # noqa: N802
+        self.calls.append("event")
+        return 0
+
+    def cuEventRecord(self, event, stream):            # noqa: N802
+        return 0
+
+    def cuEventSynchronize(self, event):               # noqa: N802
+        self.calls.append("wait")
+        return 0
+
+    def cuEventDestroy_v2(self, event):                # noqa: N802
+        return 0
+
+    def cuMemcpyDtoH_v2(self, dst, ptr, nbytes):       # noqa: N802
+        ctypes.memmove(dst, bytes([_Flag.values[ptr]]), 1)
+        return 0
+
+
+class _Flag:
+    """A run's 0-d error flag on the fake device: its value read by cuMemcpyDtoH_v2."""
+    values: dict[int, int] = {}
+    shape, dtype, nbytes = (), D.bool_, 1
+
+    def __init__(self, value: bool):
+        self.ptr = 1000 + len(_Flag.values)
+        _Flag.values[self.ptr] = int(value)
+
 
 def _device(oom: int) -> cuda_driver.Device:
     dev = object.__new__(cuda_driver.Device)
     dev.cu, dev.stream, dev.pool, dev._trimmed = _Driver(oom), None, None, False
     dev._cached, dev.cached_bytes, dev.release_hooks = {}, 0, []
+    dev._unread, dev._unread_lock = [], threading.Lock()
     return dev
+
+
+def test_error_flags_are_read_once_their_run_is_done(monkeypatch):
+    """A run's error flags are not read as it ends (that waited for the GPU): the last
+    MAX_UNREAD runs' wait, an older run's are read after its own end event (not the stream's), and
+    every run's before the host waits for the stream (a read, lt.cuda.synchronize); the first run
+    with a flag set raises its error, and each run's flags are read once."""
+    dev = _device(oom=0)
+    raised = []
+
+    def error(name):
+        def raise_error():
+            raised.append(name)
+            raise IndexError(f"{name}: index out of range")
+        return raise_error
+    monkeypatch.setattr(cuda_driver, "MAX_UNREAD", 2)
+    dev.check_later([_Flag(False)], error("first"))
+    dev.check_later([_Flag(False), _Flag(True)], error("second"))
+    assert raised == [] and len(dev._unread) == 2 and "wait" not in dev.cu.calls
+    dev.check_later([_Flag(False)], error("third"))                # the first is read: not set
+    assert raised == [] and dev.cu.calls.count("wait") == 1 and len(dev._unread) == 2
+    with pytest.raises(IndexError, match="second"):
+        dev.check_later([_Flag(True)], error("fourth"))
+    assert raised == ["second"]
+    with pytest.raises(IndexError, match="fourth"):
+        dev.synchronize()                                           # (the rest, at the wait)
+    assert dev._unread == []
+    dev.synchronize()                                               # (read once)
+    assert raised == ["second", "fourth"]
+    reused, other = _Flag(True), _Flag(False)                       # (a launch about to zero a
+    dev.check_later([reused], error("fifth"))                       # flag reads its last run first)
+    dev.settle(other)
+    assert raised == ["second", "fourth"]
+    with pytest.raises(IndexError, match="fifth"):
+        dev.settle(reused)
+    assert dev._unread == []
 
 
 def test_freed_blocks_are_reused_by_size_and_released_when_memory_runs_out():
@@ -239,3 +307,21 @@ def test_every_new_thread_makes_the_context_current_even_with_a_reused_ident():
         t.start()
         t.join()
     assert dev.cu.set_on == ["first", "second", "third"]
+
+
+def test_cross_entropys_target_pick_runs_on_the_device(monkeypatch):
+    """cross_entropy picks each sample's target with gather, a reference launch: on the host it
+    waited for the GPU in the middle of every training step and kept the plan out of CUDA graphs.
+    The driver runtime runs a gather along a dim on the device (cuda_driver._gather, flagged like
+    the embedding's rows); a 0-d source stays on the host."""
+    from lazytorch.realize import kernel_plan
+    monkeypatch.setattr(cuda_driver, "DeviceBuffer", lambda shape, dtype: ("flag", shape, dtype))
+    logits = lt.tensor(np.random.default_rng(0).standard_normal((4, 7)).astype(np.float32))
+    target = lt.tensor(np.array([1, 0, 6, 3]))
+    plan = kernel_plan([lt.nn.functional.cross_entropy(logits, target)], backend="cuda")
+    host = [launch for launch in plan.launches if launch.kind == "reference"]
+    assert [n.op for n in host[0].nodes][-1] == "gather"
+    assert all(cuda_driver.device_reference_launch(launch) is not None for launch in host)
+    scalar = kernel_plan([lt.gather(lt.tensor(3.0), 0, lt.tensor(0))], backend="cuda")
+    (picked,) = [launch for launch in scalar.launches if launch.kind == "reference"]
+    assert cuda_driver.device_reference_launch(picked) is None

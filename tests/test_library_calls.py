@@ -266,7 +266,7 @@ def _device_reference(program, *arrays):
     import mlx.core as mx
     from lazytorch.ir import dtypes as D
     from lazytorch.realize import kernel_plan
-    from lazytorch.runtime.executor import _raise_first
+    from lazytorch.runtime.executor import raise_first
     from lazytorch.runtime.mlx import MlxBuffer, device_reference_launch, mx_dtype, to_mx
     plan = kernel_plan([program(lt, *(lt.tensor(a) for a in arrays))], "cuda")
     (launch,) = [launch for launch in plan.launches if launch.kind == "reference"]
@@ -278,7 +278,7 @@ def _device_reference(program, *arrays):
     out = MlxBuffer(mx.zeros(ref.shape, dtype=mx_dtype(ref.dtype)), ref.dtype)
     check = fn([by_shape[b.shape] for _, b in launch.reads], [out])
     if check is not None and check.flag.item():        # as the executor does after a run
-        _raise_first([(check, launch)])
+        raise_first([(check, launch)])
     return np.asarray(out)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -117,6 +117,13 @@ class Backend:
     def any_flag_set(self, flags: Sequence[Any]) -> bool:
         """Whether any of a run's deferred error flags (executor.DeferredCheck) is set."""
         return any(bool(np.asarray(f)) for f in flags)
+
+    def check_flags(self, flags: Sequence[Any], raise_error: Callable[[], None]) -> None:
+        """A run's deferred error flags, after its last launch: `raise_error()` where one is set.
+        Read now here; a backend whose reads wait for its device may read them before the host
+        next reads its memory instead (runtime/cuda_driver.py Device.check_later)."""
+        if self.any_flag_set(flags):
+            raise_error()
 
     def synchronize(self) -> None:
         """Waits until the work started on the backend's device has finished (lt.cuda.synchronize);

@@ -18,8 +18,10 @@ stream, in order, asynchronous; the host waits only when it reads a buffer (`to_
   first by a strided-copy kernel.
 - `view`, `cat` and `embedding` reference launches run on the device through a strided-copy and a
   row-gather kernel (`HELPERS`): a host fallback would copy a model's embedding table across the
-  bus on every call.  An embedding index out of range sets a flag read after the run (torch's
-  IndexError then comes from the host op).  Other launches run on the host (executor's fallback).
+  bus on every call.  An embedding index out of range sets a flag (torch's IndexError then comes
+  from the host op).  Other launches run on the host (executor's fallback).
+- A run's error flags are read before the host next reads a buffer or waits for the stream
+  (`Device.check_later`), not after the run: the host builds the next step while the GPU runs.
 
 `available()` is False where libcuda, NVRTC or cuBLAS cannot be loaded; the `cuda` backend then
 runs through MLX (`LAZYTORCH_CUDA_RUNTIME=mlx` chooses that path anywhere).
@@ -75,6 +77,9 @@ _DRIVER = {
     "cuStreamBeginCapture_v2": [c_void_p, c_int], "cuStreamEndCapture": [c_void_p, c_void_p],
     "cuGraphInstantiateWithFlags": [c_void_p, c_void_p, ctypes.c_ulonglong],
     "cuGraphDestroy": [c_void_p], "cuGraphExecDestroy": [c_void_p],
+    "cuEventCreate": [c_void_p, c_uint], "cuEventRecord": [c_void_p, c_void_p],
+    "cuEventSynchronize": [c_void_p], "cuEventDestroy_v2": [c_void_p],
+    "cuMemcpyDtoH_v2": [c_void_p, c_uint64, c_size_t],
 }
 _CUBLAS = {
     "cublasCreate_v2": [c_void_p], "cublasSetStream_v2": [c_void_p, c_void_p],
@@ -143,6 +148,58 @@ class Device:
         self.blas, self.blas_handle, self.blas_raw = blas, handle, ctypes.CDLL(blas._name)
         self._staging_lock = threading.Lock()
         self._staging, self._staged = self._pinned(STAGED_BYTES)
+        self._unread: list[tuple[Sequence[Any], Callable[[], None]]] = []    # (check_later)
+        self._unread_lock = threading.Lock()
+
+    # ---- error flags read later (torch's device-side asserts surface the same way)
+    def check_later(self, flags: Sequence[Any], raise_error: Callable[[], None]) -> None:
+        """A run's error flags (an index out of range), read once the run is done rather than as
+        it ends: reading them at once waited for the GPU to finish the run, so the host could not
+        build the next step meanwhile (ResNet-18's lazy training step waited ~5 ms in its
+        evaluation).  They are read, the first run with one set raising its error, when more than
+        MAX_UNREAD runs wait (the oldest: an event marks its end, so later runs are not waited
+        for), before a CUDA graph that wrote them is launched again (`read_flags`), and before
+        the host reads a buffer or waits for the stream.  So no value of a run whose flag is set
+        reaches the host, and a run's inputs (which an error's message reads) are held only
+        until then."""
+        event = c_void_p()
+        self.check(self.cu.cuEventCreate(ctypes.byref(event), 2), "cuEventCreate")   # (no timing)
+        self.check(self.cu.cuEventRecord(event, self.stream), "cuEventRecord")
+        with self._unread_lock:
+            self._unread.append((flags, raise_error, event))
+            due, self._unread = self._unread[:-MAX_UNREAD], self._unread[-MAX_UNREAD:]
+        self._read(due)
+
+    def read_flags(self) -> None:
+        """Reads every run's flags `check_later` kept."""
+        if self._unread:
+            with self._unread_lock:
+                unread, self._unread = self._unread, []
+            self._read(unread)
+
+    def settle(self, flag: "DeviceBuffer") -> None:
+        """Reads the kept runs' flags where `flag` is one of them: a launch about to zero its
+        flag for a new run would otherwise lose an earlier run's error."""
+        if any(f is flag for flags, _, _ in self._unread for f in flags):
+            self.read_flags()
+
+    def _read(self, unread: list) -> None:
+        """Each run's flags once its event has passed (a copy on no stream of ours: later runs
+        queued on the stream are not waited for); the first set raises that run's error."""
+        failed = None
+        for flags, raise_error, event in unread:
+            self.check(self.cu.cuEventSynchronize(event), "cuEventSynchronize")
+            self.cu.cuEventDestroy_v2(event)
+            if failed is None and any(self._flag_now(f) for f in flags):
+                failed = raise_error
+        if failed is not None:
+            failed()
+
+    def _flag_now(self, flag: "DeviceBuffer") -> bool:
+        host = np.zeros(flag.shape, flag.dtype.np)
+        if flag.nbytes:
+            self.check(self.cu.cuMemcpyDtoH_v2(host.ctypes.data, flag.ptr, flag.nbytes), "cuMemcpyDtoH")
+        return bool(host.any())
 
     def check(self, result: int, what: str, blas: bool = False) -> None:
         if result:
@@ -177,6 +234,16 @@ class Device:
             self.cached_bytes -= nbytes
             return blocks.pop()
         return self._fresh(nbytes, self.stream)
+
+    def take(self, nbytes: int, ptr: int) -> bool:
+        """Takes the cached block at `ptr`, if it is cached (a CUDA graph's outputs go back to
+        the addresses they had two runs ago: runtime/cuda_graph.py GraphedPlan._outputs)."""
+        blocks = self._cached.get(nbytes)
+        if self.capturing is not None or not blocks or ptr not in blocks:
+            return False
+        blocks.remove(ptr)
+        self.cached_bytes -= nbytes
+        return True
 
     def _fresh(self, nbytes: int, stream: c_void_p) -> int:
         ptr = c_uint64()
@@ -288,6 +355,7 @@ class Device:
 
     def synchronize(self) -> None:
         self.check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        self.read_flags()
 
     def function(self, cubin: bytes, name: str, shared_memory: int = 0) -> c_void_p:
         module, fn = c_void_p(), c_void_p()
@@ -344,6 +412,9 @@ class Device:
 
 # Freed blocks kept for reuse, in bytes, before frees go back to the driver's pool.
 MAX_CACHED_BYTES = 1 << 32
+# Runs whose error flags wait (Device.check_later) before the oldest's are read: the last run's,
+# while the host builds the next step.
+MAX_UNREAD = 1
 # Downloads up to this size go through the device's pinned block (Device.download).
 STAGED_BYTES = 1 << 16
 _OUT_OF_MEMORY = 2             # CUDA_ERROR_OUT_OF_MEMORY
@@ -375,6 +446,18 @@ class DeviceBuffer:
         if dev.capturing is not None:        # (see Capture.made)
             dev.capturing.made.append(weakref.ref(self))
 
+    @classmethod
+    def at(cls, shape: tuple[int, ...], dtype: DType, ptr: int) -> "DeviceBuffer | None":
+        """A buffer in the cached block at `ptr` (Device.take); None where that block is not cached."""
+        buf = object.__new__(cls)
+        buf.shape, buf.dtype = tuple(shape), dtype
+        buf.nbytes = math.prod(buf.shape) * np.dtype(dtype.np).itemsize
+        if not ptr or not device().take(buf.nbytes, ptr):
+            buf.ptr = 0                  # (its __del__ frees nothing)
+            return None
+        buf.ptr = ptr
+        return buf
+
     def __del__(self) -> None:
         try:
             device().free(self.ptr, self.nbytes)
@@ -382,7 +465,9 @@ class DeviceBuffer:
             pass
 
     def __array__(self, dtype=None, copy=None):
-        host = device().download(self.ptr, self.nbytes, self.shape, self.dtype.np)
+        dev = device()
+        dev.read_flags()                 # (a run's unread error flags first: Device.check_later)
+        host = dev.download(self.ptr, self.nbytes, self.shape, self.dtype.np)
         return host if dtype is None else host.astype(dtype)
 
     def copy_from_host(self, value: np.ndarray) -> None:
@@ -423,6 +508,15 @@ class Walk(ctypes.Structure):
                 ("dst", ctypes.c_longlong * MAX_DIMS), ("src_off", ctypes.c_longlong), ("dst_off", ctypes.c_longlong)]
 
 
+class Gather(ctypes.Structure):
+    """A gather along `dim`: n output elements of `shape` (the index's), the source's and the
+    index's element strides and offsets, and the source's size along dim."""
+    _fields_ = [("n", ctypes.c_longlong), ("ndim", c_int), ("dim", c_int),
+                ("shape", ctypes.c_longlong * MAX_DIMS), ("src", ctypes.c_longlong * MAX_DIMS),
+                ("idx", ctypes.c_longlong * MAX_DIMS), ("src_off", ctypes.c_longlong),
+                ("idx_off", ctypes.c_longlong), ("size", ctypes.c_longlong)]
+
+
 _WORDS = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 HELPERS = cuda_target.STANDALONE_HEADER + f"""
 struct Walk {{ long long n; int ndim; long long shape[{MAX_DIMS}], src[{MAX_DIMS}], dst[{MAX_DIMS}]; long long src_off, dst_off; }};
@@ -440,6 +534,24 @@ template <typename T> __device__ void copy_strided(const T* s, T* d, const Walk&
   }}
 }}
 
+// gather along dim: out (contiguous, the index's shape) at q reads s at q with q[dim] replaced by
+// index[q] (both read through their strides); an index outside 0..size-1 sets the flag and writes 0
+struct Gather {{ long long n; int ndim, dim; long long shape[{MAX_DIMS}], src[{MAX_DIMS}], idx[{MAX_DIMS}]; long long src_off, idx_off, size; }};
+
+template <typename T, typename I> __device__ void gather_dim(const T* s, const I* index, T* out, int* flag, const Gather& g) {{
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < g.n; e += (long long)gridDim.x * blockDim.x) {{
+    long long r = e, si = g.src_off, ii = g.idx_off;
+    for (int k = g.ndim - 1; k >= 0; --k) {{
+      long long q = r % g.shape[k];
+      r /= g.shape[k];
+      ii += q * g.idx[k];
+      if (k != g.dim) si += q * g.src[k];
+    }}
+    long long k = (long long)index[ii];
+    if (k < 0 || k >= g.size) {{ flag[0] = 1; out[e] = T(0); }} else {{ out[e] = s[si + k * g.src[g.dim]]; }}
+  }}
+}}
+
 // out[i, j] = table[index[i], j]; an index outside 0..rows-1 sets the flag and writes 0
 template <typename T, typename I> __device__ void take_rows(
     const T* table, const I* index, T* out, int* flag, long long n, long long row, long long rows) {{
@@ -452,6 +564,8 @@ template <typename T, typename I> __device__ void take_rows(
     f'extern "C" __global__ void lt_copy{n}(const {t}* s, {t}* d, const Walk w) {{ copy_strided(s, d, w); }}\n'
     + "".join(f'extern "C" __global__ void lt_take{n}_{i}(const {t}* table, const {i}_t* index, {t}* out, int* flag, '
               f'long long n, long long row, long long rows) {{ take_rows(table, index, out, flag, n, row, rows); }}\n'
+              f'extern "C" __global__ void lt_gather{n}_{i}(const {t}* s, const {i}_t* index, {t}* out, int* flag, '
+              f'const Gather g) {{ gather_dim(s, index, out, flag, g); }}\n'
               for i in ("int32", "int64"))
     for n, t in _WORDS.items())
 
@@ -460,7 +574,8 @@ template <typename T, typename I> __device__ void take_rows(
 def _helpers() -> dict[str, c_void_p]:
     (cubin,) = nvrtc.compile_all([(HELPERS, "lt_helpers")])
     dev = device()
-    names = [f"lt_copy{n}" for n in _WORDS] + [f"lt_take{n}_{i}" for n in _WORDS for i in ("int32", "int64")]
+    names = [f"lt_copy{n}" for n in _WORDS] + [f"lt_{op}{n}_{i}" for op in ("take", "gather")
+                                               for n in _WORDS for i in ("int32", "int64")]
     return {name: dev.function(cubin, name) for name in names}
 
 
@@ -681,6 +796,22 @@ def _take(node, env, out: DeviceBuffer, flag: DeviceBuffer, keep: list) -> None:
     device().launch(_helpers()[name], (_blocks(n), 1, 1), (256, 1, 1), 0, params)
 
 
+def _gather(node, env, out: DeviceBuffer, flag: DeviceBuffer) -> None:
+    """gather along dim: the source and the index read through their strides (views as they are)."""
+    x, index = (env[id(i)] for i in node.inputs)
+    n = math.prod(out.shape)
+    if n == 0:
+        return
+    g = Gather(n=n, ndim=len(out.shape), dim=node.attrs["dim"] % len(x.shape), src_off=x.offset,
+               idx_off=index.offset)
+    g.size = x.shape[g.dim]
+    for k, (size, sx, si) in enumerate(zip(out.shape, x.strides, index.strides)):
+        g.shape[k], g.src[k], g.idx[k] = size, sx, si
+    args = [c_uint64(x.ptr), c_uint64(index.ptr), c_uint64(out.ptr), c_uint64(flag.ptr)]
+    params = (c_void_p * 5)(*[ctypes.addressof(a) for a in args], ctypes.addressof(g))
+    device().launch(_helpers()[f"lt_gather{x.itemsize}_{index.dtype.name}"], (_blocks(n), 1, 1), (256, 1, 1), 0, params)
+
+
 def _cat_into(node, env, out: DeviceBuffer) -> None:
     dim, at = node.attrs["dim"], 0
     strides = contiguous_strides(out.shape)
@@ -694,21 +825,29 @@ def _cat_into(node, env, out: DeviceBuffer) -> None:
 _INDEX_DTYPES = (D.int32, D.int64)
 
 
+_INDEXED = {      # the device-run reference ops that read indices: (op) -> whether its form fits the kernel
+    "embedding": lambda node: node.inputs[0].dtype in _INDEX_DTYPES and len(node.inputs[1].shape) == 2,
+    # (cross_entropy's target pick: on the host it waited for the GPU mid-plan, and kept the
+    # plan out of CUDA graphs)
+    "gather": lambda node: node.inputs[1].dtype in _INDEX_DTYPES and 0 < len(node.inputs[0].shape) == len(node.shape),
+}
+
+
 def device_reference_launch(launch) -> LaunchFn | None:
-    """A reference launch of views, one cat or one embedding written to the launch's only buffer,
-    run on the device; None otherwise (the host runs it)."""
+    """A reference launch of views, one cat, embedding or gather written to the launch's only
+    buffer, run on the device; None otherwise (the host runs it)."""
     views = [n for n in launch.nodes if n.op == "view"]
     computed = [n for n in launch.nodes if n.op != "view"]
-    if len(launch.writes) != 1 or len(computed) > 1 or (computed and computed[0].op not in ("cat", "embedding")):
+    if len(launch.writes) != 1 or len(computed) > 1 or (computed and computed[0].op not in ("cat", *_INDEXED)):
         return None
     node = computed[0] if computed else launch.writes[0][0]
     if launch.writes[0][0] is not node or len(node.shape) > MAX_DIMS:
         return None
-    if node.op == "embedding" and (node.inputs[0].dtype not in _INDEX_DTYPES or len(node.inputs[1].shape) != 2):
+    if node.op in _INDEXED and not _INDEXED[node.op](node):
         return None
     if not _views_of_reads(launch, views):
         return None
-    flag = DeviceBuffer((1,), D.int32) if node.op == "embedding" else None
+    flag = DeviceBuffer((1,), D.int32) if node.op in _INDEXED else None
 
     def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> DeferredCheck | None:
         env = _env(launch, views, reads)
@@ -719,8 +858,13 @@ def device_reference_launch(launch) -> LaunchFn | None:
             _cat_into(node, env, out)
         else:
             keep: list = []
-            device().zero(flag.ptr, 4)
-            _take(node, env, out, flag, keep)
+            dev = device()
+            dev.settle(flag)            # (an earlier run's unread value first: it is zeroed now)
+            dev.zero(flag.ptr, 4)
+            if node.op == "gather":
+                _gather(node, env, out, flag)
+            else:
+                _take(node, env, out, flag, keep)
             # (the error reads the inputs again on the host: `reads` keeps their buffers alive)
             return DeferredCheck(flag, lambda: _host_error(node, [np.asarray(_materialized(_env(launch, views, reads)[id(i)]))
                                                                   for i in node.inputs]))
@@ -795,6 +939,9 @@ class DriverBackend(Backend):
 
     def any_flag_set(self, flags: Sequence[Any]) -> bool:
         return any(bool(np.asarray(f).any()) for f in flags)
+
+    def check_flags(self, flags: Sequence[Any], raise_error: Callable[[], None]) -> None:
+        self.dev.check_later(flags, raise_error)
 
     def synchronize(self) -> None:
         synchronize()

@@ -17,8 +17,10 @@ does not take by value) are keyed on the bound buffers' addresses.
 The memory the launches take during the capture (temps, contiguous copies) is the graph's
 (`Capture`): a block freed during the capture serves the capture's later buffers, as in a plain
 run (one stream records a chain), so a graph keeps its run's peak, and no later buffer takes that
-memory while the graph lives.  Keys repeat in a loop: a call's output reuses a freed block of its
-size (`Device.alloc`), so outputs alternate between one or two addresses.  A key is captured the
+memory while the graph lives.  Keys repeat in a loop: each output goes back to its address of two
+runs ago where that block is free (`GraphedPlan._outputs`, `Device.take`), so a loop that feeds a
+run's outputs to the next (a training step's weights) alternates between two keys; the
+allocator's own order of free blocks had given a training step new addresses at every step.  A key is captured the
 second time it is seen (a key seen once may never come again: a capture costs a run's host time and
 an instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan
 whose keys churn through more than that (ten results kept alive in a list, say) stops capturing
@@ -40,12 +42,12 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from operator import itemgetter
 from typing import Any, Sequence
 
 from .backend import scalar_key
-from .executor import PlanExecutor
+from .executor import PlanExecutor, raise_first
 
 MAX_GRAPHS = 4          # per plan
 MAX_SEEN = 16           # keys remembered per plan, waiting for their second run
@@ -119,9 +121,13 @@ class GraphedPlan:
         written = Counter(b.id for launch in plan.launches for _, b in launch.writes)
         outputs = [o.id for o in plan.outputs]
         self.on = (executor.host_launches == 0 and not executor.traced and executor.memory is None
-                   and bool(plan.launches) and len(set(outputs)) == len(outputs)
-                   and all(written[o] == 1 for o in outputs))
+                   and bool(plan.launches) and all(written[o] == 1 for o in outputs))
         self.out_meta = [(tuple(o.shape), o.dtype) for o in plan.outputs]
+        # an output the plan returns twice is one buffer (a training step's two BatchNorm biases
+        # that take the same gradient: one node after CSE); its later places repeat the first's
+        first: dict[int, int] = {}
+        self.out_first = [first.setdefault(o, k) for k, o in enumerate(outputs)]
+        self.recent: deque[list[int]] = deque(maxlen=2)     # the last two runs' output addresses
         # a key is read off the args as given: the value of each param the launches take by
         # value (the executor's by_value), the address of every other -- of the arg itself when
         # it is a device buffer (`buffer_type`: the backend binds it unchanged), else of its bound buffer
@@ -141,8 +147,7 @@ class GraphedPlan:
         dev.current()                   # (a thread new to the device counts before the test)
         if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
-        empty = ex.backend.empty
-        outs = [empty(shape, dtype) for shape, dtype in self.out_meta]
+        outs = self._outputs(ex.backend.empty)
         buffers = self.buffers(args)
         addressed = all(b.__class__ is self.buffer_type for b in buffers)
         key = self._key(args, buffers, outs) if addressed else None
@@ -162,10 +167,31 @@ class GraphedPlan:
         else:
             self.graphs.move_to_end(key)
             STATS["replays"] += 1
+        if graph.flags:                 # (its flags from an earlier launch are read before it writes them again)
+            dev.read_flags()
         dev.launch_graph(graph.exe)
-        if graph.flags and ex.backend.any_flag_set(graph.flags):
-            ex.run(args)                # the plain run raises the launch's own error
-            raise AssertionError("a CUDA graph's launch set an error flag that the plain run did not")
+        if graph.flags:
+            ex.backend.check_flags(graph.flags, lambda: _rerun(ex, args))
+        return outs
+
+    def _outputs(self, empty) -> list:
+        """The run's output buffers, written in place by the plan or its graph: each back at its
+        address of two runs ago where that block is free.  A loop feeds a run's outputs to the
+        next (a training step's new weights), so the run before last's outputs are the ones
+        freed: its keys alternate between two (weights at A written to B, then B to A), where the
+        allocator's order of free blocks had given new addresses at every step and no key was
+        ever seen twice (ResNet-18's lazy step: 251 launches, ~18 us of host time each).  An
+        output the plan returns twice is one buffer in both places."""
+        prior = self.recent[0] if len(self.recent) == 2 else None
+        at = self.buffer_type.at
+        outs: list = []
+        for k, ((shape, dtype), first) in enumerate(zip(self.out_meta, self.out_first)):
+            if first != k:
+                outs.append(outs[first])
+                continue
+            buf = at(shape, dtype, prior[k]) if prior is not None else None
+            outs.append(buf if buf is not None else empty(shape, dtype))
+        self.recent.append([o.ptr for o in outs])
         return outs
 
     def _key(self, args: Sequence[Any], buffers: Sequence[Any], outs: list) -> tuple:
@@ -187,6 +213,7 @@ class GraphedPlan:
             if len(dev.threads) > 1:
                 return None
             capture, checks = Capture(), []
+            dev.read_flags()            # (before the capture: its launches zero the flags they write)
             dev.begin_capture(capture)
             try:
                 self.executor.run_bound(list(env), checks, outs)
@@ -220,3 +247,13 @@ def drop_all() -> None:
     """Every plan's graphs go, and the buffers they kept with them (memory ran out)."""
     for plan in list(_plans):
         plan.graphs.clear()
+
+
+def _rerun(ex, args: Sequence[Any]) -> None:
+    """A replay set an error flag: the plain run raises the launch's own error (its flags read
+    at once: they come back in `checks`)."""
+    checks: list = []
+    ex.run(args, checks)
+    if checks:
+        raise_first(checks)
+    raise AssertionError("a CUDA graph's launch set an error flag that the plain run did not")

@@ -220,8 +220,8 @@ class PlanExecutor:
                     env[i] = buf
                 for i in frees:
                     env[i] = None
-            if checks and deferred is None and self.backend.any_flag_set([c.flag for c, _ in checks]):
-                _raise_first(checks)
+            if checks and deferred is None:
+                self.backend.check_flags([c.flag for c, _ in checks], lambda: raise_first(checks))
         finally:
             if temps is not None and outputs is None and len(arenas) < MAX_ARENAS:
                 arenas.append(temps)
@@ -238,7 +238,7 @@ class PlanExecutor:
         return self._into_outputs
 
 
-def _raise_first(checks: list[tuple[DeferredCheck, Launch]]) -> None:
+def raise_first(checks: list[tuple[DeferredCheck, Launch]]) -> None:
     """Raises the error of the first launch (in plan order) whose deferred flag is set."""
     for check, launch in checks:
         if bool(np.asarray(check.flag)):
