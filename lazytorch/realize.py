@@ -31,7 +31,7 @@ import numpy as np
 
 from .graph_cache import CACHE, ProgramKey
 from .ir import dtypes as D
-from .ir.graph import Program, leaf_args, pending_positions, program
+from .ir.graph import Program, leaf_args, pending_positions, program, reaches
 from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
 from .passes.decompose import has_composites
 from .passes.normalize import normalize
@@ -77,7 +77,7 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
     `in_program_order`."""
     inside = pending_positions(prog.order)
     memo: dict[int, int] = {}
-    return in_program_order([n for n in live if n.op not in LEAF_OPS and _reaches(n, inside, memo) >= 0],
+    return in_program_order([n for n in live if n.op not in LEAF_OPS and reaches(n, inside, memo) >= 0],
                             inside, memo)
 
 
@@ -91,45 +91,7 @@ def in_program_order(nodes: list[Node], inside: dict[int, int], memo: dict[int, 
     one more compile of the whole step (ResNet-18: 5,365 nodes, 1.4 s)."""
     if len(nodes) < 2:
         return nodes
-    return sorted(nodes, key=lambda n: _reaches(n, inside, memo))
-
-
-def _reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
-    """The position of the first node of `inside` that root's pending graph reads (root itself
-    where it is inside; depth-first along inputs in order), or -1: a walk whose answers `memo`
-    keeps across roots (the position for each node on the path found, -1 for each node whose
-    graph was walked through), so a graph shared by many live tensors is walked once.  The
-    answer is the graph's own: a node memoised by an earlier root answers what a walk from it
-    would."""
-    at = inside.get(id(root))
-    if at is not None:
-        return at
-    known = memo.get(id(root))
-    if known is not None:
-        return known
-    memo[id(root)] = -1
-    path, rest = [root], [iter(root.inputs)]
-    while rest:
-        step = None
-        for i in rest[-1]:
-            at = inside.get(id(i))
-            if at is None:
-                at = memo.get(id(i), -1)
-            if at >= 0:
-                for n in path:               # (every node on the path reads it; the others do not)
-                    memo[id(n)] = at
-                return at
-            if i.op not in LEAF_OPS and id(i) not in memo:
-                step = i
-                break
-        if step is None:
-            path.pop()
-            rest.pop()
-        else:
-            memo[id(step)] = -1
-            path.append(step)
-            rest.append(iter(step.inputs))
-    return -1
+    return sorted(nodes, key=lambda n: reaches(n, inside, memo))
 
 
 def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()) -> tuple[list[Node], Program]:
@@ -160,7 +122,7 @@ def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()
 # So each live tensor is looked at once per value it is given:
 #  - `fresh`: weak references to the pending tensors made or rebound since an eval last looked
 #    (tensor.py appends one per tensor: its `_LIVE` is this list).  The next eval walks each
-#    against its program (`_reaches`): those that share a node are stored with it, the others
+#    against its program (`reaches`): those that share a node are stored with it, the others
 #    are parked.
 #  - parked tensors are indexed by the nodes of their pending graphs, with reverse edges (which
 #    pending nodes read each node) and the tensors holding each node.  An eval climbs from its
@@ -321,7 +283,7 @@ class LiveTensors:
         stored); the other tensors are parked."""
         related = []
         for ref, node in others:
-            if _reaches(node, inside, memo) >= 0:
+            if reaches(node, inside, memo) >= 0:
                 related.append(node)
                 self.fresh.append(ref)
             else:

@@ -1276,3 +1276,31 @@ def test_api_calls_introspect_as_the_python_function():
         assert copy.deepcopy(fn) is fn
     if NATIVE is None:
         assert all(type(fn).__name__ == "function" for fn in (F.linear, lt.Tensor.view, lt.matmul))
+
+
+@needs_fast
+def test_reaches_as_the_python():
+    """ir/graph.py's reaches in C (ProgramMaker.reaches): for live values around a program
+    (inside it, reading it through shared and unshared chains, unrelated, reaching it only through
+    a leaf), the same positions and the same memo as the Python, one memo shared across roots as
+    an eval shares it; deep chains past the C stack's first size; a wrong argument raises."""
+    from lazytorch.ir import graph
+    x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
+    a = (x * 2.0).exp()
+    b = a.sum(0) + 1.0
+    order = graph.program([b.node]).order
+    inside = graph.pending_positions(order)
+    deep = a
+    for _ in range(300):
+        deep = deep * 1.001
+    shared = (a + 3.0).sin()
+    live = [b, a * 4.0, shared.cos(), shared.tanh(), (x + 1.0).log(), deep, lt.ones(2) * 3.0, x]
+    c_memo, py_memo = {}, {}
+    got = [graph.reaches(t.node, inside, c_memo) for t in live]
+    want = [graph.reaches_py(t.node, inside, py_memo) for t in live]
+    assert got == want and c_memo == py_memo
+    assert got[0] == inside[id(b.node)] and got[1] == got[5] == inside[id(a.node)] and got[4] == got[6] == -1
+    with pytest.raises(TypeError, match="reaches"):
+        graph.reaches(b.node, inside)
+    with pytest.raises(TypeError, match="reaches"):
+        graph.reaches(1, inside, {})

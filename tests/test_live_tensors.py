@@ -109,8 +109,8 @@ def test_cost_of_an_eval_does_not_grow_with_unrelated_live_tensors(monkeypatch):
     """Each live tensor is walked once, when it is fresh: evaluating N unrelated tensors one by one
     walks O(N) nodes in all (it walked every live tensor per eval: O(N^2))."""
     calls = []
-    reaches = R._reaches
-    monkeypatch.setattr(R, "_reaches", lambda n, inside, memo: calls.append(n) or reaches(n, inside, memo))
+    reaches = R.reaches
+    monkeypatch.setattr(R, "reaches", lambda n, inside, memo: calls.append(n) or reaches(n, inside, memo))
 
     def walked(n: int) -> tuple[int, int]:
         calls.clear()
@@ -121,7 +121,7 @@ def test_cost_of_an_eval_does_not_grow_with_unrelated_live_tensors(monkeypatch):
         return len(calls), R.LIVE.walked - start
 
     small, large = walked(100), walked(400)
-    assert small[0] <= 100 and large[0] <= 400                  # _reaches: once per tensor
+    assert small[0] <= 100 and large[0] <= 400                  # reaches: once per tensor
     assert large[1] < 6 * small[1]                              # linear (quadratic would be 16x)
     assert large[1] < 20 * 400
 

@@ -114,10 +114,49 @@ def pending_positions(order: list[Node]) -> dict[int, int]:
     return {id(n): i for i, n in enumerate(order) if n.op not in LEAF_OPS}
 
 
-program_py, pending_positions_py = program, pending_positions
+def reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
+    """The position of the first node of `inside` that root's pending graph reads (root itself
+    where it is inside; depth-first along inputs in order), or -1: a walk whose answers `memo`
+    keeps across roots (the position for each node on the path found, -1 for each node whose
+    graph was walked through), so a graph shared by many live tensors is walked once.  The
+    answer is the graph's own: a node memoised by an earlier root answers what a walk from it
+    would."""
+    at = inside.get(id(root))
+    if at is not None:
+        return at
+    known = memo.get(id(root))
+    if known is not None:
+        return known
+    memo[id(root)] = -1
+    path, rest = [root], [iter(root.inputs)]
+    while rest:
+        step = None
+        for i in rest[-1]:
+            at = inside.get(id(i))
+            if at is None:
+                at = memo.get(id(i), -1)
+            if at >= 0:
+                for n in path:               # (every node on the path reads it; the others do not)
+                    memo[id(n)] = at
+                return at
+            if i.op not in LEAF_OPS and id(i) not in memo:
+                step = i
+                break
+        if step is None:
+            path.pop()
+            rest.pop()
+        else:
+            memo[id(step)] = -1
+            path.append(step)
+            rest.append(iter(step.inputs))
+    return -1
+
+
+program_py, pending_positions_py, reaches_py = program, pending_positions, reaches
 if NATIVE is not None:                      # the same walk in C (ir/native.py): every eval runs it
     program = NATIVE.ProgramMaker(node_type=Node, leaf_ops=LEAF_OPS, constant_op="scalar", result=Program)
     pending_positions = program.pending_positions
+    reaches = program.reaches
 
 
 # ---------------------------------------------------------------- tree keys
