@@ -457,6 +457,8 @@ def sum_cotangents(parts: list[Node]) -> Node:
     """The sum of the cotangents reaching one node, in arrival order.  Slices written into zeros
     that tile the node along one dim (the adjoint of split/chunk/unbind: q, k and v of one
     projection) are one `cat` of the slices instead of a write per slice and their sum."""
+    if len(parts) == 1:                 # (most nodes: one reader; ResNet-18's backward, 1.8 us a call)
+        return parts[0]
     writes = [p.op == "view_assign" for p in parts]
     slices = [(k, _slice_write(p) if sum(writes) > 1 and w else None) for k, (p, w) in enumerate(zip(parts, writes))]
     by_dim: dict[int, list[tuple[int, int, tuple[int, ...], Node]]] = {}
