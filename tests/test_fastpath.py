@@ -973,11 +973,27 @@ def test_program_errors():
         graph.program(5)
 
 
+def assert_memory_flat(calls) -> None:
+    """`calls()` run again after a first run leaves the traced memory flat (what a C walk
+    allocated or referenced went with its result, or with its error)."""
+    import tracemalloc
+    calls()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        calls()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 10_000, grown
+
+
 @needs_fast
 def test_program_holds_nothing():
     """The walk's references go with its result: a node lives while the result holds it and not
     after, and repeated calls (and failing ones) leave the traced memory flat."""
-    import tracemalloc
     from lazytorch.ir import graph
     from lazytorch.ir import dtypes as D
     from lazytorch.ir.node import Node
@@ -1002,17 +1018,7 @@ def test_program_holds_nothing():
             graph.program(roots)
             with pytest.raises(TypeError):
                 graph.program([y.node, bad])
-    calls()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        calls()
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert grown < 10_000, grown
+    assert_memory_flat(calls)
 
 
 REALIZED_MIDWALK = """
@@ -1304,3 +1310,319 @@ def test_reaches_as_the_python():
         graph.reaches(b.node, inside)
     with pytest.raises(TypeError, match="reaches"):
         graph.reaches(1, inside, {})
+
+
+# ---------------------------------------------------------------- autograd's classify
+# (ir/_fastpath.c Classifier: autograd/state.py classify in C, every op built with grad on)
+
+def classify_graph(dtype_of_bad=None) -> tuple[list, list]:
+    """A graph for classify: (roots, every node in the order made).  Leaves requiring grad (a
+    buffer, a param) and not; a shared subgraph (a diamond); integer results, a differentiable op
+    over them; NON_DIFFERENTIABLE ops (argmax, and a float "iota" reading a grad-requiring node);
+    an inputless creation op; nodes classified already (False above a grad-requiring input,
+    a Record above a plain one); keyed and unkeyed nodes; float16 and float64.  `dtype_of_bad`:
+    the dtype of the add two levels under the root (an error there)."""
+    from lazytorch.autograd.state import Record
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+    f32, i64 = D.float32, D.int64
+    nodes = []
+
+    def n(op, inputs, dtype=f32, attrs=None, keyed=False):
+        attrs = {} if attrs is None else attrs
+        node = (Node.with_key(op, tuple(inputs), attrs, (3,), dtype, (op, "given", (3,), dtype.name)) if keyed
+                else Node(op, tuple(inputs), attrs, (3,), dtype))
+        nodes.append(node)
+        return node
+
+    x = n("buffer", ())
+    x.autograd = Record(None, ())
+    w = n("param", (), attrs={"index": 0})
+    w.autograd = Record(None, ())
+    y = n("buffer", ())
+    s = Node.scalar(2.0, f32)
+    k = Node.constant(3, i64)
+    nodes += [s, k]
+    m = n("mul", (x, s), keyed=True)
+    e = n("exp", (m,), attrs={"p": 0.5, "dims": (0,)})
+    diamond = n("add", (e, n("mul", (e, e), D.float16)))
+    plain = n("neg", (y,))
+    am = n("argmax", (diamond,), i64, {"dim": 0})
+    iota = n("iota", (diamond,))
+    ints = n("add", (am, k), i64)
+    back = n("mul", (n("convert", (ints,), D.float64), w))
+    full = n("full", (), attrs={"value": 1.0})
+    was_false = n("tanh", (x,))
+    was_false.autograd = False
+    above = n("add", (was_false, plain, x))
+    was_record = n("sin", (y,))
+    was_record.autograd = Record(None, ())
+    reads = n("mul", (was_record, y), keyed=True)
+    bad = n("add", (diamond, x), dtype_of_bad or f32)
+    top = n("add", (bad, back, above, reads, full, iota, plain, x, s, diamond))
+    side = n("mul", (plain, y))                  # (no input requires grad)
+    return [top, side, e, was_false, x, y, s], nodes
+
+
+def classified_alike(mine: list, theirs: list) -> None:
+    """Two graphs made alike, classified by the two versions: the same states node by node (None,
+    False, or a Record with the same needs and defaults), snapshots alike (op, attrs, shape, dtype,
+    key, origin; the node's own inputs tuple and attrs; no buffer, value, tree or record), keys
+    cached alike."""
+    from lazytorch.autograd.state import Record
+    at_mine = {id(v): i for i, v in enumerate(mine)}
+    at_theirs = {id(v): i for i, v in enumerate(theirs)}
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs):
+        assert a._key == b._key
+        ra, rb = a.autograd, b.autograd
+        if ra is None or ra is False:
+            assert rb is ra, (a, ra, rb)
+            continue
+        assert type(ra) is type(rb) is Record, (a, ra, rb)
+        assert ra.needs == rb.needs and all(v is True or v is False for v in ra.needs)
+        assert (ra.leaf is None, ra.retain, ra.freed) == (rb.leaf is None, rb.retain, rb.freed)
+        sa, sb = ra.snapshot, rb.snapshot
+        if sa is None or sb is None:
+            assert sa is sb is None
+            continue
+        assert type(sa) is type(sb) and sa is not a
+        assert (sa.op, sa.attrs, sa.shape, sa.dtype, sa._key, site(sa)) == (sb.op, sb.attrs, sb.shape, sb.dtype,
+                                                                               sb._key, site(sb))
+        assert sa.inputs is a.inputs and sb.inputs is b.inputs and sa.attrs is a.attrs and sa._key is a._key
+        assert [at_mine[id(i)] for i in sa.inputs] == [at_theirs[id(i)] for i in sb.inputs]
+        assert (sa.buffer, sa.value, sa.tree, sa.autograd) == (sb.buffer, sb.value, sb.tree, sb.autograd) \
+            == (None, None, None, None)
+
+
+def site(node):
+    """A node's origin as its line ("file.py:12"): the raw site's instruction offset in the frame
+    that called classify differs where that is a C call and where it is a Python one (the
+    library's callers are its own frames, which user_site passes)."""
+    o = node._origin
+    return format_site(o) if o.__class__ is tuple else o
+
+
+def classify_through(fn, root):
+    """Both versions called from one place: their snapshots name the same user site."""
+    return fn(root)
+
+
+@needs_fast
+def test_classify_as_the_python(monkeypatch):
+    """autograd/state.py's classify in C (Classifier) against classify_py on the same graphs, root
+    by root in turn (the later roots already classified, or leaves: answered without a walk): the
+    same answers and the same states everywhere (Records with the same needs and snapshots,
+    False, None where no walk went); the snapshots' origin as Node.with_key's (the user's site,
+    SITE.site where an API call set it, None with provenance off)."""
+    from lazytorch.autograd import state
+    from lazytorch.ir import node as N
+    assert state.classify is not state.classify_py
+    given = (classify_graph.__code__, 0)
+    traced = N.TRACE[0]
+    for setup in ("site", "set site", "no trace"):
+        if setup == "set site":
+            monkeypatch.setattr(N.SITE, "site", given, raising=False)
+        N.TRACE[0] = setup != "no trace"
+        try:
+            roots_c, nodes_c = classify_graph()
+            roots_py, nodes_py = classify_graph()
+            got = [classify_through(state.classify, r) for r in roots_c]
+            want = [classify_through(state.classify_py, r) for r in roots_py]
+        finally:
+            N.TRACE[0] = traced
+            monkeypatch.undo()
+        assert got == want == [True, False, True, False, True, False, False]
+        classified_alike(nodes_c, nodes_py)
+        snap = roots_c[0].autograd.snapshot
+        if setup == "site":
+            assert snap._origin[0] is classify_through.__code__
+        else:
+            assert snap._origin is (given if setup == "set site" else None)
+        assert nodes_c[2].autograd is None                  # (y: a leaf no walk classifies)
+    # a root in the middle first, then one above it (its walk stops at the classified nodes)
+    roots_c, nodes_c = classify_graph()
+    roots_py, nodes_py = classify_graph()
+    for i in (2, 0, 1):
+        assert state.classify(roots_c[i]) == state.classify_py(roots_py[i])
+        classified_alike(nodes_c, nodes_py)
+
+
+@needs_fast
+def test_classify_of_a_long_chain():
+    """A 5,000-node chain over a grad-requiring leaf, and one over a plain leaf: no recursion in
+    the C walk (nor the Python's), the same Records and Falses."""
+    from lazytorch.autograd import state
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+
+    def chain(grad):
+        x = Node("buffer", (), {}, (3,), D.float32)
+        if grad:
+            x.autograd = state.Record(None, ())
+        nodes = [x]
+        for i in range(5000):
+            nodes.append(Node("neg" if i % 2 else "mul", (nodes[-1],) * (2 if i % 2 == 0 else 1), {}, (3,), D.float32))
+        return nodes
+
+    for grad in (True, False):
+        mine, theirs = chain(grad), chain(grad)
+        assert state.classify(mine[-1]) is state.classify_py(theirs[-1]) is grad
+        classified_alike(mine, theirs)
+
+
+@needs_fast
+def test_classify_tracks_the_api_as_the_python(monkeypatch):
+    """The Tensor API's tracking with the C classify and with the Python one (every op built with
+    grad on classifies its node; no_grad marks nodes False): the same states over a step's graph of
+    pointwise ops, a linear layer, views, reductions, integer results and a no_grad part."""
+    from lazytorch.autograd import state
+    from lazytorch.ir import graph
+    rng = np.random.default_rng(5)
+    data = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (2, 3), (4,), (2, 4))]
+
+    def step():
+        w = lt.from_numpy(data[0].copy()).requires_grad_()
+        x = lt.from_numpy(data[1].copy())
+        b = lt.from_numpy(data[2].copy()).requires_grad_()
+        h = F.linear(x, w, b)
+        with lt.no_grad():
+            scale = (h * 2.0).abs().max() + 1.0
+        z = (h / scale).relu() * lt.from_numpy(data[3].copy())
+        pick = z.argmax(1)
+        out = z.t().reshape(8).sum() + (pick.to(lt.float32) * h.sum(1)).mean()
+        return [out, pick, scale, z]
+
+    step()                                               # (the memo's first builds)
+    want = step()
+    monkeypatch.setattr(state, "classify", state.classify_py)
+    got = step()
+    monkeypatch.undo()
+    order_c = graph.program_py([t.node for t in want]).order
+    order_py = graph.program_py([t.node for t in got]).order
+    assert [n.op for n in order_c] == [n.op for n in order_py]
+    classified_alike(order_c, order_py)
+    assert [t.requires_grad for t in want] == [t.requires_grad for t in got] == [True, False, False, True]
+
+
+@needs_fast
+def test_classify_errors():
+    """What the walk cannot take raises, never crashes: a root or input that is not a Node (a
+    TypeError where the Python's attribute read raises AttributeError), inputs that are not a
+    tuple, an unset slot (the Python's AttributeError), a bad call or construction; a dtype whose
+    is_floating_point raises leaves the states the Python leaves (the nodes settled before
+    classified, the ones the walk was under not); memory stays flat over many calls."""
+    from lazytorch.autograd import state
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import LEAF_OPS, Node
+    classify = state.classify
+    x = Node("buffer", (), {}, (3,), D.float32)
+    x.autograd = state.Record(None, ())
+    with pytest.raises(TypeError, match="the root is a int object, not a Node"):
+        classify(1)
+    with pytest.raises(TypeError, match="an input is a int object, not a Node"):
+        classify(Node("add", (x, 3), {}, (3,), D.float32))
+    with pytest.raises(TypeError, match="an input is a int object, not a Node"):
+        classify(Node("neg", (Node("add", (3, x), {}, (3,), D.float32),), {}, (3,), D.float32))
+    with pytest.raises(TypeError, match="not a tuple"):
+        classify(Node("neg", [x], {}, (3,), D.float32))
+    bare = Node.__new__(Node)
+    bare.op, bare.inputs = "neg", ()
+    for fn in (classify, state.classify_py):
+        with pytest.raises(AttributeError):
+            fn(bare)
+        with pytest.raises(AttributeError):
+            fn(Node("neg", (x, bare), {}, (3,), D.float32))
+    for args, kwargs in (((), {}), ((x, x), {}), ((), {"root": x})):
+        with pytest.raises(TypeError):
+            classify(*args, **kwargs)
+    good = dict(node_type=Node, record_type=state.Record, leaf_ops=LEAF_OPS,
+                non_differentiable=state.NON_DIFFERENTIABLE, trace=[True], site=None, user_site=len)
+    assert type(type(classify)(**good)) is type(classify)
+    for bad in (dict(leaf_ops=set(LEAF_OPS)), dict(trace=(True,)), dict(user_site=None), dict(record_type=1),
+                dict(node_type=object)):
+        with pytest.raises(TypeError):
+            type(classify)(**{**good, **bad})
+
+    class Unsure:
+        name, short = "unsure", "u"
+
+        @property
+        def is_floating_point(self):
+            raise RuntimeError("unsure")
+
+    (mine, *_), nodes_c = classify_graph(Unsure())
+    (theirs, *_), nodes_py = classify_graph(Unsure())
+    for fn, root in ((classify, mine), (state.classify_py, theirs)):
+        with pytest.raises(RuntimeError, match="unsure"):
+            fn(root)
+    classified_alike(nodes_c, nodes_py)
+    bad = mine.inputs[0]                                 # (under the root, over the diamond: settled)
+    assert mine.autograd is bad.autograd is nodes_c[-4].autograd is None and bad.dtype.name == "unsure"
+    assert type(bad.inputs[0].autograd) is state.Record
+
+    def calls():
+        for _ in range(300):
+            roots, _ = classify_graph()
+            classify(roots[0])
+            (root, *_), _ = classify_graph(Unsure())
+            with pytest.raises(RuntimeError):
+                classify(root)
+    assert_memory_flat(calls)
+
+
+REALIZED_WHILE_CLASSIFYING = """
+import gc
+import numpy as np
+from lazytorch.autograd import state
+from lazytorch.ir import dtypes as D
+from lazytorch.ir.node import Node
+x = Node("buffer", (), {}, (3,), D.float32)
+x.autograd = state.Record(None, ())
+nodes = [x]
+for i in range(400):
+    nodes.append(Node("mul" if i % 3 else "add", (nodes[-1], nodes[-1 - (i % 3 > 0)]), {}, (3,), D.float32))
+root = nodes[-1]
+calls = []
+def collecting(phase, info):
+    if phase == "start":
+        calls.append(1)
+        if len(calls) == 6:              # (the walk is under way: cut the graph it walks)
+            for n in nodes[1:]:
+                n.realize(np.zeros(3, np.float32))
+            nodes[:] = [root]
+drain = [(i,) for i in range(3000)] + [(i, i) for i in range(3000)]
+gc.callbacks.append(collecting)
+gc.set_threshold(1)
+answer = state.classify(root)
+gc.set_threshold(700)
+gc.callbacks.remove(collecting)
+assert len(calls) > 6 and root.op == "buffer" and answer in (True, False), (len(calls), answer)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="from 3.12 a collection runs between bytecodes only")
+def test_classify_survives_a_realize_during_the_walk():
+    """A collection inside the walk's allocations (a snapshot, a needs tuple, a Record) may run
+    Python code that realizes the nodes the walk is under (their inputs tuples dropped): the walk
+    holds each node it is under and the tuple it iterates, so it ends without a crash."""
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(REALIZED_WHILE_CLASSIFYING)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-3000:])
+
+
+def test_classify_is_the_c_one_where_built():
+    """autograd/state.py's `classify` is the C Classifier where the extension is loaded (and
+    autograd's backward uses that one), the Python function with LAZYTORCH_NATIVE=0."""
+    from lazytorch.autograd import state
+    if NATIVE is None:
+        assert state.classify is state.classify_py
+    else:
+        assert type(state.classify).__name__ == "Classifier"
+        assert sys.modules["lazytorch.autograd"].classify is state.classify
+    assert state.classify_py.__module__ == state.__name__ and state.classify_py.__name__ == "classify"
+    code = "from lazytorch.autograd import state; print(state.classify is state.classify_py)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "LAZYTORCH_NATIVE": "0"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr[-3000:]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import weakref
 
-from ..ir.node import LEAF_OPS, Node
+from ..ir.native import NATIVE
+from ..ir.node import LEAF_OPS, SITE, TRACE, Node, user_site
 
 
 class Mode:
@@ -122,6 +123,11 @@ def _known(node: Node) -> bool:
 
 
 def classify(root: Node) -> bool:
+    """Whether `root` requires grad, classifying it and the unclassified nodes below it first:
+    depth-first along inputs in order, each node settled when its inputs are (a Record where some
+    input has one, its dtype is floating point and its op differentiable, else False).  A leaf op
+    is never classified here (register_leaf gives a leaf its Record).  (In C where ir/_fastpath.c
+    built: every op built with grad on runs it.)"""
     state = root.autograd
     if state is not None or root.op in LEAF_OPS:
         return state.__class__ is Record
@@ -143,3 +149,9 @@ def classify(root: Node) -> bool:
             else:
                 node.autograd = False
     return root.autograd.__class__ is Record
+
+
+classify_py = classify
+if NATIVE is not None:                      # the same walk in C (ir/native.py)
+    classify = NATIVE.Classifier(node_type=Node, record_type=Record, leaf_ops=LEAF_OPS,
+                                 non_differentiable=NON_DIFFERENTIABLE, trace=TRACE, site=SITE, user_site=user_site)

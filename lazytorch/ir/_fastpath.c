@@ -24,6 +24,8 @@
  *   one tensor's tree: every lazy call of a chain).
  * - ProgramMaker: ir/graph.py::program, the order, key and leaves of a pending program (every
  *   eval that is not a tree: ~0.1-0.2 ms in Python for W9's 232 nodes, 6 to 8 times less here).
+ * - Classifier: autograd/state.py::classify, which new nodes require grad and their snapshots
+ *   (every op built while grad mode is on).
  *
  * Objects are made as `object.__new__(cls)` makes them (tp_alloc) and their __slots__ written
  * through the member descriptors' offsets, read once when a FastOp is made.  The GIL is held
@@ -2139,6 +2141,360 @@ static PyMethodDef maker_methods[] = {
 HELD_GC(maker, ProgramMaker, MAKER_HELD)
 CALLABLE_TYPE(maker, ProgramMaker, "ProgramMaker", "ir/graph.py's program(roots) in C.", 0, NULL, maker_methods, NULL)
 
+/* ---------------------------------------------------------------- autograd/state.py classify
+ * Classifier: which nodes of a new graph require grad (every op built while grad mode is on: the
+ * Python walk was the forward build's top self time, ~0.65 of ResNet-18's ~2.2 ms a step under
+ * cProfile).  Step for step the Python's depth-first walk over the unclassified inputs (the `seen`
+ * set, inputs in order, each node settled when its inputs are): a node some input of which has a
+ * Record gets Record(snapshot, needs) where its dtype is floating point and its op
+ * differentiable, every other one False.  The snapshot is made as Node.with_key makes it (the
+ * slots, then the origin from ir/node.py's TRACE, SITE and user_site, which the constructor
+ * takes), without its Python frame; Record's constructor is called.  Autograd's Record type is an
+ * argument (this module imports nothing from autograd).  Python runs inside the walk (the `key`
+ * property where the slot is None, user_site's miss, a dtype's is_floating_point the first time,
+ * Record's constructor, a collection inside an allocation): the stack holds each node it is
+ * under and the inputs tuple it iterates, and a node's slots are read where the Python reads
+ * them.  An error leaves what the Python's leaves: the nodes settled so far classified, the ones
+ * on the stack not. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    PyTypeObject *record_type;  /* autograd/state.py Record */
+    PyObject *leaf_ops;         /* frozenset: ir/node.py LEAF_OPS */
+    PyObject *non_differentiable; /* frozenset: state.py NON_DIFFERENTIABLE */
+    PyObject *trace, *site, *user_site; /* ir/node.py TRACE, SITE, user_site: the snapshot's origin */
+    PyObject *floating;         /* dtype -> its is_floating_point (a DType is frozen), read once */
+    Py_ssize_t at[N_SLOTS];
+} Classifier;
+
+static const Py_ssize_t CLASSIFIER_HELD[] = {
+    offsetof(Classifier, dict), offsetof(Classifier, node_type), offsetof(Classifier, record_type),
+    offsetof(Classifier, leaf_ops), offsetof(Classifier, non_differentiable), offsetof(Classifier, trace),
+    offsetof(Classifier, site), offsetof(Classifier, user_site), offsetof(Classifier, floating)};
+static PyObject *FLOATING_ATTR;   /* "is_floating_point" */
+#define CACHED_DTYPES 64          /* (dtypes are singletons: ten of them) */
+
+/* A node the walk is under: the Python's (node, iter(node.inputs)), both held. */
+typedef struct {
+    PyObject *node;
+    PyObject *inputs;
+    Py_ssize_t next;
+} Visit;
+
+/* One call's walk: its stack and the `seen` set (node addresses, open addressing, at most half
+ * full), each in room on the C stack first and on the heap past it.  Its own: a call made by
+ * Python code inside the walk walks with its own. */
+#define LOCAL_VISITS 32
+#define LOCAL_SEEN 64
+typedef struct {
+    Classifier *self;
+    Visit *stack;
+    Py_ssize_t depth, room;
+    PyObject **seen;
+    size_t mask;
+    Py_ssize_t used;
+    Visit local_stack[LOCAL_VISITS];
+    PyObject *local_seen[LOCAL_SEEN];
+} Classify;
+
+/* `slot`'s value (borrowed), or NULL with the AttributeError the Python's read raises where unset. */
+static PyObject *classify_slot(Classifier *self, PyObject *node, int slot) {
+    PyObject *v = SLOT(node, self->at[slot]);
+    if (v == NULL) PyErr_Format(PyExc_AttributeError, "classify: a node's slot %s is not set", NODE_SLOTS[slot]);
+    return v;
+}
+
+/* `node`'s type is Node: 0, or -1 with a TypeError (where the Python's attribute reads may not fail). */
+static int classify_is_node(Classifier *self, PyObject *node, const char *what) {
+    if (Py_TYPE(node) == self->node_type) return 0;
+    PyErr_Format(PyExc_TypeError, "classify: %s is a %.200s object, not a Node", what, Py_TYPE(node)->tp_name);
+    return -1;
+}
+
+/* `node.op in ops` (a frozenset): 1, 0, or -1 with an exception. */
+static int classify_op_in(Classifier *self, PyObject *node, PyObject *ops) {
+    PyObject *op = classify_slot(self, node, N_OP);
+    if (op == NULL) return -1;
+    Py_INCREF(op);                                /* (a str's hash and compare run no Python; another's may) */
+    int r = PySet_Contains(ops, op);
+    Py_DECREF(op);
+    return r;
+}
+
+static inline size_t seen_hash(PyObject *node) {
+    size_t h = ((size_t)node >> 4) * (size_t)0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+/* Whether `node` is in the seen set, or where it goes (*at). */
+static int seen_has(const Classify *w, PyObject *node, size_t *at) {
+    size_t i = seen_hash(node) & w->mask;
+    while (w->seen[i] != NULL && w->seen[i] != node) i = (i + 1) & w->mask;
+    *at = i;
+    return w->seen[i] != NULL;
+}
+
+/* seen.add(id(node)): 0, or -1 with an exception. */
+static int seen_add(Classify *w, PyObject *node) {
+    size_t at;
+    if ((size_t)(w->used + 1) * 2 > w->mask + 1) {
+        size_t size = (w->mask + 1) * 2;
+        PyObject **bigger = PyMem_Calloc(size, sizeof(PyObject *)), **old = w->seen;
+        if (bigger == NULL) { PyErr_NoMemory(); return -1; }
+        size_t old_mask = w->mask;
+        w->seen = bigger;
+        w->mask = size - 1;
+        for (size_t i = 0; i <= old_mask; i++)
+            if (old[i] != NULL && !seen_has(w, old[i], &at)) w->seen[at] = old[i];
+        if (old != w->local_seen) PyMem_Free(old);
+    }
+    if (!seen_has(w, node, &at)) {
+        w->seen[at] = node;
+        w->used++;
+    }
+    return 0;
+}
+
+/* stack.append((node, iter(node.inputs))), node already seen: 0, or -1 with an exception. */
+static int classify_push(Classify *w, PyObject *node) {
+    PyObject *inputs = classify_slot(w->self, node, N_INPUTS);
+    if (inputs == NULL) return -1;
+    if (!PyTuple_Check(inputs)) {
+        PyErr_Format(PyExc_TypeError, "classify: a node's inputs are a %.200s, not a tuple", Py_TYPE(inputs)->tp_name);
+        return -1;
+    }
+    if (w->depth == w->room) {
+        Py_ssize_t room = w->room * 2;
+        Visit *grown = w->stack == w->local_stack ? PyMem_Malloc(room * sizeof(Visit))
+                                                  : PyMem_Realloc(w->stack, room * sizeof(Visit));
+        if (grown == NULL) { PyErr_NoMemory(); return -1; }
+        if (w->stack == w->local_stack) memcpy(grown, w->local_stack, w->depth * sizeof(Visit));
+        w->stack = grown;
+        w->room = room;
+    }
+    Py_INCREF(node);
+    Py_INCREF(inputs);
+    w->stack[w->depth++] = (Visit){node, inputs, 0};
+    return 0;
+}
+
+/* `dtype.is_floating_point`, truth tested: 1, 0, or -1 with an exception.  Read once per dtype of
+ * an identity hash (a DType: a frozen dataclass compared by identity), for every other each time. */
+static int is_floating(Classifier *self, PyObject *dtype) {
+    int cache = Py_TYPE(dtype)->tp_hash == PyBaseObject_Type.tp_hash;
+    if (cache) {
+        PyObject *known = PyDict_GetItemWithError(self->floating, dtype);
+        if (known != NULL) return known == Py_True;
+        if (PyErr_Occurred()) return -1;
+    }
+    Py_INCREF(dtype);                             /* (the property is Python code) */
+    PyObject *v = PyObject_GetAttr(dtype, FLOATING_ATTR);
+    int r = v == NULL ? -1 : PyObject_IsTrue(v);
+    Py_XDECREF(v);
+    if (r >= 0 && cache && PyDict_GET_SIZE(self->floating) < CACHED_DTYPES &&
+        PyDict_SetItem(self->floating, dtype, r ? Py_True : Py_False) < 0)
+        r = -1;
+    Py_DECREF(dtype);
+    return r;
+}
+
+/* The snapshot's origin, as Node.with_key's: `(SITE.site or user_site()) if TRACE[0] else None`,
+ * user_site from the innermost Python frame (with_key's caller: the one Python classify runs in,
+ * which is lazytorch's own, or its caller here).  A new reference, or NULL with an exception. */
+static PyObject *snapshot_origin(Classifier *self) {
+    PyObject *on = PyList_GetItem(self->trace, 0);
+    int traced = on == NULL ? -1 : PyObject_IsTrue(on);
+    if (traced <= 0) return traced < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *site = PyObject_GetAttr(self->site, SITE_ATTR);
+    int set = site == NULL ? -1 : PyObject_IsTrue(site);
+    if (set != 0) return set < 0 ? (Py_XDECREF(site), NULL) : site;
+    Py_DECREF(site);
+    return PyObject_CallOneArg(self->user_site, ONE);
+}
+
+/* Node.with_key(node.op, node.inputs, node.attrs, node.shape, node.dtype, node.key), made as it
+ * makes it (object.__new__, the slots, then the origin): a new reference, or NULL with an exception. */
+static PyObject *snapshot(Classifier *self, PyObject *node) {
+    static const int slots[] = {N_OP, N_INPUTS, N_ATTRS, N_SHAPE, N_DTYPE, N_KEY};
+    PyObject *args[6] = {NULL};
+    PyObject *snap = NULL;
+    for (int i = 0; i < 5; i++) {
+        if ((args[i] = classify_slot(self, node, slots[i])) == NULL) goto done;
+        Py_INCREF(args[i]);
+    }
+    PyObject *key = SLOT(node, self->at[N_KEY]);  /* (the property's answer where the slot is set) */
+    if (key != NULL && key != Py_None)
+        args[5] = Py_NewRef(key);
+    else if ((args[5] = PyObject_GetAttr(node, KEY_ATTR)) == NULL)
+        goto done;
+    if ((snap = self->node_type->tp_alloc(self->node_type, 0)) == NULL) goto done;
+    for (int i = 0; i < 6; i++) {                 /* (the snapshot takes the references) */
+        SLOT(snap, self->at[slots[i]]) = args[i];
+        args[i] = NULL;
+    }
+    put(snap, self->at[N_BUFFER], Py_None);
+    put(snap, self->at[N_VALUE], Py_None);
+    put(snap, self->at[N_TREE], Py_None);
+    put(snap, self->at[N_AUTOGRAD], Py_None);
+    if ((SLOT(snap, self->at[N_ORIGIN]) = snapshot_origin(self)) == NULL) Py_CLEAR(snap);
+done:
+    for (int i = 0; i < 6; i++) Py_XDECREF(args[i]);
+    return snap;
+}
+
+/* The Python's settling of a node whose inputs are all classified (its caller holds it): its
+ * Record or False in node.autograd.  0, or -1 with an exception (the node left as it was). */
+static int settle(Classifier *self, PyObject *node) {
+    PyObject *inputs = classify_slot(self, node, N_INPUTS);   /* (read again, as the Python does) */
+    if (inputs == NULL) return -1;
+    if (!PyTuple_Check(inputs)) {
+        PyErr_Format(PyExc_TypeError, "classify: a node's inputs are a %.200s, not a tuple", Py_TYPE(inputs)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(inputs);
+    Py_INCREF(inputs);                            /* (a collection inside the allocation may run Python) */
+    PyObject *needs = PyTuple_New(n);
+    int any = 0;
+    for (Py_ssize_t i = 0; needs != NULL && i < n; i++) {
+        PyObject *input = PyTuple_GET_ITEM(inputs, i), *state;
+        if (classify_is_node(self, input, "an input") < 0 || (state = classify_slot(self, input, N_AUTOGRAD)) == NULL) {
+            Py_CLEAR(needs);
+            break;
+        }
+        int need = Py_TYPE(state) == self->record_type;
+        any |= need;
+        PyTuple_SET_ITEM(needs, i, Py_NewRef(need ? Py_True : Py_False));
+    }
+    Py_DECREF(inputs);
+    if (needs == NULL) return -1;
+    PyObject *out = NULL;
+    int grad = any;
+    if (grad) {
+        PyObject *dtype = classify_slot(self, node, N_DTYPE);
+        grad = dtype == NULL ? -1 : is_floating(self, dtype);
+    }
+    if (grad > 0) {
+        grad = classify_op_in(self, node, self->non_differentiable);
+        grad = grad < 0 ? -1 : !grad;
+    }
+    if (grad > 0) {
+        PyObject *snap = snapshot(self, node);
+        if (snap != NULL) {
+            PyObject *args[2] = {snap, needs};
+            out = PyObject_Vectorcall((PyObject *)self->record_type, args, 2, NULL);
+            Py_DECREF(snap);
+        }
+    } else if (grad == 0) {
+        out = Py_NewRef(Py_False);
+    }
+    Py_DECREF(needs);
+    if (out == NULL) return -1;
+    Py_XSETREF(SLOT(node, self->at[N_AUTOGRAD]), out);
+    return 0;
+}
+
+/* The walk from `root` (unclassified, no leaf op): 0, or -1 with an exception. */
+static int classify_walk(Classify *w, PyObject *root) {
+    Classifier *self = w->self;
+    if (seen_add(w, root) < 0 || classify_push(w, root) < 0) return -1;
+    while (w->depth > 0) {
+        Visit *top = &w->stack[w->depth - 1];
+        PyObject *child = NULL;
+        while (top->next < PyTuple_GET_SIZE(top->inputs)) {
+            PyObject *c = PyTuple_GET_ITEM(top->inputs, top->next++);
+            size_t at;
+            if (seen_has(w, c, &at)) continue;
+            PyObject *state;
+            if (classify_is_node(self, c, "an input") < 0 || (state = classify_slot(self, c, N_AUTOGRAD)) == NULL)
+                return -1;
+            if (state != Py_None) continue;       /* (_known: classified, or a leaf op) */
+            int leaf = classify_op_in(self, c, self->leaf_ops);
+            if (leaf < 0) return -1;
+            if (leaf) continue;
+            child = c;
+            break;
+        }
+        if (child != NULL) {
+            if (seen_add(w, child) < 0 || classify_push(w, child) < 0) return -1;
+            continue;
+        }
+        Visit done = w->stack[--w->depth];
+        int r = settle(self, done.node);
+        Py_DECREF(done.node);
+        Py_DECREF(done.inputs);
+        if (r < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *classifier_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Classifier *self = (Classifier *)op;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
+        return PyErr_Format(PyExc_TypeError, "classify(root) takes one Node");
+    PyObject *root = args[0], *state;
+    if (classify_is_node(self, root, "the root") < 0 || (state = classify_slot(self, root, N_AUTOGRAD)) == NULL)
+        return NULL;
+    if (state == Py_None) {
+        int leaf = classify_op_in(self, root, self->leaf_ops);
+        if (leaf < 0) return NULL;
+        if (leaf) Py_RETURN_FALSE;
+    } else {
+        return Py_NewRef(Py_TYPE(state) == self->record_type ? Py_True : Py_False);
+    }
+    Classify w;
+    w.self = self;
+    w.stack = w.local_stack;
+    w.depth = 0;
+    w.room = LOCAL_VISITS;
+    w.seen = w.local_seen;
+    w.mask = LOCAL_SEEN - 1;
+    w.used = 0;
+    memset(w.local_seen, 0, sizeof w.local_seen);
+    Py_INCREF(root);
+    int r = classify_walk(&w, root);
+    while (w.depth > 0) {                         /* (an error: what the walk was under) */
+        w.depth--;
+        Py_DECREF(w.stack[w.depth].node);
+        Py_DECREF(w.stack[w.depth].inputs);
+    }
+    if (w.stack != w.local_stack) PyMem_Free(w.stack);
+    if (w.seen != w.local_seen) PyMem_Free(w.seen);
+    PyObject *out = NULL;
+    if (r == 0 && (state = classify_slot(self, root, N_AUTOGRAD)) != NULL)
+        out = Py_NewRef(Py_TYPE(state) == self->record_type ? Py_True : Py_False);
+    Py_DECREF(root);
+    return out;
+}
+
+static PyObject *classifier_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *node_type, *record_type, *leaf_ops, *non_differentiable, *trace, *site, *user_site;
+    static char *kw[] = {"node_type", "record_type", "leaf_ops", "non_differentiable", "trace", "site", "user_site",
+                         NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O!O!OO:Classifier", kw, &PyType_Type, &node_type,
+                                     &PyType_Type, &record_type, &PyFrozenSet_Type, &leaf_ops, &PyFrozenSet_Type,
+                                     &non_differentiable, &PyList_Type, &trace, &site, &user_site))
+        return NULL;
+    if (!PyCallable_Check(user_site)) return PyErr_Format(PyExc_TypeError, "Classifier: user_site must be callable");
+    Classifier *self = (Classifier *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = classifier_vectorcall;
+    PyObject *values[] = {NULL, node_type, record_type, leaf_ops, non_differentiable, trace, site, user_site};
+    for (size_t i = 1; i < sizeof values / sizeof *values; i++) {   /* (CLASSIFIER_HELD's order) */
+        Py_INCREF(values[i]);
+        FIELD(self, CLASSIFIER_HELD[i]) = values[i];
+    }
+    if ((self->floating = PyDict_New()) == NULL || slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+HELD_GC(classifier, Classifier, CLASSIFIER_HELD)
+CALLABLE_TYPE(classifier, Classifier, "Classifier", "autograd/state.py's classify(root) in C.", 0, NULL, NULL, NULL)
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The IR's hottest Python in C: the Tensor API's pointwise builds, call signatures, replays, walks.", -1, NULL,
@@ -2157,15 +2513,18 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     SITE_ATTR = PyUnicode_InternFromString("site");
     OUT_NAME = PyUnicode_InternFromString("out");
     EMPTY_KWARGS = PyDict_New();
+    FLOATING_ATTR = PyUnicode_InternFromString("is_floating_point");
     if (SCALAR == NULL || BUFFER == NULL || ZERO == NULL || ONE == NULL || VIEW == NULL || PARAM == NULL || NODE_ATTR == NULL ||
         KEY_ATTR == NULL || ROOTS == NULL || SITE_ATTR == NULL || OUT_NAME == NULL || EMPTY_KWARGS == NULL ||
+        FLOATING_ATTR == NULL || PyType_Ready(&classifier_type) < 0 ||
         PyType_Ready(&fastop_type) < 0 || PyType_Ready(&apicall_type) < 0 || PyType_Ready(&signer_type) < 0 ||
         PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0 ||
         PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    PyTypeObject *types[] = {&fastop_type, &apicall_type, &signer_type, &replayer_type, &site_type, &leafargs_type, &alone_type, &maker_type};
+    PyTypeObject *types[] = {&fastop_type, &apicall_type, &signer_type, &replayer_type, &site_type, &leafargs_type,
+                             &alone_type, &maker_type, &classifier_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

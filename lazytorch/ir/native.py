@@ -7,7 +7,8 @@ Tensor API's pointwise builds, `tensor <op> number`, `x + y`, `x.sigmoid()`), ca
 (ApiCall: the Tensor API's replayed calls, `F.linear`, `x.view`), ir/replay.py (Signer: a call's signature; Replayer:
 Recording.replay), ir/node.py (SiteFinder: user_site), ir/graph.py (LeafArgs: leaf_args;
 ProgramMaker: program, an eval's walk), tensor.py (AloneTaker: realize.py's LiveTensors.alone,
-its common case).  tests/test_fastpath.py compares each C version with its Python.
+its common case), autograd/state.py (Classifier: classify, which new nodes require grad).
+tests/test_fastpath.py compares each C version with its Python.
 """
 from __future__ import annotations
 
