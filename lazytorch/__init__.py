@@ -18,6 +18,7 @@ from .ir.creation import manual_seed
 from .ir.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64,
                         uint8)
 from .ir.graph import to_networkx as _to_networkx
+from .ir.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from .ir.printer import dump_nodes as _dump_nodes
 from .ir.printer import to_dot as _to_dot
 from .ir.promotion import promote_types

@@ -7,12 +7,13 @@
     model = lt.compile(model)          # any callable object: its tensors are captured state
 
 The first call with a new signature (see `_leaf_sig`: shapes, dtypes and view layouts of the tensor
-arguments, the types of Python numbers, the values of other arguments, the backend) runs the
-Python body on *placeholder* tensors, compiles the whole pending program once (outputs plus every
-in-place update of an argument or captured tensor) and stores it.  Every call, the first included,
-then binds the current buffers to the plan's params and launches it: no Python body, no nodes, no
-graph hashing.  docs/compile.md describes the rules (captured state, Python numbers, data-dependent
-branches, outputs) and why they were chosen.
+arguments, the types of Python numbers, the values of other arguments, the backend, what torch's
+TF32 flags allow: ir/precision.py) runs the Python body on *placeholder* tensors, compiles the
+whole pending program once (outputs plus every in-place update of an argument or captured tensor)
+and stores it.  Every call, the first included, then binds the current buffers to the plan's
+params and launches it: no Python body, no nodes, no graph hashing.  docs/compile.md describes
+the rules (captured state, Python numbers, data-dependent branches, outputs) and why they were
+chosen.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import numpy as np
 from .ir import dtypes as D
 from .ir.graph import program
 from .ir.node import Node
+from .ir.precision import state as tf32_state
 from .passes.pipeline import compile_plan
 from .ir.creation import generator
 from .realize import eval_nodes, keep_uploads, options_for
@@ -465,7 +467,7 @@ class CompiledFunction:
                         continue
                 break
             else:
-                key = (backend_name(), len(args), None, tuple(sigs), self._guard())
+                key = (backend_name(), len(args), None, tuple(sigs), self._guard(), tf32_state())
                 entry = self._entries.get(key)
                 if entry.__class__ is Entry:
                     return self._hit(key, entry, args, bound, args, kwargs)
@@ -489,7 +491,7 @@ class CompiledFunction:
                 s, n = _leaf_sig(v)
             sigs.append(s)
             bound.append(n)
-        key = (backend_name(), spec, kwspec, tuple(sigs), self._guard())
+        key = (backend_name(), spec, kwspec, tuple(sigs), self._guard(), tf32_state())
         try:
             entry = self._entries.get(key)
         except TypeError:                                # an unhashable argument
@@ -730,6 +732,8 @@ class CompiledFunction:
             return f"backend changed from {old_key[0]} to {key[0]}"
         if old_key[4] != key[4]:
             return f"the module's training flag changed from {old_key[4]} to {key[4]}"
+        if old_key[5] != key[5]:
+            return f"torch's TF32 flags changed (cudnn, matmul allow TF32: {old_key[5]} -> {key[5]})"
         if old_key[1:3] != key[1:3]:
             return "the arguments' structure changed (containers, keyword names)"
         changes = []

@@ -14,6 +14,11 @@ import lazytorch as lt  # noqa: E402
 
 # Backends the op suite runs on; LAZYTORCH_TEST_BACKENDS="cpu" narrows it.
 BACKENDS = [b for b in os.environ.get("LAZYTORCH_TEST_BACKENDS", "reference,cpu,metal-emu").split(",") if b]
+# The oracle is torch on the CPU, exact in float32, and so are the tolerances: with the cuda backend
+# under test, its convolutions compute in float32 too, not in TF32 as torch's default flag lets
+# them on a GPU (lazytorch/ir/precision.py; tests/test_tf32.py checks the flags and the TF32 GEMMs)
+if "cuda" in BACKENDS:
+    lt.backends.cudnn.allow_tf32 = False
 
 
 @pytest.fixture(params=BACKENDS)

@@ -145,10 +145,12 @@ def test_script_device_pattern_runs(host_backend):
     assert lt.arange(3, device=x.device).device == x.device
 
 
-def test_backend_flags_that_scripts_set():
+def test_backend_flags_that_scripts_set(monkeypatch):
     assert lt.backends.cudnn.is_available() is False
-    lt.backends.cuda.matmul.allow_tf32 = True          # nanoGPT's train.py sets these two
-    lt.backends.cudnn.allow_tf32 = True
+    # nanoGPT's train.py sets these two (what they do: tests/test_tf32.py); put back afterwards
+    monkeypatch.setattr(lt.backends.cuda.matmul, "allow_tf32", True)
+    monkeypatch.setattr(lt.backends.cudnn, "allow_tf32", True)
+    assert lt.backends.cuda.matmul.allow_tf32 is True and lt.get_float32_matmul_precision() == "high"
     assert lt.backends.cuda.is_built() == lt.cuda.is_available()
     with pytest.raises(AttributeError, match="lazytorch.backends' has no attribute 'xla'"):
         lt.backends.xla

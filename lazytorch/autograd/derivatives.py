@@ -5,8 +5,10 @@ A rule maps (args, out, grad) to the gradient of each differentiable argument, b
 ir.build.named_inputs gives them), `out` is the node itself (its value: pending or realized) and
 `grad` the cotangent, a node of out's shape.  Rules build ordinary IR nodes through the same
 builder the Tensor API uses (ir.build.call), so backward is more lazy graph: the passes fuse it
-with the forward program.  The engine sums each result to its argument's shape (broadcasting)
-and casts it to the argument's dtype, so pointwise rules may return broadcast shapes.
+with the forward program.  Products are built by ir/build_linalg.py matmul_node instead, with the
+forward node's TF32 decision (ir/precision.py), not torch's flags at the backward.  The engine sums
+each result to its argument's shape (broadcasting) and casts it to the argument's dtype, so
+pointwise rules may return broadcast shapes.
 
 What a rule reads decides what backward keeps alive: cheap pointwise values (masks, x*x, the
 normalised rows of layer_norm) are recomputed from the saved inputs inside the fused backward
@@ -25,10 +27,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir import dtypes as D
+from ..ir import precision
 from ..ir import views as V
 from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
 from ..ir.build import contiguous, inside_spec, view_of
-from ..ir.build_conv import col2im, padded_windows, windows
+from ..ir.build_conv import col2im, convolution_node, padded_windows, windows
+from ..ir.build_linalg import matmul_node
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
 from ..ir.errors import op_error
@@ -670,12 +674,14 @@ def _cat(a, out, g):
 
 @rule("matmul")
 def _matmul(a, out, g):
-    x, y = a["self"], a["other"]
-    return {"self": C("matmul", g, C("transpose", y, -1, -2)), "other": C("matmul", C("transpose", x, -1, -2), g)}
+    x, y, tf32 = a["self"], a["other"], precision.tf32(a)       # (the product's TF32 decision: inherited)
+    return {"self": matmul_node(g, C("transpose", y, -1, -2), tf32),
+            "other": matmul_node(C("transpose", x, -1, -2), g, tf32)}
 
 
 def one_hot(index: Node, n: int, dtype: D.DType) -> Node:
-    """(index.unsqueeze(-1) == arange(n)) as `dtype`: scatter-add as a matmul or sum."""
+    """(index.unsqueeze(-1) == arange(n)) as `dtype`: scatter-add as a matmul or sum (exact, never
+    TF32: torch's scatter-add is no GEMM)."""
     return C("to", C("eq", C("unsqueeze", index, -1), iota((n,), 0)), dtype)
 
 
@@ -687,7 +693,7 @@ def _embedding(a, out, g):
     oh = one_hot(flat, w.shape[0], g.dtype)
     if a.get("padding_idx") is not None:
         oh = C("mul", oh, C("to", C("ne", iota((w.shape[0],), 0), a["padding_idx"] % w.shape[0]), g.dtype))
-    return {"weight": C("matmul", C("transpose", oh, 0, 1), g2)}
+    return {"weight": matmul_node(C("transpose", oh, 0, 1), g2)}
 
 
 @rule("gather")
@@ -737,7 +743,7 @@ def _scatter_add(g: Node, shape: tuple[int, ...], idx: Node, d: int) -> Node:
     perm = [i for i in range(g.ndim) if not d <= i < d + k] + list(range(d, d + k))
     gm = C("reshape", C("permute", g, perm), tuple(g.shape[i] for i in perm[:g.ndim - k]) + (-1,))
     oh = one_hot(C("reshape", idx, (-1,)), shape[d], g.dtype)                   # [N, n]
-    moved = C("matmul", gm, oh) if gm.ndim >= 2 else C("matmul", C("unsqueeze", gm, 0), oh)   # [..., n]
+    moved = matmul_node(gm, oh) if gm.ndim >= 2 else matmul_node(C("unsqueeze", gm, 0), oh)   # [..., n]
     moved = C("reshape", moved, tuple(shape[i] for i in range(len(shape)) if i != d) + (shape[d],))
     return _last_to(moved, d)
 
@@ -762,14 +768,15 @@ def _convolution(a, out, g):
     """Grouped, N-d.  A convolution's input windows are one strided view of the padded input
     (N, C, *out, *kernel); both gradients are batched matmuls against it, and the input's is sent
     back through that view (summing where windows overlap: col2im) and cropped.  A transposed
-    convolution's gradients are the same products with the roles of input and g exchanged."""
-    x, w = a["self"], a["weight"]
+    convolution's gradients are the same products with the roles of input and g exchanged.  The
+    products compute in TF32 where the convolution's did (its call's decision: ir/precision.py)."""
+    x, w, tf32 = a["self"], a["weight"], precision.tf32(a)
     nd, G = x.ndim - 2, a["groups"]
     pad, stride, dil = tuple(a["padding"]), tuple(a["stride"]), tuple(a["dilation"])
     bias = C("sum", g, [0] + list(range(2, g.ndim)))
     if a["transposed"]:
-        return {"self": _transposed_input_grad(x, w, g, stride, pad, dil, G),
-                "weight": _transposed_weight_grad(x, w, g, stride, pad, dil, G), "bias": bias}
+        return {"self": _transposed_input_grad(x, w, g, stride, pad, dil, G, tf32),
+                "weight": _transposed_weight_grad(x, w, g, stride, pad, dil, G, tf32), "bias": bias}
     N, Cin, O = x.shape[0], x.shape[1], w.shape[0]
     kernel = tuple(w.shape[2:])
     xp = C("pad", x, [p for q in reversed(pad) for p in (q, q)]) if any(pad) else x
@@ -778,9 +785,9 @@ def _convolution(a, out, g):
     gg = C("reshape", g, (N, G, Og, P))
     cols = C("reshape", C("permute", C("reshape", win, (N, G, Cg, P, KK)), (1, 0, 3, 2, 4)), (G, N * P, Cg * KK))
     g_rows = C("reshape", C("permute", gg, (1, 2, 0, 3)), (G, Og, N * P))
-    gw = C("reshape", C("matmul", g_rows, cols), w.shape)
+    gw = C("reshape", matmul_node(g_rows, cols, tf32), w.shape)
     g_cols = C("reshape", C("permute", gg, (1, 0, 3, 2)), (G, N * P, Og))
-    gwin = C("matmul", g_cols, C("reshape", w, (G, Og, Cg * KK)))                 # (G, N*P, Cg*KK)
+    gwin = matmul_node(g_cols, C("reshape", w, (G, Og, Cg * KK)), tf32)           # (G, N*P, Cg*KK)
     gwin = C("reshape", gwin, (G, N) + tuple(g.shape[2:]) + (Cg,) + kernel)
     perm = [1, 0, 2 + nd] + list(range(2, 2 + nd)) + list(range(3 + nd, 3 + 2 * nd))
     gwin = C("reshape", C("permute", gwin, perm), win.shape)
@@ -792,18 +799,18 @@ def _convolution(a, out, g):
     return {"self": gx, "weight": gw, "bias": bias}
 
 
-def _transposed_input_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int) -> Node:
+def _transposed_input_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int, tf32: bool) -> Node:
     """A transposed convolution is the adjoint of a convolution in its input, so its input's
     gradient is g convolved by the same weight (cropped: output_padding may add a window)."""
     nd = x.ndim - 2
-    gx = C("convolution", g, w, None, stride, pad, dil, False, (0,) * nd, groups)
+    gx = convolution_node(g, w, stride, pad, dil, False, (0,) * nd, groups, tf32)
     for d in range(nd):
         if gx.shape[2 + d] != x.shape[2 + d]:
             gx = C("narrow", gx, 2 + d, 0, x.shape[2 + d])
     return gx
 
 
-def _transposed_weight_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int) -> Node:
+def _transposed_weight_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups: int, tf32: bool) -> Node:
     """Weight (Cin, Og, *kernel): each input channel's values against g's windows at the same
     positions (g padded as the forward cropped it), one batched product over batch and positions."""
     nd, N, G = x.ndim - 2, x.shape[0], groups
@@ -815,7 +822,7 @@ def _transposed_weight_grad(x: Node, w: Node, g: Node, stride, pad, dil, groups:
             win = C("narrow", win, 2 + d, 0, n)
     cols = C("reshape", C("permute", C("reshape", win, (N, G, Og, P, K)), (1, 0, 3, 2, 4)), (G, N * P, Og * K))
     rows = C("reshape", C("permute", C("reshape", x, (N, G, Cg, P)), (1, 2, 0, 3)), (G, Cg, N * P))
-    return C("reshape", C("matmul", rows, cols), w.shape)
+    return C("reshape", matmul_node(rows, cols, tf32), w.shape)
 
 
 @rule("fold")
@@ -878,16 +885,17 @@ def _rms_norm(a, out, g):
 
 @rule("linear")
 def _linear(a, out, g):
-    """Rows flattened to 2-D matrices (one GEMM each, whatever the batch dims)."""
-    x, w = a["self"], a["weight"]
+    """Rows flattened to 2-D matrices (one GEMM each, whatever the batch dims; in TF32 where the
+    forward's was: ir/precision.py)."""
+    x, w, tf32 = a["self"], a["weight"], precision.tf32(a)
     x2 = C("reshape", x, (-1, w.shape[-1]))
     if w.ndim == 1:
         g1 = C("reshape", g, (-1,))
-        return {"self": C("mul", C("unsqueeze", g, -1), w), "weight": C("reshape", C("matmul", g1, x2), w.shape),
-                "bias": g}
+        return {"self": C("mul", C("unsqueeze", g, -1), w),
+                "weight": C("reshape", matmul_node(g1, x2, tf32), w.shape), "bias": g}
     g2 = C("reshape", g, (-1, w.shape[0]))
-    gx = C("reshape", C("matmul", g2, w), x.shape)
-    return {"self": gx, "weight": C("matmul", C("transpose", g2, 0, 1), x2), "bias": g}
+    gx = C("reshape", matmul_node(g2, w, tf32), x.shape)
+    return {"self": gx, "weight": matmul_node(C("transpose", g2, 0, 1), x2, tf32), "bias": g}
 
 
 @rule("mse_loss")
@@ -944,10 +952,11 @@ def _sdpa(a, out, g):
                        "is not supported", {"query": q, "key": k})
     scale = a.get("scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    p = attention_weights(q, k, mask, a.get("is_causal"), scale)    # (zeros where every key is masked)
-    gv = C("matmul", C("transpose", p, -2, -1), g)
-    gp = C("matmul", g, C("transpose", v, -2, -1))
+    tf32 = precision.tf32(a)                                        # (the forward's decision: inherited)
+    p = attention_weights(q, k, mask, a.get("is_causal"), scale, tf32)   # (zeros where every key is masked)
+    gv = matmul_node(C("transpose", p, -2, -1), g, tf32)
+    gp = matmul_node(g, C("transpose", v, -2, -1), tf32)
     gmask = C("mul", p, C("sub", gp, C("sum", C("mul", gp, p), [-1], True)))
     gs = C("mul", gmask, scale)
-    return {"query": C("matmul", gs, k), "key": C("matmul", C("transpose", gs, -2, -1), q), "value": gv,
-            "attn_mask": gmask if mask is not None and mask.dtype.is_floating_point else None}
+    return {"query": matmul_node(gs, k, tf32), "key": matmul_node(C("transpose", gs, -2, -1), q, tf32),
+            "value": gv, "attn_mask": gmask if mask is not None and mask.dtype.is_floating_point else None}

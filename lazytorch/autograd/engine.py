@@ -30,7 +30,9 @@ RECENT_ROOTS: list[weakref.ref] = []
 
 
 def arguments(snap: Node) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The snapshot's arguments by schema name, and each tensor argument's input position(s)."""
+    """The snapshot's arguments by schema name, then its attributes besides the schema's (a
+    product's TF32 decision, which its gradient's products inherit: ir/precision.py), and each
+    tensor argument's input position(s)."""
     if snap.op in POSITIONAL:
         names = POSITIONAL[snap.op]
         args = dict(zip(names, snap.inputs))
@@ -51,6 +53,8 @@ def arguments(snap: Node) -> tuple[dict[str, Any], dict[str, Any]]:
         else:
             args[p.name], where[p.name] = snap.inputs[pos], pos
             pos += 1
+    for name, value in snap.attrs.items():
+        args.setdefault(name, value)
     return args, where
 
 
@@ -69,7 +73,8 @@ def _fit(g: Node, like: Node) -> Node:
 # signature), made nodes reading other nodes, any eval or effect meanwhile, and create_graph
 # (the gradient graph is then differentiated again).  ResNet-18's backward on cpu: its 335 rule
 # applications took 5.6-5.7 ms a step, replayed 2.6-2.9.
-_RULES: dict[tuple, tuple[replay.Recording | None, tuple]] = {}
+_RULE_MEMO = replay.Memo()             # (a Memo's table, so that replay.forget clears it too)
+_RULES: dict[tuple, tuple[replay.Recording | None, tuple]] = _RULE_MEMO.table
 _ARG, _MADE = 0, 1
 
 

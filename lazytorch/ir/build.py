@@ -21,6 +21,7 @@ import numpy as np
 
 from . import dtypes as D
 from . import meta
+from . import precision
 from . import views as V
 from .errors import op_error, wrap_dim
 from .graph import LEAF_TREES, MAX_TREE_NODES, TREES, leaf_tree, tree_id
@@ -244,8 +245,11 @@ def _is_default(p, v) -> bool:
 
 
 @builder("generic")
-def generic(op: OpDef, schema: Schema, a: Args) -> Node:
-    """One node: tensor and runtime-scalar arguments become inputs, the rest attributes."""
+def generic(op: OpDef, schema: Schema, a: Args, tf32: bool | None = None) -> Node:
+    """One node: tensor and runtime-scalar arguments become inputs, the rest attributes.  A
+    composite the passes turn into products (precision.FLAG_OF) also records whether those may use
+    TF32: `tf32` where the caller decided (a pass or gradient rule, inheriting its node's), else its
+    flag's value now, at the call (ir/precision.py)."""
     shape, dtype = meta.run(op, a)
     inputs, attrs = [], {}
     for p in schema.params:
@@ -257,6 +261,9 @@ def generic(op: OpDef, schema: Schema, a: Args) -> Node:
             attrs[p.name] = len(v)
         else:
             attrs[p.name] = tuple(v) if isinstance(v, list) else v
+    flag = precision.FLAG_OF.get(op.name)
+    if flag is not None:
+        attrs.update(precision.attrs(precision.allowed(flag) if tf32 is None else tf32, dtype))
     return Node(op.name, tuple(inputs), attrs, shape, dtype)
 
 

@@ -1,7 +1,8 @@
 """Builders of convolution, pooling and resampling (registry/conv.yaml), composed at the call.
 
 Convolutions check torch's conditions and build the opaque `convolution` primitive (its meta rule
-in ir/meta/conv.py), padding asymmetric 'same' inputs first.  Pooling reads its windows as one
+in ir/meta/conv.py), padding asymmetric 'same' inputs first; a float32 one records whether cuDNN's
+TF32 flag allowed TF32 at the call (ir/precision.py, `generic`).  Pooling reads its windows as one
 strided view of the (padded) input: dims (N, C, OH, OW, KH, KW), where an output dim steps by
 stride and a window dim by dilation, so max_pool2d / avg_pool2d are a single reduction kernel over
 a view, with no copy and no new kernel code.  Adaptive pools with uneven windows reduce the whole
@@ -16,13 +17,14 @@ import numpy as np
 
 from . import dtypes as D
 from . import views as V
-from .build import Args, base_and_spec, builder, call, in_opmath, recorded, view_of
+from .build import Args, base_and_spec, builder, call, generic, in_opmath, recorded, view_of
+from .build_linalg import matmul_node
 from .build_shape_ops import padded
 from .creation import iota
 from .errors import given, op_error
 from .meta.conv import fold_blocks, ints
 from .node import Node
-from .registry import OpDef
+from .registry import OpDef, get
 from .schema import Schema
 
 
@@ -107,6 +109,16 @@ def conv_transpose(op: OpDef, schema: Schema, a: Args) -> Node:
     y = call("convolution", x, w, b, ints(a["stride"], nd), ints(a["padding"], nd), ints(a["dilation"], nd), True,
              ints(a["output_padding"], nd), a["groups"])
     return _unbatched(y, added)
+
+
+def convolution_node(x: Node, w: Node, stride, padding, dilation, transposed: bool, output_padding, groups: int,
+                     tf32: bool) -> Node:
+    """The convolution primitive without a bias, as a pass or a gradient rule builds it from a
+    convolution: with that convolution's TF32 decision, not cuDNN's flag now (ir/precision.py)."""
+    op = get("convolution")
+    return generic(op, op.schemas[0], {"self": x, "weight": w, "bias": None, "stride": stride, "padding": padding,
+                                       "dilation": dilation, "transposed": transposed,
+                                       "output_padding": output_padding, "groups": groups}, tf32)
 
 
 # ---------------------------------------------------------------- pooling
@@ -574,5 +586,5 @@ def interpolate(op: OpDef, schema: Schema, a: Args) -> Node:
         weights = _cubic_weights if mode == "bicubic" else _linear_weights
         w = _constant(weights(n, o, s, bool(align), np_dtype), y.dtype)                 # (o, n)
         y = call("transpose", y, 2 + i, -1)                  # the dim to resample last
-        y = call("transpose", call("matmul", y, call("t", w)), 2 + i, -1)
+        y = call("transpose", matmul_node(y, call("t", w)), 2 + i, -1)      # (exact: torch's is no GEMM)
     return call("to", y, x.dtype)

@@ -3,7 +3,10 @@
 The primitive's operands have >= 2 dims and broadcastable batch dims (`matmul_node` promotes 1-D
 operands with a view and removes the added dim from the result, as torch.matmul does).  mm, bmm,
 mv and dot check their stricter ranks first; addmm/baddbmm scale and add around the product;
-einsum is parsed here and lowered to diagonals (views), sums and pairwise batched matmuls.
+einsum is parsed here and lowered to diagonals (views), sums and pairwise batched matmuls.  Each
+product records whether torch's matmul flag allowed TF32 at the call (ir/precision.py); `call`
+of "matmul" is the user's op, so the passes and gradient rules, which build later, call
+`matmul_node` with their decision instead.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import re
 from collections import Counter
 
 from . import meta
+from . import precision
 from . import views as V
 from .build import Args, apply_view, builder, call
 from .errors import op_error
@@ -24,13 +28,16 @@ from .schema import Schema
 RANKS = {"mm": (2, 2), "bmm": (3, 3), "mv": (2, 1), "dot": (1, 1), "addmm": (2, 2), "baddbmm": (3, 3)}
 
 
-def matmul_node(x: Node, y: Node) -> Node:
-    """torch.matmul(x, y) as the matmul primitive over views of x and y."""
+def matmul_node(x: Node, y: Node, tf32: bool = False) -> Node:
+    """torch.matmul(x, y) as the matmul primitive over views of x and y, computed in TF32 where
+    `tf32` and float32 (ir/precision.py).  The caller decides: the user's product by torch's matmul
+    flag at the call (the builders here), a pass or gradient rule by the node it comes from; a
+    product the library makes for an op torch computes without a GEMM stays exact (the default)."""
     shape, dtype = meta.run(get("matmul"), {"self": x, "other": y})
     xm = call("unsqueeze", x, 0) if x.ndim == 1 else x
     ym = call("unsqueeze", y, -1) if y.ndim == 1 else y
     full, _ = meta.run(get("matmul"), {"self": xm, "other": ym})
-    out = Node("matmul", (xm, ym), {}, full, dtype)
+    out = Node("matmul", (xm, ym), precision.attrs(tf32, dtype), full, dtype)
     return out if full == shape else call("reshape", out, shape)
 
 
@@ -53,7 +60,7 @@ def matmul(op: OpDef, schema: Schema, a: Args) -> Node:
     x, y = a[first], a[second]
     check_ranks(op.name, x, y, (first, second))
     try:
-        return matmul_node(x, y)
+        return matmul_node(x, y, precision.allowed("matmul"))
     except RuntimeError as e:                    # name the op the user called, not the primitive
         raise type(e)(str(e).replace("matmul:", f"{op.name}:", 1)) from None
 
@@ -154,7 +161,7 @@ def _contract(x: Node, xl: list[Label], y: Node, yl: list[Label], keep: set, siz
     size = lambda ls: math.prod(sizes[l] for l in ls)  # noqa: E731
     xm = call("reshape", _permute(x, xl, batch + xfree + inner), (size(batch), size(xfree), size(inner)))
     ym = call("reshape", _permute(y, yl, batch + inner + yfree), (size(batch), size(inner), size(yfree)))
-    out = matmul_node(xm, ym)
+    out = matmul_node(xm, ym, precision.allowed("matmul"))
     labels = batch + xfree + yfree
     return call("reshape", out, tuple(sizes[l] for l in labels)), labels
 

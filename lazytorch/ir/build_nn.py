@@ -11,7 +11,9 @@ import math
 
 from . import dtypes as D
 from . import meta
+from . import precision
 from .build import Args, builder, call, constant, generic
+from .build_linalg import matmul_node
 from .creation import generator, iota
 from .errors import op_error
 from .meta.conv import ints
@@ -83,17 +85,19 @@ def attention(op: OpDef, schema: Schema, a: Args) -> Node:
     if p == 0.0:
         return generic(op, schema, a)
     meta.run(op, a)                                  # the checks (shapes, dtypes, p in [0, 1])
-    weights = attention_weights(a["query"], a["key"], a["attn_mask"], a["is_causal"], a["scale"])
-    return call("matmul", call("dropout", weights, p, True), a["value"])
+    tf32 = precision.allowed(precision.FLAG_OF[op.name])
+    weights = attention_weights(a["query"], a["key"], a["attn_mask"], a["is_causal"], a["scale"], tf32)
+    return matmul_node(call("dropout", weights, p, True), a["value"], tf32)
 
 
-def attention_weights(q: Node, k: Node, mask: Node | None, is_causal, scale) -> Node:
+def attention_weights(q: Node, k: Node, mask: Node | None, is_causal, scale, tf32: bool) -> Node:
     """softmax(q kᵀ · scale + mask) over the keys, as torch's math path computes it (the dropout
     path above and the decomposition of the whole node): a bool mask, or the causal one (query i
     sees keys 0..i, top-left aligned), drops keys; a float mask is added; a query whose scores are
-    all -inf (every key dropped) gets zero weights, not NaN, as torch's safe softmax gives."""
+    all -inf (every key dropped) gets zero weights, not NaN, as torch's safe softmax gives.  `tf32`:
+    whether q kᵀ may compute in TF32, the attention's decision (ir/precision.py)."""
     scale = constant(1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
-    scores = call("mul", call("matmul", q, call("transpose", k, -2, -1)), scale)
+    scores = call("mul", matmul_node(q, call("transpose", k, -2, -1), tf32), scale)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
         mask = call("ge", iota((L, S), 0), iota((L, S), 1))

@@ -9,7 +9,8 @@ the nodes the call made, from which later calls with that signature build the no
 API's), and the Tensor API keeps one more level above it (lazytorch/call_memo.py) that also skips
 its own wrapping.
 
-A signature holds everything a builder may read: per tensor argument its node's key (op,
+A signature holds everything a builder may read but torch's TF32 flags (ir/precision.py: a change
+of what they allow forgets every recording, `forget`): per tensor argument its node's key (op,
 attributes, shape, dtype; for a view also its base's key, which view builders read, and whether
 that base is another argument or another view argument's base), per other argument its class and
 value (floats with a zero's sign: 0.0 == -0.0, and the sign is structure), keyword names.  A recording is the topologically ordered list of the nodes the call made, each
@@ -34,6 +35,7 @@ meanwhile are no fault of the replay) -- or named other lines while provenance s
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Callable
 
 from .dtypes import DType
@@ -306,10 +308,11 @@ def _same_leaf(x: Node, y: Node) -> bool:
 class Memo:
     """One op's table: signature -> Recording."""
 
-    __slots__ = ("table",)
+    __slots__ = ("table", "__weakref__")
 
     def __init__(self):
         self.table: dict[tuple, Recording] = {}
+        _MEMOS.add(self)
 
     def learn(self, key: tuple, nodes: list[Node], flat: tuple, result: Any, before: tuple[int, int]) -> None:
         """Remember how the general route built `result` for this signature (`before`: effects_now()
@@ -324,3 +327,14 @@ class Memo:
         if len(self.table) >= MAX_ENTRIES:
             self.table.clear()
         self.table[key] = rec
+
+
+# Every memo (the Tensor API's, and autograd's table of rules, are Memos too), for `forget`
+_MEMOS: "weakref.WeakSet[Memo]" = weakref.WeakSet()
+
+
+def forget() -> None:
+    """Drop every memo's recordings: what builders read besides their arguments changed (torch's TF32
+    flags, ir/precision.py).  Tables are cleared in place: the C ApiCall holds them themselves."""
+    for memo in list(_MEMOS):
+        memo.table.clear()

@@ -13,7 +13,8 @@ stream, in order, asynchronous; the host waits only when it reads a buffer (`to_
   rounded up, as MLX computes them.  Outputs of kernels with `init_value` (atomic combines, the
   error flag) are zeroed on the stream first.
 - Library launches (matmul, batched attention products) are one cuBLAS strided-batched GEMM in
-  float32 accumulation (no TF32, as torch's default) over views of the buffers when the views are
+  float32 accumulation (float32 products in TF32 where the matmul node says its op allowed it,
+  torch's flags at the call: `compute_type`) over views of the buffers when the views are
   a matrix with one unit stride and one batch stride; other views are copied to a contiguous temp
   first by a strided-copy kernel.
 - `view`, `cat` and `embedding` reference launches run on the device through a strided-copy and a
@@ -41,8 +42,10 @@ import numpy as np
 from ..codegen.gpu import ERROR_FLAG, check_dtypes, scalar_dtype
 from ..codegen.targets import cuda as cuda_target
 from ..ir import dtypes as D
+from ..ir import precision
 from ..ir.dtypes import DType
 from ..ir.errors import OutOfMemoryError
+from ..ir.node import Node
 from ..ir.views import contiguous_strides
 from . import cuda_graph, nvrtc
 from .backend import Backend, Buffer, LaunchFn, to_float32
@@ -662,10 +665,20 @@ def _env(launch, views, reads: Sequence[DeviceBuffer]) -> dict[int, Strided]:
 
 # ---------------------------------------------------------------- GEMM
 
-# cudaDataType of each GEMM dtype; accumulation in float32 (CUBLAS_COMPUTE_32F: no TF32)
+# cudaDataType of each GEMM dtype; accumulation in float32
 _GEMM_TYPES = {D.float32: 0, D.float16: 2, D.bfloat16: 14}
-_COMPUTE_32F, _GEMM_DEFAULT = 68, -1
+_GEMM_DEFAULT = -1
+# cuBLAS compute types: CUBLAS_COMPUTE_32F, and CUBLAS_COMPUTE_32F_FAST_TF32 (float32 operands
+# multiplied in TF32 on the tensor cores, accumulated in float32)
+COMPUTE_32F, COMPUTE_32F_FAST_TF32 = 68, 77
 _ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)
+
+
+def compute_type(mm: Node) -> int:
+    """The cuBLAS compute type of a matmul node's GEMM: TF32 for a float32 product whose op allowed
+    it when it was called (torch's flags, ir/precision.py: convolutions by default, as torch's
+    cuDNN ones do), float32 otherwise (half types have no TF32 form: they accumulate in float32)."""
+    return COMPUTE_32F_FAST_TF32 if mm.dtype is D.float32 and precision.tf32(mm.attrs) else COMPUTE_32F
 
 
 def _matrix(v: Strided, batch: tuple[int, ...]) -> tuple[int, int, int] | None:
@@ -752,7 +765,8 @@ def gemm_launch(launch) -> LaunchFn | None:
     i32, i64 = ctypes.c_int, ctypes.c_longlong
     args = (dev.blas_handle, i32(opb), i32(opa), i32(N), i32(M), i32(K), ctypes.byref(_ONE),
             b_ptr, i32(kind), i32(ldb), i64(sb), a_ptr, i32(kind), i32(lda), i64(sa),
-            ctypes.byref(_ZERO), c_ptr, i32(kind), i32(N), i64(M * N), i32(count), i32(_COMPUTE_32F), i32(_GEMM_DEFAULT))
+            ctypes.byref(_ZERO), c_ptr, i32(kind), i32(N), i64(M * N), i32(count), i32(compute_type(mm)),
+            i32(_GEMM_DEFAULT))
     gemm = dev.blas_raw.cublasGemmStridedBatchedEx
 
     def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> None:

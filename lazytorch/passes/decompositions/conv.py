@@ -17,6 +17,9 @@ instead, one reduction kernel over the view like a pooling: its products would b
 A transposed convolution is the same product turned around, its columns summed into the output
 by col2im (ir/build_conv.py), as a convolution's input gradient is.
 
+The products compute in TF32 where the convolution's node says cuDNN's flag allowed it when the
+convolution was called (ir/precision.py): they inherit its decision, as its gradient's do.
+
 `fold` (F.fold) is col2im over its input's columns.  The reference backend keeps both primitives
 whole (its numpy im2col and col2im in float64: an independent check of these forms).
 """
@@ -24,8 +27,10 @@ from __future__ import annotations
 
 import math
 
+from ...ir import precision
 from ...ir.build import call as B
-from ...ir.build_conv import col2im, padded_windows
+from ...ir.build_conv import col2im, convolution_node, padded_windows
+from ...ir.build_linalg import matmul_node
 from ...ir.node import Node
 from . import LIBRARY_FORMS, decomposes
 
@@ -43,15 +48,16 @@ def _applies(node: Node) -> bool:
 @decomposes("convolution", applies=_applies)
 def convolution(node: Node, self: Node, weight: Node, bias=None, stride=(1,), padding=(0,), dilation=(1,),
                 transposed: bool = False, output_padding=(0,), groups: int = 1) -> Node | None:
+    tf32 = precision.tf32(node.attrs)           # (decided at the convolution's call: ir/precision.py)
     if bias is not None:
-        y = B("convolution", self, weight, None, stride, padding, dilation, transposed, output_padding, groups)
+        y = convolution_node(self, weight, stride, padding, dilation, transposed, output_padding, groups, tf32)
         return B("add", y, B("reshape", bias, (-1,) + (1,) * (self.ndim - 2)))
     if transposed:
-        return _transposed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape)
-    return _windowed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape)
+        return _transposed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape, tf32)
+    return _windowed(self, weight, tuple(stride), tuple(padding), tuple(dilation), groups, node.shape, tf32)
 
 
-def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shape) -> Node:
+def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shape, tf32: bool) -> Node:
     kernel = tuple(w.shape[2:])
     N, O = x.shape[0], w.shape[0]
     G, Cg, Og = groups, w.shape[1], O // groups
@@ -70,14 +76,14 @@ def _windowed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shap
         # (G, Og, N, P), transposed by the kernel that reads it next (the backward's form)
         cols = B("reshape", B("permute", win, (1,) + tuple(range(2, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))),
                  (G, Cg * K, N * P))
-        y = B("reshape", B("matmul", wm, cols), (G, Og, N, P))
+        y = B("reshape", matmul_node(wm, cols, tf32), (G, Og, N, P))
         return B("reshape", B("permute", y, (2, 0, 1, 3)), out_shape)
     cols = B("reshape", win, (N, G, Cg * K, P))                          # the one copy: im2col
-    y = B("matmul", wm, cols)                                             # (N, G, Og, P)
+    y = matmul_node(wm, cols, tf32)                                       # (N, G, Og, P)
     return B("reshape", y, out_shape)
 
 
-def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shape) -> Node:
+def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_shape, tf32: bool) -> Node:
     """A transposed convolution, the adjoint of `_windowed` in its input: one batched product
     W (G, Og * K, Cg) @ x (N, G, Cg, P) gives every input position's contribution at each kernel
     position (the columns, as a convolution's backward makes them), and col2im sums them into the
@@ -91,10 +97,10 @@ def _transposed(x: Node, w: Node, stride, padding, dilation, groups: int, out_sh
         # few positions (a generator's first layers: 4 x 4): the batch joins the product's columns
         # (x copied to (G, Cg, N * P)), one wide product instead of a narrow one per sample
         xm = B("reshape", B("permute", B("reshape", x, (N, G, Cg, P)), (1, 2, 0, 3)), (G, Cg, N * P))
-        cols = B("reshape", B("matmul", wt, xm), (G * Og,) + kernel + (N,) + spatial)   # (O, *K, N, *P)
+        cols = B("reshape", matmul_node(wt, xm, tf32), (G * Og,) + kernel + (N,) + spatial)   # (O, *K, N, *P)
         gwin = B("permute", cols, (nd + 1, 0) + tuple(range(nd + 2, 2 * nd + 2)) + tuple(range(1, nd + 1)))
     else:
-        cols = B("matmul", wt, B("reshape", x, (N, G, Cg, P)))                        # (N, G, Og * K, P)
+        cols = matmul_node(wt, B("reshape", x, (N, G, Cg, P)), tf32)                  # (N, G, Og * K, P)
         cols = B("reshape", cols, (N, G * Og) + kernel + spatial)
         gwin = B("permute", cols, (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
     y = col2im(gwin, tuple(n + 2 * p for n, p in zip(out_shape[2:], padding)), kernel, stride, dilation)

@@ -11,7 +11,9 @@ import math
 import numpy as np
 
 from ...ir import dtypes as D
+from ...ir import precision
 from ...ir.build import call as B
+from ...ir.build_linalg import matmul_node
 from ...ir.build_nn import attention_weights
 from ...ir.node import Node
 from . import LIBRARY_FORMS, cast, decomposes, opmath
@@ -90,7 +92,7 @@ def rms_norm(node: Node, self: Node, normalized_shape, weight=None, eps=None) ->
 
 @decomposes("linear")
 def linear(node: Node, self: Node, weight: Node, bias=None) -> Node:
-    y = B("matmul", self, B("t", weight))
+    y = matmul_node(self, B("t", weight), precision.tf32(node.attrs))     # (decided at the call: ir/precision.py)
     return y if bias is None else B("add", y, bias)
 
 
@@ -183,7 +185,8 @@ def scaled_dot_product_attention(node: Node, query: Node, key: Node, value: Node
                                  enable_gqa: bool = False) -> Node:
     q, k, v = opmath(query), opmath(key), opmath(value)
     mask = attn_mask if attn_mask is None or attn_mask.dtype.is_bool else opmath(attn_mask)
-    return cast(B("matmul", attention_weights(q, k, mask, is_causal, scale), v), node.dtype)
+    tf32 = precision.tf32(node.attrs)           # (decided at the call: ir/precision.py)
+    return cast(matmul_node(attention_weights(q, k, mask, is_causal, scale, tf32), v, tf32), node.dtype)
 
 
 FUSED_ATTENTION_DTYPES = (D.float32, D.float16, D.bfloat16)
