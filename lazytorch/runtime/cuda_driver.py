@@ -223,9 +223,11 @@ class Device:
                 self.threads.add(threading.get_ident())
                 self._made_current.yes = True
 
-    def alloc(self, nbytes: int) -> int:
+    def alloc(self, nbytes: int, prefer: int = 0) -> int:
         """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
-        else from the driver's pool, stream-ordered.  One stream runs everything in order, so a
+        the one at `prefer` where that is among them (a CUDA graph's outputs go back to the
+        addresses they had two runs ago: runtime/cuda_graph.py GraphedPlan._outputs), else one
+        from the driver's pool, stream-ordered.  One stream runs everything in order, so a
         block freed while launches that use it are still queued is safe to hand out again: what
         the next owner queues runs after them (torch's caching allocator reasons the same way)."""
         if nbytes == 0:
@@ -235,18 +237,11 @@ class Device:
         blocks = self._cached.get(nbytes)
         if blocks:
             self.cached_bytes -= nbytes
+            if prefer and prefer in blocks:
+                blocks.remove(prefer)
+                return prefer
             return blocks.pop()
         return self._fresh(nbytes, self.stream)
-
-    def take(self, nbytes: int, ptr: int) -> bool:
-        """Takes the cached block at `ptr`, if it is cached (a CUDA graph's outputs go back to
-        the addresses they had two runs ago: runtime/cuda_graph.py GraphedPlan._outputs)."""
-        blocks = self._cached.get(nbytes)
-        if self.capturing is not None or not blocks or ptr not in blocks:
-            return False
-        blocks.remove(ptr)
-        self.cached_bytes -= nbytes
-        return True
 
     def _fresh(self, nbytes: int, stream: c_void_p) -> int:
         ptr = c_uint64()
@@ -441,25 +436,13 @@ class DeviceBuffer:
     the stream's pool when dropped (after the launches queued before it)."""
     __slots__ = ("ptr", "shape", "dtype", "nbytes", "__weakref__")
 
-    def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None):
+    def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None, prefer: int = 0):
         self.shape, self.dtype = tuple(shape), dtype
         self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize if nbytes is None else nbytes
         dev = device()
-        self.ptr = dev.alloc(self.nbytes)
+        self.ptr = dev.alloc(self.nbytes, prefer)       # (prefer: Device.alloc)
         if dev.capturing is not None:        # (see Capture.made)
             dev.capturing.made.append(weakref.ref(self))
-
-    @classmethod
-    def at(cls, shape: tuple[int, ...], dtype: DType, ptr: int) -> "DeviceBuffer | None":
-        """A buffer in the cached block at `ptr` (Device.take); None where that block is not cached."""
-        buf = object.__new__(cls)
-        buf.shape, buf.dtype = tuple(shape), dtype
-        buf.nbytes = math.prod(buf.shape) * np.dtype(dtype.np).itemsize
-        if not ptr or not device().take(buf.nbytes, ptr):
-            buf.ptr = 0                  # (its __del__ frees nothing)
-            return None
-        buf.ptr = ptr
-        return buf
 
     def __del__(self) -> None:
         try:
@@ -950,9 +933,6 @@ class DriverBackend(Backend):
         """Python numbers launches read stay on the host: kernels take them by value."""
         dtype = scalar_dtype(dtype)
         return (lambda value, _dtype: HostScalar(value, dtype)) if dtype in BY_VALUE else None
-
-    def any_flag_set(self, flags: Sequence[Any]) -> bool:
-        return any(bool(np.asarray(f).any()) for f in flags)
 
     def check_flags(self, flags: Sequence[Any], raise_error: Callable[[], None]) -> None:
         self.dev.check_later(flags, raise_error)

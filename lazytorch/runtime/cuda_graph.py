@@ -18,7 +18,7 @@ The memory the launches take during the capture (temps, contiguous copies) is th
 (`Capture`): a block freed during the capture serves the capture's later buffers, as in a plain
 run (one stream records a chain), so a graph keeps its run's peak, and no later buffer takes that
 memory while the graph lives.  Keys repeat in a loop: each output goes back to its address of two
-runs ago where that block is free (`GraphedPlan._outputs`, `Device.take`), so a loop that feeds a
+runs ago where that block is free (`GraphedPlan._outputs`, `Device.alloc`'s `prefer`), so a loop that feeds a
 run's outputs to the next (a training step's weights) alternates between two keys; the
 allocator's own order of free blocks had given a training step new addresses at every step.  A key is captured the
 second time it is seen (a key seen once may never come again: a capture costs a run's host time and
@@ -147,7 +147,7 @@ class GraphedPlan:
         dev.current()                   # (a thread new to the device counts before the test)
         if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
-        outs = self._outputs(ex.backend.empty)
+        outs = self._outputs()
         buffers = self.buffers(args)
         addressed = all(b.__class__ is self.buffer_type for b in buffers)
         key = self._key(args, buffers, outs) if addressed else None
@@ -174,7 +174,7 @@ class GraphedPlan:
             ex.backend.check_flags(graph.flags, lambda: _rerun(ex, args))
         return outs
 
-    def _outputs(self, empty) -> list:
+    def _outputs(self) -> list:
         """The run's output buffers, written in place by the plan or its graph: each back at its
         address of two runs ago where that block is free.  A loop feeds a run's outputs to the
         next (a training step's new weights), so the run before last's outputs are the ones
@@ -183,14 +183,10 @@ class GraphedPlan:
         ever seen twice (ResNet-18's lazy step: 251 launches, ~18 us of host time each).  An
         output the plan returns twice is one buffer in both places."""
         prior = self.recent[0] if len(self.recent) == 2 else None
-        at = self.buffer_type.at
+        make = self.buffer_type
         outs: list = []
         for k, ((shape, dtype), first) in enumerate(zip(self.out_meta, self.out_first)):
-            if first != k:
-                outs.append(outs[first])
-                continue
-            buf = at(shape, dtype, prior[k]) if prior is not None else None
-            outs.append(buf if buf is not None else empty(shape, dtype))
+            outs.append(outs[first] if first != k else make(shape, dtype, prefer=prior[k] if prior else 0))
         self.recent.append([o.ptr for o in outs])
         return outs
 
