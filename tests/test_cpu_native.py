@@ -15,6 +15,7 @@ import pytest
 
 import lazytorch as lt
 from lazytorch.runtime import cpu as cpu_backend, library, threads
+from lazytorch.runtime.backend import native_launch
 from oracle import check, sample
 
 
@@ -395,7 +396,7 @@ def test_call_and_run_steps_match_ctypes(tmp_path):
 
 def test_launch_switched_off(monkeypatch):
     monkeypatch.setenv("LAZYTORCH_NATIVE", "0")
-    assert cpu_backend._native_launch() is None
+    assert native_launch() is None
 
 
 # ---- a plan of one native step run whole in C (runtime/_launch.c run_one, CpuExecutor._run_one)

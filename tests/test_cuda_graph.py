@@ -451,3 +451,23 @@ def test_host_arrays_and_scalars_in_device_buffers_key_their_bound_addresses(dev
         np.testing.assert_array_equal(_array(dev, y), x * np.float32(s))
         del y
     assert _delta(before)["replays"] >= 3         # (freed blocks come back: the addresses repeat)
+
+
+@pytest.mark.skipif(cuda_graph._LAUNCH is None, reason="runtime/_launch.c did not build")
+def test_the_replay_key_in_c_is_the_pythons(dev):
+    """runtime/_launch.c graph_key against GraphedPlan._addressed_key_py: runtime scalars (zeros of
+    both signs, a bool), device buffers, the outputs; None where a buffer param is host data."""
+    graphed, plan, _ = _graphed(dev, [(lt.softmax(lt.randn(4, 6) * 2.5 + lt.randn(6), dim=-1)).sum(-1)])
+    bufs = {p.id: Buffer(dev, p.shape, p.dtype) for p in plan.params if p.slot not in plan.scalar_slots}
+    outs = graphed._outputs()
+    assert plan.scalar_slots
+    for s in (2.5, 0.0, -0.0, 0, False, True, -7):
+        args = [s if p.slot in plan.scalar_slots else bufs[p.id] for p in plan.params]
+        got, want = graphed._addressed_key(args, outs), graphed._addressed_key_py(args, outs)
+        assert got == want and repr(got) == repr(want)
+    host = [2.5 if p.slot in plan.scalar_slots else np.zeros(p.shape, np.float32) for p in plan.params]
+    assert graphed._addressed_key(host, outs) is None is graphed._addressed_key_py(host, outs)
+    with pytest.raises(IndexError):
+        cuda_graph._LAUNCH.graph_key((0,), (5,), cuda_driver.DeviceBuffer, cuda_graph.scalar_key, [1.0], [])
+    with pytest.raises(TypeError):
+        cuda_graph._LAUNCH.graph_key([0], (), cuda_driver.DeviceBuffer, cuda_graph.scalar_key, [1.0], [])

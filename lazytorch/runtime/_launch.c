@@ -1,4 +1,5 @@
-/* The cpu executor's per-run calls into native code (runtime/cpu.py CpuExecutor._run), in C.
+/* The executors' per-run host work in C: the cpu executor's calls into native code (runtime/cpu.py
+ * CpuExecutor._run), and the key of a CUDA graph's replay (runtime/cuda_graph.py).
  *
  * Through ctypes a kernel's call costs ~350 ns of argument conversion and libffi, and packing a
  * program's Python scalars with struct ~35 ns each (W7: twenty of them, 0.7 us a call, as much as
@@ -175,17 +176,98 @@ static PyObject *run_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return outs;
 }
 
+/* graph_key(values_at, buffers_at, buffer_type, zero_key, args, outs): runtime/cuda_graph.py
+ * GraphedPlan's key of a replay (`_addressed_key_py`, the definition) in one call, where every
+ * buffer param is given as a device buffer (`buffer_type`): the tuple of the args at values_at
+ * (each zero as zero_key(v): -0.0 apart from 0.0), then the address (`ptr`) of each arg at
+ * buffers_at and of each of outs; None where an arg at buffers_at is of another type.  A
+ * replay's host work is this key and the graph's launch: in Python it took ~2-3 us of W7's call
+ * on the GPU host. */
+static PyObject *PTR;
+
+static PyObject *graph_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6)
+        return PyErr_Format(PyExc_TypeError, "graph_key(values_at, buffers_at, buffer_type, zero_key, args, outs) "
+                            "takes 6 arguments, got %zd", nargs);
+    PyObject *values_at = args[0], *buffers_at = args[1], *buffer_type = args[2], *zero_key = args[3];
+    if (!PyTuple_Check(values_at) || !PyTuple_Check(buffers_at) || !PyType_Check(buffer_type))
+        return PyErr_Format(PyExc_TypeError, "graph_key: values_at and buffers_at must be tuples, buffer_type a type");
+    PyObject *run = PySequence_Fast(args[4], "graph_key: args must be a sequence");
+    if (run == NULL) return NULL;
+    PyObject *outs = PySequence_Fast(args[5], "graph_key: outs must be a sequence");
+    if (outs == NULL) {
+        Py_DECREF(run);
+        return NULL;
+    }
+    Py_ssize_t n_run = PySequence_Fast_GET_SIZE(run), n_values = PyTuple_GET_SIZE(values_at);
+    Py_ssize_t n_buffers = PyTuple_GET_SIZE(buffers_at), n_outs = PySequence_Fast_GET_SIZE(outs);
+    PyObject *key = PyTuple_New(1 + n_buffers + n_outs), *values = PyTuple_New(n_values);
+    if (key == NULL || values == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n_values + n_buffers; i++) {
+        PyObject *at_obj = i < n_values ? PyTuple_GET_ITEM(values_at, i) : PyTuple_GET_ITEM(buffers_at, i - n_values);
+        Py_ssize_t at = PyLong_AsSsize_t(at_obj);
+        if (at == -1 && PyErr_Occurred()) goto fail;
+        if (at < 0 || at >= n_run) {
+            PyErr_Format(PyExc_IndexError, "graph_key: position %zd is outside the %zd args", at, n_run);
+            goto fail;
+        }
+        PyObject *v = PySequence_Fast_GET_ITEM(run, at), *item;
+        if (i < n_values) {
+            int truth = PyObject_IsTrue(v);
+            if (truth < 0) goto fail;
+            if (truth) {
+                Py_INCREF(v);
+                item = v;
+            } else if ((item = PyObject_CallOneArg(zero_key, v)) == NULL) {
+                goto fail;
+            }
+            PyTuple_SET_ITEM(values, i, item);
+        } else {
+            if (Py_TYPE(v) != (PyTypeObject *)buffer_type) {
+                Py_DECREF(key);
+                Py_DECREF(values);
+                Py_DECREF(run);
+                Py_DECREF(outs);
+                Py_RETURN_NONE;
+            }
+            if ((item = PyObject_GetAttr(v, PTR)) == NULL) goto fail;
+            PyTuple_SET_ITEM(key, 1 + i - n_values, item);
+        }
+    }
+    for (Py_ssize_t k = 0; k < n_outs; k++) {
+        PyObject *item = PyObject_GetAttr(PySequence_Fast_GET_ITEM(outs, k), PTR);
+        if (item == NULL) goto fail;
+        PyTuple_SET_ITEM(key, 1 + n_buffers + k, item);
+    }
+    PyTuple_SET_ITEM(key, 0, values);
+    Py_DECREF(run);
+    Py_DECREF(outs);
+    return key;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(values);
+    Py_DECREF(run);
+    Py_DECREF(outs);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(fn, args): a kernel, by address"},
     {"run_steps", (PyCFunction)(void (*)(void))run_steps, METH_FASTCALL, "run_steps(runner, fns, args, errs, n)"},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, "pack(storage, code, values): scalars as C values"},
     {"run_one", (PyCFunction)(void (*)(void))run_one, METH_FASTCALL,
      "run_one(kernel, arr, err, args, ndarray, inputs, packs, outputs): a plan of one kernel step"},
+    {"graph_key", (PyCFunction)(void (*)(void))graph_key, METH_FASTCALL,
+     "graph_key(values_at, buffers_at, buffer_type, zero_key, args, outs): a CUDA graph replay's key"},
     {NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_launch", "The cpu executor's calls into native code (runtime/cpu.py), in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_launch", "The executors' per-run host work (runtime/cpu.py, runtime/cuda_graph.py), in C.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__launch(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__launch(void) {
+    if ((PTR = PyUnicode_InternFromString("ptr")) == NULL) return NULL;
+    return PyModule_Create(&module);
+}

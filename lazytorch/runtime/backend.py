@@ -37,6 +37,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.dtypes import DType
+from ..ir.native import switched_off
 from .executor import Buffer, LaunchFn, PlanExecutor  # noqa: F401  (Buffer, LaunchFn: part of the interface)
 from .reference import run_launch
 
@@ -51,6 +52,18 @@ def to_float32(value: float) -> float:
 def negative_zero(value: Any) -> bool:
     """-0.0 (== 0.0 in Python, but 1 / (x * s) tells them apart)."""
     return value == 0 and isinstance(value, (float, np.floating)) and math.copysign(1.0, value) < 0
+
+
+def native_launch():
+    """runtime/_launch.c, the executors' per-run host work in C (the cpu executor's calls, a CUDA
+    graph replay's key), or None where it did not build or LAZYTORCH_NATIVE=0 turns it off."""
+    if switched_off():
+        return None
+    try:
+        from . import _launch
+    except ImportError:
+        return None
+    return _launch
 
 
 def scalar_key(value: Any) -> Any:

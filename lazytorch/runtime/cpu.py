@@ -23,9 +23,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ..ir import dtypes as D
-from ..ir.native import switched_off
 from . import compiler, threads
-from .backend import Backend, LaunchFn
+from .backend import Backend, LaunchFn, native_launch
 from .buffer_pool import MIN_BYTES, BufferPool
 from .executor import PlanExecutor, debug_level, kernel_error
 from ..passes.plan import describe_launch
@@ -176,18 +175,7 @@ def _packer(code: str, n: int) -> tuple[type, Callable]:
     return made
 
 
-def _native_launch():
-    """runtime/_launch.c's versions of call, run_steps and pack, or None (not built, or off)."""
-    if switched_off():
-        return None
-    try:
-        from . import _launch
-    except ImportError:
-        return None
-    return _launch
-
-
-_LAUNCH = _native_launch()
+_LAUNCH = native_launch()
 call, run_steps, pack = (_LAUNCH.call, _LAUNCH.run_steps, _LAUNCH.pack) if _LAUNCH is not None \
     else (call_py, run_steps_py, pack_py)
 # a plan of one native step run whole in C (CpuExecutor._run_one), or None: step by step

@@ -40,15 +40,20 @@ on its first sight (every run of a test suite then goes through a graph).
 """
 from __future__ import annotations
 
+import functools
+import math
 import os
 import weakref
 from collections import Counter, OrderedDict, deque
 from operator import itemgetter
 from typing import Any, Sequence
 
-from .backend import scalar_key
+import numpy as np
+
+from .backend import native_launch, scalar_key
 from .executor import PlanExecutor, raise_first
 
+_LAUNCH = native_launch()
 MAX_GRAPHS = 4          # per plan
 MAX_SEEN = 16           # keys remembered per plan, waiting for their second run
 
@@ -123,6 +128,8 @@ class GraphedPlan:
         self.on = (executor.host_launches == 0 and not executor.traced and executor.memory is None
                    and bool(plan.launches) and all(written[o] == 1 for o in outputs))
         self.out_meta = [(tuple(o.shape), o.dtype) for o in plan.outputs]
+        # (each output's size, worked out once: a replay's only other host work is its key)
+        self.out_bytes = [math.prod(shape) * np.dtype(dtype.np).itemsize for shape, dtype in self.out_meta]
         # an output the plan returns twice is one buffer (a training step's two BatchNorm biases
         # that take the same gradient: one node after CSE); its later places repeat the first's
         first: dict[int, int] = {}
@@ -136,6 +143,10 @@ class GraphedPlan:
         self.buffers = _picker([k for k in range(len(plan.params)) if k not in by_value])
         self.buffer_slots = [i for k, (i, _, _) in enumerate(executor.params) if k not in by_value]
         self.buffer_type = buffer_type
+        if _LAUNCH is not None:         # (the C key: an instance attribute holding no reference to self)
+            self._addressed_key = functools.partial(
+                _LAUNCH.graph_key, tuple(executor.by_value),
+                tuple(k for k in range(len(plan.params)) if k not in by_value), buffer_type, scalar_key)
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
         self.evictions = 0
@@ -148,13 +159,11 @@ class GraphedPlan:
         if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
         outs = self._outputs()
-        buffers = self.buffers(args)
-        addressed = all(b.__class__ is self.buffer_type for b in buffers)
-        key = self._key(args, buffers, outs) if addressed else None
+        key = self._addressed_key(args, outs)
         graph = self.graphs.get(key)
         if graph is None:               # (a replay binds nothing: its graph holds what binding gave)
             env = ex.bind(args)
-            if not addressed:
+            if key is None:
                 key = self._key(args, [env[i] for i in self.buffer_slots], outs)
                 graph = self.graphs.get(key)
         if graph is None:
@@ -185,10 +194,21 @@ class GraphedPlan:
         prior = self.recent[0] if len(self.recent) == 2 else None
         make = self.buffer_type
         outs: list = []
-        for k, ((shape, dtype), first) in enumerate(zip(self.out_meta, self.out_first)):
-            outs.append(outs[first] if first != k else make(shape, dtype, prefer=prior[k] if prior else 0))
+        for k, ((shape, dtype), nbytes, first) in enumerate(zip(self.out_meta, self.out_bytes, self.out_first)):
+            outs.append(outs[first] if first != k else make(shape, dtype, nbytes, prior[k] if prior else 0))
         self.recent.append([o.ptr for o in outs])
         return outs
+
+    def _addressed_key_py(self, args: Sequence[Any], outs: list) -> tuple | None:
+        """The run's key read off its args as given, where every buffer param is a device buffer
+        (None otherwise: the key is read off the bound buffers).  In C where runtime/_launch.c
+        built (`graph_key`, installed as `_addressed_key`)."""
+        buffers = self.buffers(args)
+        if not all(b.__class__ is self.buffer_type for b in buffers):
+            return None
+        return self._key(args, buffers, outs)
+
+    _addressed_key = _addressed_key_py
 
     def _key(self, args: Sequence[Any], buffers: Sequence[Any], outs: list) -> tuple:
         """What a graph bakes of a run: the by-value params' values (a zero with its sign), the
