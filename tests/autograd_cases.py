@@ -181,6 +181,12 @@ def make_inputs(specs, seed: int) -> list[np.ndarray]:
 case("conv2d", lambda ns, x, w, b: F(ns).conv2d(x, w, b, stride=2, padding=1), (2, 3, 7, 6), (4, 3, 3, 3), (4,))
 case("conv2d_groups_dil", lambda ns, x, w: F(ns).conv2d(x, w, groups=2, dilation=2), (1, 4, 7, 7), (6, 2, 2, 3))
 case("conv1d", lambda ns, x, w: F(ns).conv1d(x, w, padding=2), (2, 3, 9), (5, 3, 4))
+# stride 1: the input's gradient is a convolution with the weight flipped and its channels
+# exchanged per group (padding per dim, dilated; and past d(k-1) - p < 0, col2im's form again)
+case("conv2d_s1_groups", lambda ns, x, w, b: F(ns).conv2d(x, w, b, padding=(1, 2), dilation=(1, 2), groups=3),
+     (2, 6, 6, 7), (9, 2, 3, 3), (9,))
+case("conv3d_s1", lambda ns, x, w: F(ns).conv3d(x, w, padding=1), (1, 2, 4, 3, 5), (3, 2, 3, 2, 3))
+case("conv2d_s1_wide_pad", lambda ns, x, w: F(ns).conv2d(x, w, padding=3), (1, 2, 5, 4), (3, 2, 3, 3))
 # transposed: the adjoint products (autograd/derivatives.py), output_padding adding a window
 case("conv_transpose2d", lambda ns, x, w, b: F(ns).conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
                                                                    groups=2), (2, 4, 3, 4), (4, 3, 3, 2), (6,))
