@@ -73,6 +73,8 @@ PROGRAMS = {
                                                            t((256,), np.float16, seed=2)),
     # long rows split over blocks: each block's partials, the last block folds them (grid combine)
     "grid_reduce": lambda: (lambda x: (x.sum(dim=1), x.argmax(dim=1)))(t((3, 70000))),
+    # tiny rows, a thread each (lanes=1): a max-pool's windows and its gradient's, argmax with NaN
+    "tiny_rows": lambda: (*_max_pool_grad((2, 3, 24, 24)), t((300, 7)).argmax(dim=1)),
     # BatchNorm's backward: channel sums broadcast back over (N, H, W) in a rows kernel of 1024 threads
     "channel_rows": lambda: _batch_norm_grads((16, 8, 32, 32)),
     "mixed": lambda: (t((9,)).floor_divide(0.5) + t((9,)).clamp(-1, 1).atan2(t((9,), seed=3))
@@ -84,6 +86,13 @@ def _batch_norm_grads(shape):
     x, w = lt.tensor(t(shape).numpy(), requires_grad=True), lt.tensor(t(shape[1:2]).numpy(), requires_grad=True)
     (lt.nn.functional.batch_norm(x, None, None, w, None, True) * t(shape, seed=2)).sum().backward()
     return x.grad, w.grad
+
+
+def _max_pool_grad(shape):
+    x = lt.tensor(t(shape).numpy(), requires_grad=True)
+    y = lt.nn.functional.max_pool2d(x, 3, stride=2, padding=1)
+    (y * t(tuple(y.shape), seed=2)).sum().backward()
+    return y, x.grad
 
 
 def calls(program) -> list[CudaCall]:

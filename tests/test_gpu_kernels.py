@@ -72,6 +72,8 @@ def test_geometry_table():
     assert rows_geometry(8192, 1024, True) == Geometry(256, 1024, 8, 32)     # W4: a warp per row
     assert rows_geometry(8192, 1025, True) == Geometry(256, 8192, 1, 5)
     assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
+    assert rows_geometry(3000, 9, True) == Geometry(256, 12, 256, 9, lanes=1)   # tiny rows: a thread each
+    assert rows_geometry(255, 9, True).lanes == 32                           # (too few to fill a group)
     assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
     assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # one group (unless split below)
     assert rows_geometry(4096, 4096, True, 4) == Geometry(512, 4096, 1, 8, 4)   # W3 with vector steps
@@ -145,6 +147,38 @@ def test_short_rows_one_simdgroup_each(gpu):
     check(outs[3], tt.argmin(1))
     check(outs[4], ti.sum(1))
     check(outs[5], torch.ones(4, 1))
+
+
+def test_tiny_rows_one_thread_each(gpu):
+    """Rows of at most 16 elements, at least 256 of them: a thread per row, walked alone (lanes=1,
+    codegen/render.py THREAD_ROW): a max-pool's windows and its gradient, argmax/argmin with ties
+    and NaN, a sum of int16, a softmax (two passes over each row), and a row count that does not
+    fill the last group."""
+    (x, tx) = pair(data((3, 5, 23, 21)))
+    x.requires_grad_(True)
+    tx.requires_grad_(True)
+    (t, tt) = pair(data((301, 9), ties=True))
+    (i, ti) = pair(np.arange(-300, 303, dtype=np.int16).reshape(201, 3))
+    (s, ts) = pair(data((260, 5), seed=2))
+    pooled = F.max_pool2d(x, 3, stride=2, padding=1)
+    outs = [pooled, t.argmax(dim=1), t.argmin(dim=1), i.sum(dim=1), lt.softmax(s, dim=-1)]
+    ps = paths(*outs)
+    # the pool's windows, argmax with argmin (one kernel), the softmax; the int16 sum's 201 rows
+    # are too few to fill a group of threads: a simdgroup each
+    assert sum("lanes=1" in p for p in ps) == 3, ps
+    assert "rows=8 " in next(p for p in ps if "inner [3]" in p), ps
+    lt.eval(*outs)
+    tpooled = torch.nn.functional.max_pool2d(tx, 3, stride=2, padding=1)
+    check(outs[0], tpooled.detach())
+    check(outs[1], tt.argmax(1))
+    check(outs[2], tt.argmin(1))
+    check(outs[3], ti.sum(1))
+    check(outs[4], torch.softmax(ts, -1))
+    g = data(tuple(tpooled.shape), seed=3)
+    (pooled * lt.tensor(g)).sum().backward()
+    (tpooled * torch.tensor(g)).sum().backward()
+    assert any("lanes=1" in p for p in paths(x.grad)), paths(x.grad)
+    check(x.grad, tx.grad)
 
 
 def F_torch_layer_norm(x, w=None, b=None):
