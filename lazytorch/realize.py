@@ -177,9 +177,11 @@ class LiveTensors:
                 return []
             inside = pending_positions(prog.order)
             memo = reach_memo()
-            # (the climb first: what it met tells the fresh tensors' walks where to stop)
-            parked, reading = self._climb(self._indexed(inside, prog.order), ids) if self.index else ([], None)
-            fresh = self._split(others, inside, memo, self._apart(reading) if self.index else None)
+            parked, apart = [], None
+            if self.index:               # (the climb first: what it met tells the walks below where to stop)
+                parked, reading = self._climb(self._indexed(inside, prog.order), ids)
+                apart = self._apart(reading)
+            fresh = self._split(others, inside, memo, apart)
         return in_program_order(parked + fresh, inside, memo)
 
     def alone(self, root: Node) -> bool:

@@ -2145,7 +2145,8 @@ static PyObject *positions_contains_method(Positions *self, PyObject *key) {
 
 static PyMethodDef positions_methods[] = {
     /* (besides sq_contains: `filter(p.__contains__, ids)` calls this without a slot wrapper) */
-    {"__contains__", (PyCFunction)positions_contains_method, METH_O | METH_COEXIST, "Whether the node of this id is held."},
+    {"__contains__", (PyCFunction)positions_contains_method, METH_O | METH_COEXIST,
+     "Whether the node of this id is held."},
     {"get", (PyCFunction)(void (*)(void))positions_get_method, METH_FASTCALL,
      "The position of the node of this id, or default."},
     {"items", (PyCFunction)positions_items, METH_NOARGS, "[(id, position)] of every node held, in no order."},
@@ -2217,8 +2218,9 @@ static int known_apart(PyObject *apart, PyObject *node) {
  * (so every node on the path is held); Python code runs only in `apart`. */
 static PyObject *maker_reaches(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     ProgramMaker *self = (ProgramMaker *)op;
-    if (nargs < 3 || nargs > 4 || Py_TYPE(args[0]) != self->node_type || !PyObject_TypeCheck(args[1], &positions_type) ||
-        !PyObject_TypeCheck(args[2], &positions_type) || (nargs == 4 && args[3] != Py_None && !PyCallable_Check(args[3])))
+    if (nargs < 3 || nargs > 4 || Py_TYPE(args[0]) != self->node_type ||
+        !PyObject_TypeCheck(args[1], &positions_type) || !PyObject_TypeCheck(args[2], &positions_type) ||
+        (nargs == 4 && args[3] != Py_None && !PyCallable_Check(args[3])))
         return PyErr_Format(PyExc_TypeError, "reaches(root, inside, memo, apart=None): a Node, two Positions "
                             "(pending_positions(order), reach_memo()) and a callable or None");
     PyObject *root = args[0], *apart = nargs == 4 ? args[3] : Py_None;
