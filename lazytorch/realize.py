@@ -25,13 +25,13 @@ import threading
 import warnings
 import weakref
 from dataclasses import replace
-from typing import Any, Container, Iterable
+from typing import Any, Callable, Container, Iterable
 
 import numpy as np
 
 from .graph_cache import CACHE, ProgramKey
 from .ir import dtypes as D
-from .ir.graph import Program, leaf_args, pending_positions, program, reaches
+from .ir.graph import Positions, Program, leaf_args, pending_positions, program, reach_memo, reaches
 from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
 from .passes.decompose import has_composites
 from .passes.normalize import normalize
@@ -76,12 +76,12 @@ def synced_roots(prog: Program, live: Iterable[Node]) -> list[Node]:
     a node of the program (walked once per call, memoised across live nodes).  They come in
     `in_program_order`."""
     inside = pending_positions(prog.order)
-    memo: dict[int, int] = {}
+    memo = reach_memo()
     return in_program_order([n for n in live if n.op not in LEAF_OPS and reaches(n, inside, memo) >= 0],
                             inside, memo)
 
 
-def in_program_order(nodes: list[Node], inside: dict[int, int], memo: dict[int, int]) -> list[Node]:
+def in_program_order(nodes: list[Node], inside: Positions, memo: Positions) -> list[Node]:
     """`nodes` (each reaching the program) by the position of the first program node each one's
     pending graph reads (itself where it is inside): an order of the program's structure (values
     that first read the same node keep the order they were found in).
@@ -101,7 +101,7 @@ def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()
     if not roots:
         return roots, Program([], (), [])
     prog = program(roots)
-    ids = {id(r) for r in roots}
+    ids = set(map(id, roots))
     if live is LIVE:
         more = LIVE.synced(prog, roots)
     else:
@@ -130,6 +130,8 @@ def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()
 #    whose graphs share a node with it, and nothing unrelated is looked at.  A node only loses
 #    inputs after being indexed (realize() cuts them), so a climb stops at a realized reader; a
 #    tensor given another value is tracked again (fresh), and its old holding no longer counts.
+#    The climb runs first: a fresh tensor's walk stops at an indexed node it did not meet, whose
+#    whole graph the index holds and so reads no node of the program (`_apart`).
 # The index holds weak references only: it keeps no graph or buffer alive.  What no climb can use
 # is swept once as much was added as was kept by the last sweep (amortised: O(1) per addition).
 SWEEP_AT = 4096
@@ -168,15 +170,18 @@ class LiveTensors:
     def synced(self, prog: Program, roots: list[Node]) -> list[Node]:
         """The pending values of live tensors, other than `roots`, that share pending nodes with
         `prog` (parked ones oldest first, then fresh ones)."""
-        ids = {id(r) for r in roots}
+        ids = set(map(id, roots))
         with self._lock:
             others = self._take(ids)
             if not others and not self.index:
                 return []
             inside = pending_positions(prog.order)
-            memo: dict[int, int] = {}
-            fresh = self._split(others, inside, memo)
-            parked = self._climb(self._indexed(inside, prog.order), ids) if self.index else []
+            memo = reach_memo()
+            parked, apart = [], None
+            if self.index:               # (the climb first: what it met tells the walks below where to stop)
+                parked, reading = self._climb(self._indexed(inside, prog.order), ids)
+                apart = self._apart(reading)
+            fresh = self._split(others, inside, memo, apart)
         return in_program_order(parked + fresh, inside, memo)
 
     def alone(self, root: Node) -> bool:
@@ -194,25 +199,25 @@ class LiveTensors:
             if self.take_alone is not None and self.take_alone(self.fresh, root):
                 return True
             others = self._take((id(root),))
-            return not others or not self._split(others, _tree_ids(root), {})
+            # (no parked graph reads the tree, built after them: their walks stop where they meet one)
+            return not others or not self._split(others, pending_positions(_tree_nodes(root)), reach_memo(),
+                                                 self._apart(()) if self.index else None)
 
     def reads(self, node: Node) -> bool:
         """Whether a live pending tensor reads `node` (realized: tensor.py `_share`)."""
-        if not self.index:
-            if self.take_alone is not None:
-                with self._lock:         # (nothing pending, the common case: fresh tidied as _take does)
-                    if self.take_alone(self.fresh, None):
-                        return False
+        if not self.index and self.take_alone is None:
+            for t in filter(_ALIVE, map(operator.call, self.fresh)):
+                if t._node.op != "buffer":
+                    break
             else:
-                for t in filter(_ALIVE, map(operator.call, self.fresh)):
-                    if t._node.op != "buffer":
-                        break
-                else:
-                    return False         # (nothing pending, the common case: no lock, nothing to tidy)
+                return False             # (nothing pending, the common case: no lock, nothing to tidy)
         with self._lock:
-            for ref, n in self._take(set()):
-                self._park(ref, n)
-            return bool(self._climb([node], set()))
+            # (no fresh tensor pending, the common case, parked ones or not: the C answers and
+            # tidies fresh as _take does; a training step's numpy() took ~30 us through _take)
+            if self.take_alone is None or not self.take_alone(self.fresh, None):
+                for ref, n in self._take(set()):
+                    self._park(ref, n)
+            return bool(self.index) and bool(self._climb([node], set())[0])
 
     def pending(self) -> list[Node]:
         """Every live tensor's pending value: parked ones in parking order, then fresh ones."""
@@ -277,13 +282,14 @@ class LiveTensors:
         fresh[:n] = keep
         return taken
 
-    def _split(self, others: list[tuple[weakref.ref, Node]], inside: dict[int, int],
-               memo: dict[int, int]) -> list[Node]:
+    def _split(self, others: list[tuple[weakref.ref, Node]], inside: Positions, memo: Positions,
+               apart: Callable[[Node], bool] | None = None) -> list[Node]:
         """The values of `others` whose pending graphs read a node of `inside` (kept fresh until
-        stored); the other tensors are parked."""
+        stored); the other tensors are parked.  `apart`: `reaches`' test for nodes known not to
+        read `inside` (`_apart`)."""
         related = []
         for ref, node in others:
-            if reaches(node, inside, memo) >= 0:
+            if reaches(node, inside, memo, apart) >= 0:
                 related.append(node)
                 self.fresh.append(ref)
             else:
@@ -328,19 +334,21 @@ class LiveTensors:
         self.added += walked
         return top
 
-    def _indexed(self, inside: dict[int, int], order: list[Node]) -> list[Node]:
+    def _indexed(self, inside: Positions, order: list[Node]) -> list[Node]:
         """The pending nodes of a program (`inside`, its `order`) that the index holds, looked up
         from the smaller side: a training loop parks a few tensors a step (BatchNorm's counters),
         and listing ResNet-18's 3,763 pending nodes to find none of them took ~0.5 ms a step."""
         index = self.index
         if len(index) < len(inside):
-            return [node for key, entry in index.items()
-                    if key in inside and (node := entry.node()) is not None and id(node) == key]
+            # (the keys inside are found without a Python step per key: there are mostly none)
+            return [node for key in filter(inside.__contains__, index)
+                    if (node := index[key].node()) is not None and id(node) == key]
         return [n for n in order if n.op not in LEAF_OPS]
 
-    def _climb(self, nodes: list[Node], roots: set[int]) -> list[Node]:
+    def _climb(self, nodes: list[Node], roots: set[int]) -> tuple[list[Node], set[int]]:
         """The values of parked tensors (other than `roots`) whose pending graphs read one of
-        `nodes`: up the reverse edges from their entries, through pending readers only."""
+        `nodes`: up the reverse edges from their entries, through pending readers only; and the
+        ids of the nodes it met (`_apart`: every indexed node whose graph reads one of `nodes`)."""
         index = self.index
         stack, seen = [], set()
         for n in nodes:
@@ -367,7 +375,19 @@ class LiveTensors:
                     stack.append((r, above))
         self.walked += len(seen)
         found.sort(key=_first)
-        return [node for _, node in found]
+        return [node for _, node in found], seen
+
+    def _apart(self, reading: Container[int]) -> Callable[[Node], bool]:
+        """`reaches`' test for nodes known not to read a program, given `reading` (what `_climb`
+        met from the program's indexed nodes): a node the index holds whose id is not there.  The
+        index holds the whole pending graph below each node in it, with its reverse edges (a node
+        loses inputs only by being realized), so a climb from the program meets every indexed
+        node that reads it.  (BatchNorm's counters stay pending between their flushes, each a
+        chain a step longer than at the last eval, which its walk went down to the end.)"""
+        def apart(node: Node) -> bool:
+            entry = self.index.get(id(node))
+            return entry is not None and id(node) not in reading and entry.node() is node
+        return apart
 
     def _sweep(self) -> None:
         """Drop what no climb can use: entries of dead nodes, dead or realized readers, stale
@@ -394,16 +414,17 @@ class LiveTensors:
         self.sweep_at = max(SWEEP_AT, size)
 
 
-def _tree_ids(root: Node) -> dict[int, int]:
-    """The ids of root's pending nodes, each with position 0 (`_split`'s `inside`: only whether
-    a node is there counts); a walk without keys: a tree's, at most MAX_TREE_NODES nodes."""
-    seen, stack = {id(root): 0}, [root]
+def _tree_nodes(root: Node) -> list[Node]:
+    """root's pending nodes, in no program's order (`alone`'s `inside`: only whether a node is
+    there counts); a walk without keys: a tree's, at most MAX_TREE_NODES nodes."""
+    nodes, seen, stack = [root], {id(root)}, [root]
     while stack:
         for i in stack.pop().inputs:
             if i.op not in LEAF_OPS and id(i) not in seen:
-                seen[id(i)] = 0
+                seen.add(id(i))
+                nodes.append(i)
                 stack.append(i)
-    return seen
+    return nodes
 
 
 _ALIVE = functools.partial(operator.is_not, None)

@@ -876,24 +876,80 @@ def test_a_program_goes_on_from_its_first_roots(walk):
             program([z.node], (1, 2, 3))
 
 
+def as_dict(positions) -> dict[int, int]:
+    """A Positions (the C's `inside` or memo) as the Python's dict, every key checked both ways."""
+    got = dict(positions.items())
+    assert len(got) == len(positions)
+    assert all(k in positions and positions[k] == v == positions.get(k) for k, v in got.items())
+    return got
+
+
 @needs_fast
 def test_pending_positions_as_the_python():
-    """ir/graph.py's pending_positions in C (ProgramMaker.pending_positions): {id: position} of
-    the program's nodes that are no leaves -- not its buffers, runtime scalars or constants,
-    but an inputless creation op; anything but a list of nodes raises."""
+    """ir/graph.py's pending_positions in C (ProgramMaker.pending_positions): a Positions holding
+    the position of each of the program's nodes that are no leaves -- not its buffers, runtime
+    scalars or constants, but an inputless creation op -- looked up by id as the Python's dict
+    (`in`, `[]`, `get`, `len`, `items`); keys that are no node's id are absent; anything but a
+    list of nodes raises."""
     from lazytorch.ir import graph
     x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
     y = ((x * 2.5).exp() + lt.zeros(3, 4)).tril().sum(0) + 1.0
     order = graph.program([y.node]).order
     got = graph.pending_positions(order)
-    assert got == graph.pending_positions_py(order)
-    assert {order[i].op for i in got.values()} >= {"iota", "mul", "exp", "add", "where", "sum"}   # (tril: iota, where)
-    assert not any(order[i].op in ("buffer", "scalar") for i in got.values())
-    assert graph.pending_positions([]) == {}
+    want = graph.pending_positions_py(order)
+    assert type(got).__name__ == "Positions" and as_dict(got) == want
+    assert {order[i].op for i in want.values()} >= {"iota", "mul", "exp", "add", "where", "sum"}   # (tril: iota, where)
+    assert not any(order[i].op in ("buffer", "scalar") for i in want.values())
+    assert id(x.node) not in got and got.get(id(x.node)) is None and got.get(id(x.node), -7) == -7
+    with pytest.raises(KeyError):
+        got[id(x.node)]
+    for odd in ("a", None, 1.5, 0, -1, 2 ** 80, True):
+        assert odd not in got and got.get(odd) is None
+    assert list(filter(got.__contains__, [id(x.node), id(y.node), "a"])) == [id(y.node)]
+    empty = graph.pending_positions([])
+    assert len(empty) == 0 and empty.items() == [] and len(graph.reach_memo()) == 0
     with pytest.raises(TypeError, match="pending_positions"):
         graph.pending_positions(tuple(order))
     with pytest.raises(TypeError, match="pending_positions"):
         graph.pending_positions([1, 2])
+    with pytest.raises(TypeError, match="no arguments"):
+        type(got)(order)
+
+
+@needs_fast
+def test_positions_hold_their_nodes():
+    """A Positions holds each node it has a position for (so no id in it can name another object
+    while it lives) and nothing after it goes, with the collector's traversal seeing them;
+    building one, walking with a memo and failing leave the traced memory flat."""
+    from lazytorch.ir import graph
+    x = lt.from_numpy(X.copy())
+    z = (x * 2.0).exp() + 1.0
+    ref = weakref.ref(z.node)
+    order = graph.program([z.node]).order
+    inside = graph.pending_positions(order)
+    memo = graph.reach_memo()
+    w = z * 3.0
+    assert graph.reaches(w.node, graph.pending_positions([]), memo) == -1 and id(w.node) in memo
+    wref = weakref.ref(w.node)
+    del z, order, w
+    gc.collect()
+    assert ref() is not None and wref() is not None
+    assert any(n is ref() for n in gc.get_referents(inside)) and any(n is wref() for n in gc.get_referents(memo))
+    del inside, memo
+    gc.collect()
+    assert ref() is None and wref() is None
+
+    y = (x * 2.0).exp() + x
+    roots = [(y * 3.0).sin().node, y.node]
+    order = graph.program(roots).order
+
+    def calls():
+        for _ in range(2000):
+            inside, memo = graph.pending_positions(order), graph.reach_memo()
+            [graph.reaches(n, inside, memo) for n in roots]
+            with pytest.raises(TypeError):
+                graph.pending_positions(order + [1])
+    assert_memory_flat(calls)
 
 
 @needs_fast
@@ -1284,12 +1340,28 @@ def test_api_calls_introspect_as_the_python_function():
         assert all(type(fn).__name__ == "function" for fn in (F.linear, lt.Tensor.view, lt.matmul))
 
 
+def reaches_both(roots, order, apart=None) -> list[int]:
+    """reaches over `roots` in C and in Python, each with one memo shared across the roots as an
+    eval shares it (then once more, answered from the memo): the same positions and the same
+    memo.  The positions."""
+    from lazytorch.ir import graph
+    inside, c_memo = graph.pending_positions(order), graph.reach_memo()
+    py_inside, py_memo = graph.pending_positions_py(order), graph.reach_memo_py()
+    got = [graph.reaches(n, inside, c_memo, apart) for n in roots]
+    want = [graph.reaches_py(n, py_inside, py_memo, apart) for n in roots]
+    assert got == want and as_dict(c_memo) == py_memo
+    assert [graph.reaches(n, inside, c_memo, apart) for n in roots] == want and as_dict(c_memo) == py_memo
+    return got
+
+
 @needs_fast
 def test_reaches_as_the_python():
     """ir/graph.py's reaches in C (ProgramMaker.reaches): for live values around a program
     (inside it, reading it through shared and unshared chains, unrelated, reaching it only through
-    a leaf), the same positions and the same memo as the Python, one memo shared across roots as
-    an eval shares it; deep chains past the C stack's first size; a wrong argument raises."""
+    a leaf, a leaf, a node listed twice), the same positions and the same memo as the Python, one
+    memo shared across roots as an eval shares it; deep chains past the C stack's first size;
+    `apart` (nodes known not to read the program: not walked below, memoised -1) as the Python's,
+    its error passed on; a wrong argument raises."""
     from lazytorch.ir import graph
     x = lt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
     a = (x * 2.0).exp()
@@ -1300,16 +1372,66 @@ def test_reaches_as_the_python():
     for _ in range(300):
         deep = deep * 1.001
     shared = (a + 3.0).sin()
-    live = [b, a * 4.0, shared.cos(), shared.tanh(), (x + 1.0).log(), deep, lt.ones(2) * 3.0, x]
-    c_memo, py_memo = {}, {}
-    got = [graph.reaches(t.node, inside, c_memo) for t in live]
-    want = [graph.reaches_py(t.node, inside, py_memo) for t in live]
-    assert got == want and c_memo == py_memo
+    apart_chain = (x + 1.0).log()
+    for _ in range(100):
+        apart_chain = apart_chain * 0.5
+    live = [b, a * 4.0, shared.cos(), shared.tanh(), (x + 1.0).log(), deep, lt.ones(2) * 3.0, x, shared.cos(),
+            apart_chain + 2.0, deep]
+    got = reaches_both([t.node for t in live], order)
     assert got[0] == inside[id(b.node)] and got[1] == got[5] == inside[id(a.node)] and got[4] == got[6] == -1
+    assert got[7] == -1 and got[9] == -1
+
+    # apart: the chain below apart_chain is not walked (a Positions of 3, not ~100), answers alike
+    stop = apart_chain.node
+    tests = [lambda n: n is stop, lambda n: False, lambda n: n is stop or n is shared.node]
+    for test in tests:
+        reaches_both([t.node for t in live], order, test)
+    memo = graph.reach_memo()
+    assert graph.reaches((apart_chain + 2.0).node, inside, memo, tests[0]) == -1 and len(memo) == 2
+    # (a test that lies is believed: shared is read through a, inside, but not walked)
+    assert graph.reaches(shared.cos().node, inside, graph.reach_memo(), tests[2]) == -1
+
+    def failing(n):
+        raise ValueError("apart failed")
+    for walk, memo in ((graph.reaches, graph.reach_memo()), (graph.reaches_py, {})):
+        with pytest.raises(ValueError, match="apart failed"):
+            walk(live[9].node, inside if walk is graph.reaches else graph.pending_positions_py(order), memo, failing)
     with pytest.raises(TypeError, match="reaches"):
         graph.reaches(b.node, inside)
     with pytest.raises(TypeError, match="reaches"):
-        graph.reaches(1, inside, {})
+        graph.reaches(1, inside, graph.reach_memo())
+    with pytest.raises(TypeError, match="reaches"):
+        graph.reaches(b.node, graph.pending_positions_py(order), graph.reach_memo())     # (a dict)
+    with pytest.raises(TypeError, match="reaches"):
+        graph.reaches(b.node, inside, {})
+    with pytest.raises(TypeError, match="reaches"):
+        graph.reaches(b.node, inside, graph.reach_memo(), 3)
+
+
+@needs_fast
+def test_reaches_on_a_training_step():
+    """reaches in C and in Python on a real eval's graph: a small conv net with BatchNorm after
+    forward and backward, the program of its loss and gradients against every live pending
+    tensor (running statistics, counters, parameters' pending values): the same positions and
+    memo, with and without an `apart` test."""
+    from lazytorch.ir import graph
+    net = lt.nn.Sequential(lt.nn.Conv2d(3, 4, 3, padding=1), lt.nn.BatchNorm2d(4), lt.nn.ReLU(),
+                           lt.nn.Conv2d(4, 4, 3), lt.nn.BatchNorm2d(4), lt.nn.Flatten(), lt.nn.Linear(4 * 4 * 4, 5))
+    net.train()
+    rng = np.random.default_rng(0)
+    x = lt.from_numpy(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    target = lt.from_numpy(np.array([1, 3]))
+    for _ in range(2):
+        loss = lt.nn.functional.cross_entropy(net(x), target)
+        loss.backward()
+    roots = [loss.node] + [p.grad.node for p in net.parameters() if p.grad.node.op != "buffer"]
+    order = graph.program(roots).order
+    live = [n for n in live_pending() if n.op != "buffer"]
+    assert len(order) > 100 and len(live) > 10
+    got = reaches_both(live, order)
+    assert any(g >= 0 for g in got) and any(g < 0 for g in got)        # (running stats read it; counters not)
+    unrelated = {id(n) for n, g in zip(live, got) if g < 0}
+    reaches_both(live, order, lambda n: id(n) in unrelated)
 
 
 # ---------------------------------------------------------------- autograd's classify

@@ -110,7 +110,7 @@ def test_cost_of_an_eval_does_not_grow_with_unrelated_live_tensors(monkeypatch):
     walks O(N) nodes in all (it walked every live tensor per eval: O(N^2))."""
     calls = []
     reaches = R.reaches
-    monkeypatch.setattr(R, "reaches", lambda n, inside, memo: calls.append(n) or reaches(n, inside, memo))
+    monkeypatch.setattr(R, "reaches", lambda n, *rest: calls.append(n) or reaches(n, *rest))
 
     def walked(n: int) -> tuple[int, int]:
         calls.clear()
@@ -138,6 +138,51 @@ def test_a_parked_tensor_reading_the_program_is_stored_with_it():
     assert all(t.is_lazy for t in ts[4:])
     np.testing.assert_allclose(c.numpy(), (A64 * 2 + 1) * 3, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ts[7].numpy(), A64 * 7 + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_a_parked_chain_is_not_walked_again_at_each_eval():
+    """A tensor updated in place between evals and never read (BatchNorm's num_batches_tracked
+    between its flushes) is parked at each eval, its pending chain a node longer each time; the
+    next eval's walk of its new value stops at the parked chain (LiveTensors._apart: the index
+    holds the chain, which a climb from the program did not meet) instead of going down all of
+    it again: the nodes looked at per eval stay flat (they grew with the chain), on the full
+    path (synced) and on a tree's (alone).  The counter's value is right when read."""
+    x, w = lt.from_numpy(A.copy()), lt.from_numpy(A.copy())
+    count = lt.from_numpy(np.zeros(1, dtype=np.float32))
+    full, tree = [], []
+    for i in range(40):
+        count.add_(1.0)
+        u, v = x * float(i), w + float(i)
+        start = R.LIVE.walked
+        lt.eval(u, v)                                           # (two roots: the full path)
+        full.append(R.LIVE.walked - start)
+        count.add_(1.0)
+        y = (x * float(i)).exp()
+        start = R.LIVE.walked
+        np.testing.assert_allclose(y.numpy(), np.exp(A64 * i), rtol=1e-5)
+        tree.append(R.LIVE.walked - start)
+        assert count.is_lazy
+    assert max(full[5:]) <= max(full[:5]) + 2 and max(tree[5:]) <= max(tree[:5]) + 2, (full, tree)
+    np.testing.assert_allclose(count.numpy(), [80.0])
+
+
+def test_a_fresh_tensor_reading_the_program_through_a_parked_one_is_stored_with_it():
+    """A fresh tensor whose graph reads the program only through a parked node that reads it
+    (the climb met that node: its walk goes on below it, not stopped there) is stored with the
+    program; one reading a parked node that does not read it is not."""
+    x, ts = _unrelated(3)
+    a = x * 2.0
+    b = a + 1.0                                                 # reads a
+    other = x * 7.0
+    lt.eval(ts[0], ts[1])                                       # parks a, b and other
+    assert a.is_lazy and b.is_lazy and other.is_lazy
+    fresh = b * 3.0                                             # reads the program only through b
+    apart = other - 1.0                                         # reads a parked node that does not
+    np.testing.assert_allclose(a.sum().item(), float((A64 * 2).sum()), atol=1e-4)
+    assert b.node.op == "buffer" and fresh.node.op == "buffer"
+    assert other.is_lazy and apart.is_lazy and ts[2].is_lazy
+    np.testing.assert_allclose(fresh.numpy(), (A64 * 2 + 1) * 3, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(apart.numpy(), A64 * 7 - 1, rtol=1e-5, atol=1e-5)
 
 
 def test_a_parked_tensor_inside_the_program_is_stored_with_it():

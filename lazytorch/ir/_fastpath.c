@@ -23,7 +23,9 @@
  * - AloneTaker: realize.py's LiveTensors.alone where no other live tensor is pending (an eval of
  *   one tensor's tree: every lazy call of a chain).
  * - ProgramMaker: ir/graph.py::program, the order, key and leaves of a pending program (every
- *   eval that is not a tree: ~0.1-0.2 ms in Python for W9's 232 nodes, 6 to 8 times less here).
+ *   eval that is not a tree: ~0.1-0.2 ms in Python for W9's 232 nodes, 6 to 8 times less here),
+ *   and ::pending_positions and ::reaches, the live-tensor sync's lookups (realize.py
+ *   LiveTensors.synced), in Positions tables keyed by node address (and ::reach_memo).
  * - Classifier: autograd/state.py::classify, which new nodes require grad and their snapshots
  *   (every op built while grad mode is on).
  *
@@ -1962,6 +1964,13 @@ static int walk_resume(Walk *w, PyObject *prefix) {
         w->sig[i] = Py_NewRef(PyTuple_GET_ITEM(key, i));
         w->n_sig++;
     }
+    /* (the index sized for the prefix's nodes at once: no table grown by doubling six times) */
+    size_t size = w->index.mask + 1;
+    while (size < (size_t)n * 2 + 2) size *= 2;
+    if (size > w->index.mask + 1) {
+        PyMem_Free(w->index.entries);
+        if (index_init(&w->index, size) < 0) return -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++)
         if (index_put(&w->index, PyList_GET_ITEM(w->order, i), i) < 0) return -1;
     return 0;
@@ -2011,12 +2020,164 @@ static PyObject *maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
-/* ir/graph.py's pending_positions(order): {id(node): position} of the nodes of `order` whose op
- * is no leaf op (an eval's `inside`: ResNet-18's 5,366-node step took ~0.6 ms in Python). */
+/* ---- positions: what an eval's live tensors are looked up against
+ * ir/graph.py's `pending_positions(order)` ({id(node): position} of a program's pending nodes) and
+ * `reaches`' memo ({id(node): position or -1}) as one type: `Positions()` is an empty table (a
+ * memo), ProgramMaker.pending_positions(order) a filled one.  An Index keyed by node address, so
+ * that building ResNet-18's step's 3,744 positions makes no int object per node (a dict took
+ * ~0.4 ms an eval) and a lookup makes none either.  It holds a reference to each node in it, so
+ * no address in it can be reused by another object while it lives: a lookup by id() (`id(n) in
+ * inside`, `.get(id(n))`, as the dicts are read) means the node it names.  No tp_clear: it holds
+ * only Nodes, whose slots the collector clears to break a cycle through one. */
+#define ABSENT (-3)
+typedef struct {
+    PyObject_HEAD
+    Index index;               /* node (a reference this holds) -> position */
+} Positions;
+
+static PyTypeObject positions_type;
+
+/* An empty Positions with room for `n` nodes before its table grows (index_put keeps it at most
+ * half full). */
+static Positions *positions_new_sized(Py_ssize_t n) {
+    size_t size = 64;
+    while (size < (size_t)n * 2 + 2) size *= 2;
+    Positions *p = PyObject_GC_New(Positions, &positions_type);
+    if (p == NULL) return NULL;
+    p->index.entries = NULL;
+    p->index.mask = 0;
+    p->index.used = 0;
+    if (index_init(&p->index, size) < 0) {
+        Py_DECREF(p);
+        return NULL;
+    }
+    PyObject_GC_Track(p);
+    return p;
+}
+
+/* `node`'s position, or ABSENT. */
+static inline Py_ssize_t positions_get(const Positions *p, PyObject *node) {
+    const Entry *e = index_slot(&p->index, node);
+    return e->node == NULL ? ABSENT : e->pos;
+}
+
+/* Sets `node`'s position, holding the node where it is new: 0, or -1 with an exception. */
+static int positions_put(Positions *p, PyObject *node, Py_ssize_t pos) {
+    Py_ssize_t before = p->index.used;
+    if (index_put(&p->index, node, pos) < 0) return -1;
+    if (p->index.used != before) Py_INCREF(node);
+    return 0;
+}
+
+/* The node address an id() names (borrowed, never dereferenced), or NULL where `key` is no int
+ * an id() can be (then no exception is left set: nothing has that key). */
+static PyObject *positions_key(PyObject *key) {
+    if (!PyLong_Check(key)) return NULL;
+    void *at = PyLong_AsVoidPtr(key);
+    if (at == NULL) PyErr_Clear();                 /* (negative or too large: no object's id) */
+    return (PyObject *)at;
+}
+
+static PyObject *positions_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
+        return PyErr_Format(PyExc_TypeError, "Positions() takes no arguments (an empty memo for reaches)");
+    return (PyObject *)positions_new_sized(0);
+}
+
+static int positions_traverse(Positions *self, visitproc visit, void *arg) {
+    for (size_t i = 0; self->index.entries != NULL && i <= self->index.mask; i++)
+        Py_VISIT(self->index.entries[i].node);
+    return 0;
+}
+
+static void positions_dealloc(Positions *self) {
+    PyObject_GC_UnTrack(self);
+    Entry *entries = self->index.entries;
+    size_t size = entries == NULL ? 0 : self->index.mask + 1;
+    self->index.entries = NULL;
+    for (size_t i = 0; i < size; i++) Py_XDECREF(entries[i].node);
+    PyMem_Free(entries);
+    PyObject_GC_Del(self);
+}
+
+static Py_ssize_t positions_len(Positions *self) { return self->index.used; }
+
+static int positions_contains(Positions *self, PyObject *key) {
+    PyObject *node = positions_key(key);
+    return node != NULL && positions_get(self, node) != ABSENT;
+}
+
+static PyObject *positions_subscript(Positions *self, PyObject *key) {
+    PyObject *node = positions_key(key);
+    Py_ssize_t at = node == NULL ? ABSENT : positions_get(self, node);
+    if (at == ABSENT) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
+static PyObject *positions_get_method(Positions *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2)
+        return PyErr_Format(PyExc_TypeError, "get(id, default=None) takes one or two arguments");
+    PyObject *node = positions_key(args[0]);
+    Py_ssize_t at = node == NULL ? ABSENT : positions_get(self, node);
+    if (at != ABSENT) return PyLong_FromSsize_t(at);
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+/* [(id, position)] in no particular order (`dict(p.items())` is the Python's dict). */
+static PyObject *positions_items(Positions *self, PyObject *unused) {
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out != NULL && i <= self->index.mask; i++) {
+        const Entry *e = &self->index.entries[i];
+        if (e->node == NULL) continue;
+        PyObject *item = Py_BuildValue("(Nn)", PyLong_FromVoidPtr(e->node), e->pos);
+        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    return out;
+}
+
+static PyObject *positions_contains_method(Positions *self, PyObject *key) {
+    return PyBool_FromLong(positions_contains(self, key));
+}
+
+static PyMethodDef positions_methods[] = {
+    /* (besides sq_contains: `filter(p.__contains__, ids)` calls this without a slot wrapper) */
+    {"__contains__", (PyCFunction)positions_contains_method, METH_O | METH_COEXIST,
+     "Whether the node of this id is held."},
+    {"get", (PyCFunction)(void (*)(void))positions_get_method, METH_FASTCALL,
+     "The position of the node of this id, or default."},
+    {"items", (PyCFunction)positions_items, METH_NOARGS, "[(id, position)] of every node held, in no order."},
+    {NULL, NULL, 0, NULL},
+};
+static PySequenceMethods positions_as_sequence = {.sq_length = (lenfunc)positions_len,
+                                                  .sq_contains = (objobjproc)positions_contains};
+static PyMappingMethods positions_as_mapping = {.mp_length = (lenfunc)positions_len,
+                                                .mp_subscript = (binaryfunc)positions_subscript};
+static PyTypeObject positions_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazytorch.ir._fastpath.Positions",
+    .tp_doc = "id(node) -> position, keyed by node address: ir/graph.py's pending_positions and reaches' memo.",
+    .tp_basicsize = sizeof(Positions),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = positions_tp_new,
+    .tp_dealloc = (destructor)positions_dealloc,
+    .tp_traverse = (traverseproc)positions_traverse,
+    .tp_as_sequence = &positions_as_sequence,
+    .tp_as_mapping = &positions_as_mapping,
+    .tp_methods = positions_methods,
+};
+
+/* ir/graph.py's pending_positions(order): the positions of the nodes of `order` whose op is no
+ * leaf op, one loop over the list. */
 static PyObject *maker_pending(PyObject *op, PyObject *order) {
     ProgramMaker *self = (ProgramMaker *)op;
     if (!PyList_Check(order)) return PyErr_Format(PyExc_TypeError, "pending_positions: order must be a list");
-    PyObject *out = PyDict_New();
+    /* (room for half the order: a program's pending nodes, about three in four, grow it once at
+     * most; sized for the whole order, ResNet-18's step's table was twice as large, 256 KB) */
+    Positions *out = positions_new_sized(PyList_GET_SIZE(order) / 2);
     for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(order); i++) {
         PyObject *node = PyList_GET_ITEM(order, i);
         PyObject *nop = Py_TYPE(node) == self->node_type ? SLOT(node, self->at[N_OP]) : NULL;
@@ -2025,88 +2186,88 @@ static PyObject *maker_pending(PyObject *op, PyObject *order) {
             Py_CLEAR(out);
             break;
         }
-        int leaf = PySet_Contains(self->leaf_ops, nop);
-        if (leaf != 0) {
-            if (leaf < 0) Py_CLEAR(out);
-            continue;
-        }
-        PyObject *key = PyLong_FromVoidPtr(node), *value = PyLong_FromSsize_t(i);
-        if (key == NULL || value == NULL || PyDict_SetItem(out, key, value) < 0) Py_CLEAR(out);
-        Py_XDECREF(key);
-        Py_XDECREF(value);
+        int leaf = PySet_Contains(self->leaf_ops, nop);   /* (no Python code: leaf_ops is a frozenset of str) */
+        if (leaf < 0 || (leaf == 0 && positions_put(out, node, i) < 0)) Py_CLEAR(out);
     }
-    return out;
+    return (PyObject *)out;
 }
 
-/* `d.get(id(node))` as a position: >= -1, ABSENT, or FAILED with an exception. */
-#define ABSENT (-3)
-#define FAILED (-4)
-static Py_ssize_t position_in(PyObject *d, PyObject *node) {
-    PyObject *key = PyLong_FromVoidPtr(node);
-    if (key == NULL) return FAILED;
-    PyObject *v = PyDict_GetItemWithError(d, key);
-    Py_DECREF(key);
-    if (v == NULL) return PyErr_Occurred() ? FAILED : ABSENT;
-    Py_ssize_t at = PyLong_AsSsize_t(v);
-    return at == -1 && PyErr_Occurred() ? FAILED : at;
+/* A node's inputs (borrowed), or NULL with a TypeError. */
+static PyObject *reach_inputs(ProgramMaker *self, PyObject *node) {
+    PyObject *inputs = SLOT(node, self->at[N_INPUTS]);
+    if (inputs == NULL || !PyTuple_Check(inputs))
+        PyErr_SetString(PyExc_TypeError, "reaches: a node's inputs must be a tuple");
+    return inputs == NULL || !PyTuple_Check(inputs) ? NULL : inputs;
 }
 
-static int set_position(PyObject *d, PyObject *node, Py_ssize_t at) {
-    PyObject *key = PyLong_FromVoidPtr(node), *value = PyLong_FromSsize_t(at);
-    int r = key == NULL || value == NULL ? -1 : PyDict_SetItem(d, key, value);
-    Py_XDECREF(key);
-    Py_XDECREF(value);
-    return r;
+/* Whether `apart(node)` (None: no test) is true: 1, 0, or -1 with an exception. */
+static int known_apart(PyObject *apart, PyObject *node) {
+    if (apart == Py_None) return 0;
+    PyObject *r = PyObject_CallOneArg(apart, node);
+    if (r == NULL) return -1;
+    int truth = r == Py_True ? 1 : r == Py_False ? 0 : PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
 }
 
-/* ir/graph.py's reaches(root, inside, memo): the position of the first node of `inside` that
- * root's pending graph reads, depth-first along inputs in order, or -1, with the Python's memo
- * (the position for each node on the path found, -1 for each node walked through).  An eval
- * syncing ResNet-18's ~100 new weights walked them in ~1.6 ms of Python.  The stack holds each
- * inputs tuple it goes through (no Python code runs: the dicts are keyed by ints). */
+/* ir/graph.py's reaches(root, inside, memo, apart=None): the position of the first node of
+ * `inside` that root's pending graph reads, depth-first along inputs in order, or -1, with the
+ * Python's memo (the position for each node on the path found, -1 for each node walked through
+ * or known `apart`).  `inside` and `memo` are Positions (the dicts' int keys made ~3 us a call:
+ * ResNet-18's step syncs ~60 live tensors).  The stack holds each inputs tuple it goes through
+ * (so every node on the path is held); Python code runs only in `apart`. */
 static PyObject *maker_reaches(PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     ProgramMaker *self = (ProgramMaker *)op;
-    if (nargs != 3 || !PyDict_Check(args[1]) || !PyDict_Check(args[2]) || Py_TYPE(args[0]) != self->node_type)
-        return PyErr_Format(PyExc_TypeError, "reaches(root, inside, memo): a Node and two dicts");
-    PyObject *root = args[0], *inside = args[1], *memo = args[2];
-    Py_ssize_t at = position_in(inside, root);
-    if (at == ABSENT) at = position_in(memo, root);
-    if (at != ABSENT) return at == FAILED ? NULL : PyLong_FromSsize_t(at);
-    if (set_position(memo, root, -1) < 0) return NULL;
+    if (nargs < 3 || nargs > 4 || Py_TYPE(args[0]) != self->node_type ||
+        !PyObject_TypeCheck(args[1], &positions_type) || !PyObject_TypeCheck(args[2], &positions_type) ||
+        (nargs == 4 && args[3] != Py_None && !PyCallable_Check(args[3])))
+        return PyErr_Format(PyExc_TypeError, "reaches(root, inside, memo, apart=None): a Node, two Positions "
+                            "(pending_positions(order), reach_memo()) and a callable or None");
+    PyObject *root = args[0], *apart = nargs == 4 ? args[3] : Py_None;
+    Positions *inside = (Positions *)args[1], *memo = (Positions *)args[2];
+    Py_ssize_t at = positions_get(inside, root);
+    if (at == ABSENT) at = positions_get(memo, root);
+    if (at != ABSENT) return PyLong_FromSsize_t(at);
+    PyObject *tuple = reach_inputs(self, root);
+    if (tuple == NULL || positions_put(memo, root, -1) < 0) return NULL;
     Py_ssize_t depth = 0, cap = 64, found = -1;
     PyObject **path = PyMem_Malloc(cap * sizeof(PyObject *)), **inputs = PyMem_Malloc(cap * sizeof(PyObject *));
     Py_ssize_t *next = PyMem_Malloc(cap * sizeof(Py_ssize_t));
     if (path == NULL || inputs == NULL || next == NULL) { PyErr_NoMemory(); goto done; }
     path[0] = root;
-    inputs[0] = Py_NewRef(SLOT(root, self->at[N_INPUTS]));
+    inputs[0] = Py_NewRef(tuple);
     next[0] = 0;
     depth = 1;
-    while (depth > 0 && found < 0) {
-        PyObject *tuple = inputs[depth - 1], *step = NULL;
-        if (!PyTuple_Check(tuple)) { PyErr_SetString(PyExc_TypeError, "reaches: a node's inputs must be a tuple"); goto done; }
+    while (depth > 0) {
+        PyObject *step = NULL;
+        tuple = inputs[depth - 1];
         while (next[depth - 1] < PyTuple_GET_SIZE(tuple)) {
-            PyObject *i = PyTuple_GET_ITEM(tuple, next[depth - 1]++);
-            if (Py_TYPE(i) != self->node_type) { PyErr_SetString(PyExc_TypeError, "reaches: an input is no Node"); goto done; }
-            at = position_in(inside, i);
-            Py_ssize_t memoised = at == ABSENT ? position_in(memo, i) : ABSENT;
-            if (at == FAILED || memoised == FAILED) goto done;
+            PyObject *i = PyTuple_GET_ITEM(tuple, next[depth - 1]++), *iop;
+            if (Py_TYPE(i) != self->node_type || (iop = SLOT(i, self->at[N_OP])) == NULL) {
+                PyErr_SetString(PyExc_TypeError, "reaches: an input is no Node with an op");
+                goto done;
+            }
+            at = positions_get(inside, i);
+            Py_ssize_t memoised = at == ABSENT ? positions_get(memo, i) : ABSENT;
             if (at == ABSENT) at = memoised == ABSENT ? -1 : memoised;
             if (at >= 0) {
                 for (Py_ssize_t k = 0; k < depth; k++)      /* (every node on the path reads it) */
-                    if (set_position(memo, path[k], at) < 0) goto done;
+                    if (positions_put(memo, path[k], at) < 0) goto done;
                 found = at;
-                break;
+                goto done;
             }
-            int leaf = PySet_Contains(self->leaf_ops, SLOT(i, self->at[N_OP]));
+            int leaf = PySet_Contains(self->leaf_ops, iop);
             if (leaf < 0) goto done;
-            if (!leaf && memoised == ABSENT) { step = i; break; }
+            if (leaf || memoised != ABSENT) continue;
+            int known = known_apart(apart, i);
+            if (known < 0 || (known && positions_put(memo, i, -1) < 0)) goto done;
+            if (!known) { step = i; break; }
         }
-        if (found >= 0) break;
         if (step == NULL) {
             Py_DECREF(inputs[--depth]);
             continue;
         }
-        if (set_position(memo, step, -1) < 0) goto done;
+        if ((tuple = reach_inputs(self, step)) == NULL || positions_put(memo, step, -1) < 0) goto done;
         if (depth == cap) {
             cap *= 2;
             PyObject **p2 = PyMem_Realloc(path, cap * sizeof(PyObject *)), **i2 = NULL;
@@ -2117,7 +2278,7 @@ static PyObject *maker_reaches(PyObject *op, PyObject *const *args, Py_ssize_t n
             next = n2;
         }
         path[depth] = step;
-        inputs[depth] = Py_NewRef(SLOT(step, self->at[N_INPUTS]));
+        inputs[depth] = Py_NewRef(tuple);
         next[depth] = 0;
         depth++;
     }
@@ -2132,9 +2293,10 @@ done:
 }
 
 static PyMethodDef maker_methods[] = {
-    {"pending_positions", maker_pending, METH_O, "{id(node): position} of order's nodes that are no leaves."},
+    {"pending_positions", maker_pending, METH_O, "Positions of order's nodes that are no leaves."},
     {"reaches", (PyCFunction)(void (*)(void))maker_reaches, METH_FASTCALL,
-     "The position of the first node of `inside` that root's pending graph reads, or -1 (memoised)."},
+     "reaches(root, inside, memo, apart=None): the position of the first node of `inside` that root's "
+     "pending graph reads, or -1 (memoised)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2519,12 +2681,12 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         FLOATING_ATTR == NULL || PyType_Ready(&classifier_type) < 0 ||
         PyType_Ready(&fastop_type) < 0 || PyType_Ready(&apicall_type) < 0 || PyType_Ready(&signer_type) < 0 ||
         PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0 ||
-        PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0)
+        PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0 || PyType_Ready(&positions_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     PyTypeObject *types[] = {&fastop_type, &apicall_type, &signer_type, &replayer_type, &site_type, &leafargs_type,
-                             &alone_type, &maker_type, &classifier_type};
+                             &alone_type, &maker_type, &positions_type, &classifier_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

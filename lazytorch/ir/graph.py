@@ -5,7 +5,7 @@ All walks are iterative so that programs of 100,000 nodes never hit Python's rec
 from __future__ import annotations
 
 from itertools import count
-from typing import TYPE_CHECKING, Container, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Callable, Container, Iterable, NamedTuple
 
 from .native import NATIVE
 from .node import LEAF_OPS, Node
@@ -107,20 +107,35 @@ def program(roots: Iterable[Node], prefix: Program | None = None) -> Program:
     return Program(order, tuple(sig), leaves)
 
 
-def pending_positions(order: list[Node]) -> dict[int, int]:
+# What an eval's live tensors are looked up against: id(node) -> position.  The Python's are dicts;
+# in C (ir/_fastpath.c Positions) a table keyed by node address that holds its nodes and answers
+# the same lookups by id (`id(n) in p`, `p.get(id(n))`, `p[id(n)]`, `len(p)`), so that an eval
+# makes no int object per node.
+Positions = dict[int, int]
+
+
+def pending_positions(order: list[Node]) -> Positions:
     """id -> position of a program's pending values, `order`'s nodes that are no leaves (shared
     data is no shared history): what an eval's live tensors are looked up against
     (realize.py `LiveTensors.synced`)."""
     return {id(n): i for i, n in enumerate(order) if n.op not in LEAF_OPS}
 
 
-def reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
+def reach_memo() -> Positions:
+    """An empty memo for `reaches`."""
+    return {}
+
+
+def reaches(root: Node, inside: Positions, memo: Positions, apart: Callable[[Node], bool] | None = None) -> int:
     """The position of the first node of `inside` that root's pending graph reads (root itself
     where it is inside; depth-first along inputs in order), or -1: a walk whose answers `memo`
-    keeps across roots (the position for each node on the path found, -1 for each node whose
-    graph was walked through), so a graph shared by many live tensors is walked once.  The
-    answer is the graph's own: a node memoised by an earlier root answers what a walk from it
-    would."""
+    (`reach_memo()`) keeps across roots (the position for each node on the path found, -1 for
+    each node whose graph was walked through), so a graph shared by many live tensors is walked
+    once.  The answer is the graph's own: a node memoised by an earlier root answers what a walk
+    from it would.  `apart(node)`, where given, is true for nodes known not to read `inside` (the
+    caller knows from elsewhere): the walk does not go below such a node but memoises it -1, as
+    a walk through its graph would (realize.py: the parked tensors' chains, walked whole every
+    eval without it)."""
     at = inside.get(id(root))
     if at is not None:
         return at
@@ -140,6 +155,9 @@ def reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
                     memo[id(n)] = at
                 return at
             if i.op not in LEAF_OPS and id(i) not in memo:
+                if apart is not None and apart(i):
+                    memo[id(i)] = -1
+                    continue
                 step = i
                 break
         if step is None:
@@ -152,10 +170,11 @@ def reaches(root: Node, inside: dict[int, int], memo: dict[int, int]) -> int:
     return -1
 
 
-program_py, pending_positions_py, reaches_py = program, pending_positions, reaches
-if NATIVE is not None:                      # the same walk in C (ir/native.py): every eval runs it
+program_py, pending_positions_py, reach_memo_py, reaches_py = program, pending_positions, reach_memo, reaches
+if NATIVE is not None:                      # the same walks in C (ir/native.py): every eval runs them
     program = NATIVE.ProgramMaker(node_type=Node, leaf_ops=LEAF_OPS, constant_op="scalar", result=Program)
     pending_positions = program.pending_positions
+    reach_memo = NATIVE.Positions
     reaches = program.reaches
 
 
