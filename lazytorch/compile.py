@@ -36,7 +36,7 @@ from .ir.node import Node
 from .ir.precision import state as tf32_state
 from .passes.pipeline import compile_plan
 from .ir.creation import generator
-from .realize import _HOST_ARRAY, eval_nodes, keep_uploads, options_for
+from .realize import eval_nodes, is_host_array, keep_uploads, options_for
 from .runtime import backend_name, get_backend
 from .tensor import TRACING, Tensor, holding
 
@@ -322,7 +322,7 @@ class Entry:
                                  f"{t._node.dtype.name}{list(t._node.shape)}")
             for slot, t in self.capture_slots:
                 values[slot] = t._node.buffer
-        if self.device is not None and any(map(_HOST_ARRAY, values)):     # (an isinstance per value, in C)
+        if self.device is not None and any(map(is_host_array, values)):     # (an isinstance per value, in C)
             self._upload(values, bound)
         outs = self.executable.run(values) if self.executable is not None else ()
         if self.single:

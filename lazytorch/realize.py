@@ -222,6 +222,10 @@ class LiveTensors:
     def pending(self) -> list[Node]:
         """Every live tensor's pending value: parked ones in parking order, then fresh ones."""
         with self._lock:
+            # (none pending, the common case of a synchronize after a compiled call: the C answers
+            # and tidies fresh as below)
+            if not self.index and self.take_alone is not None and self.take_alone(self.fresh, None):
+                return []
             held = []
             for entry in self.index.values():
                 node = entry.node()
@@ -511,7 +515,7 @@ def _eval_tree(root: Node, live: "Iterable[Node] | LiveTensors") -> bool:
         return False
     # (the summary owns the first `count` of a shared leaf list: ir/graph.py)
     args = leaf_args(leaves, count)
-    if any(map(_HOST_ARRAY, args)):      # host data: uploaded once and kept on the leaf (GPU backends)
+    if any(map(is_host_array, args)):    # host data: uploaded once and kept on the leaf (GPU backends)
         backend = get_backend(name)
         if backend.device_memory:
             keep_uploads(leaves[:count], backend)
@@ -528,7 +532,7 @@ def _compile_tree(root: Node, leaves: tuple[Node, ...], name: str) -> Compiled:
     return _compile(prog.order, [root], name)
 
 
-_HOST_ARRAY = np.ndarray.__instancecheck__      # isinstance(x, np.ndarray), mapped in C over a run's arguments
+is_host_array = np.ndarray.__instancecheck__    # isinstance(x, np.ndarray), mapped in C over a run's arguments
 
 
 def keep_uploads(leaves: list[Node], backend: Backend) -> None:
