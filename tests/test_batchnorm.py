@@ -6,6 +6,8 @@ batch statistics once for the normalisation and the running statistics (ir/build
 batch_norm_nodes), as few kernels as that, and replays its recording on the next step."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -164,3 +166,25 @@ def test_a_second_training_step_replays_its_build(monkeypatch, on_cpu):
     train_steps(tbn, lbn, xs[1:])
     same_state(tbn, lbn)
     assert calls == []
+
+
+def test_a_training_forward_names_the_callers_line(on_cpu):
+    """Every node a training forward builds, and autograd's snapshot of each, names the user's line
+    that called the layer (found once per call: _BatchNorm._train_forward), on the first step and
+    on a replayed one; the counter's and running statistics' too."""
+    from lazytorch.autograd.state import RECORDS
+    from lazytorch.ir.graph import toposort
+    from lazytorch.ir.node import TRACE
+    if not TRACE[0]:
+        pytest.skip("provenance is off (LAZYTORCH_PROVENANCE=0)")
+    bn = lt.nn.BatchNorm2d(4)
+    lt.eval(*bn.buffers())
+    for _ in range(2):
+        x = lt.tensor(batches((2, 4, 3, 3), 1)[0], requires_grad=True)
+        y, line = bn(x), sys._getframe().f_lineno
+        nodes = [n for n in toposort([y.node, bn.running_mean.node, bn.running_var.node,
+                                      bn.num_batches_tracked.node]) if n.op not in ("buffer", "scalar")]
+        snapshots = [RECORDS[n].snapshot for n in nodes if n in RECORDS and RECORDS[n].snapshot is not None]
+        assert len(nodes) > 20 and len(snapshots) > 10
+        assert {n.origin for n in nodes + snapshots} == {f"test_batchnorm.py:{line}"}
+        lt.eval(y, *bn.buffers())
