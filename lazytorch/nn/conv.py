@@ -64,7 +64,8 @@ class _ConvNd(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         conv = getattr(F, f"conv{self._dims}d")
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return conv(input, self._member("weight"), self._member("bias"), self.stride, self.padding, self.dilation,
+                    self.groups)
 
     def extra_repr(self) -> str:
         n = self._dims
@@ -191,8 +192,7 @@ class _BatchNorm(Module):
         if site is None and TRACE[0]:
             SITE.site = user_site(2)
         try:
-            buffers = self._buffers
-            count = buffers["num_batches_tracked"]
+            count = self._member("num_batches_tracked")
             if count is not None:
                 set_value(count, (count + 1).node, "batch_norm")
             m = self.momentum
@@ -201,10 +201,9 @@ class _BatchNorm(Module):
                 build = batch_norm_nodes
             else:
                 build = batch_norm_replayed
-            params = self._parameters
-            running_mean, running_var = buffers["running_mean"], buffers["running_var"]
-            y, mean, var = build(input, running_mean, running_var, params["weight"], params["bias"], True, m,
-                                 self.eps)
+            running_mean, running_var = self._member("running_mean"), self._member("running_var")
+            y, mean, var = build(input, running_mean, running_var, self._member("weight"), self._member("bias"),
+                                 True, m, self.eps)
             out = Tensor(y)
             if mean is not None:                   # (None where there is nothing to blend: an empty input)
                 set_value(running_mean, mean, "batch_norm")

@@ -106,6 +106,21 @@ class Module:
             pass
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
+    def _member(self, name: str) -> Any:
+        """`getattr(self, name)` for a name the constructor registered (a layer's forward reading its
+        own weights and buffers), read from the tables first: the ordinary lookup reaches
+        __getattr__ only after it missed and built an AttributeError, ~0.55 us a read against
+        ~0.15 (BatchNorm reads five a call, a convolution two).  A name no table holds (replaced
+        by a plain attribute) is looked up the ordinary way."""
+        d = self.__dict__
+        table = d["_parameters"]
+        if name in table:
+            return table[name]
+        table = d["_buffers"]
+        if name in table:
+            return table[name]
+        return getattr(self, name)
+
     def __delattr__(self, name: str) -> None:
         for table in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[table]:
