@@ -188,6 +188,25 @@ def test_batchnorm_running_statistics_match_torch(on_cpu):
     assert "running_mean" not in dict(lbn.named_parameters())
 
 
+def test_a_weight_replaced_by_a_plain_attribute_is_what_forward_reads():
+    """A registered weight deleted and set again as a plain tensor (as a reparametrisation does) is
+    an ordinary attribute, and the layers' forwards read it, as torch's (they read their own
+    weights from the tables first: Module._member)."""
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    for make in (lambda nn: nn.Conv2d(3, 4, 3), lambda nn: nn.BatchNorm2d(3)):
+        outs = []
+        tm, lm = make(torch.nn), make(lt.nn)
+        lm.load_state_dict(tm.state_dict())
+        for m, lib in ((tm, torch), (lm, lt)):
+            w = m.weight.detach() * 2
+            del m.weight
+            m.weight = w
+            assert "weight" not in dict(m.named_parameters())
+            outs.append(m(lib.tensor(x)).detach().numpy())
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-5)
+
+
 def test_hooks_match_torch():
     def run(nn, lib):
         m = nn.Linear(2, 2)

@@ -6,12 +6,15 @@ so the reductions and the normalisation of a channel or group share one row kern
 batch_norm / instance_norm also rebind the running-statistics tensors they were given to
 `(1 - momentum) * running + momentum * batch_statistic` (the variance unbiased), as torch updates
 its buffers in place; the running tensors are passed through untouched (`Any`) for that reason.
+nn.BatchNorm builds through `batch_norm_nodes` instead, which returns the new running values for
+the module to store, so its training forward replays (`batch_norm_replayed`).
 """
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from .build import Args, as_node, builder, call, constant, in_opmath
+from .build import Args, as_node, builder, call, constant, in_opmath, recorded, scalar
 from .errors import given, op_error
 from .node import Node
 from .registry import OpDef
@@ -34,23 +37,25 @@ def _check_vector(op: str, name: str, v: Node | None, size: int, args: dict) -> 
         raise op_error(RuntimeError, op, f"{name} should contain {size} elements not {v.numel}", args)
 
 
-def _stats(x: Node, dims: list[int]) -> tuple[Node, Node, int]:
-    """(mean, biased variance, count) of x over dims, both kept as size 1.  1 / count is a
-    structural constant and the centred values are squared by `square`, not multiplied by
-    themselves: a derivative rule's application is replayed only over distinct inputs that are no
-    runtime scalars (autograd/engine.py input_grads), and BatchNorm's were 81 of ResNet-18's 335 a
-    step, built anew each time."""
+def _stats(x: Node, dims: list[int]) -> tuple[Node, Node, Node, int]:
+    """(mean, biased variance, centred values, count) of x over dims, the statistics kept as size
+    1.  1 / count is a structural constant and the centred values are squared by `square`, not
+    multiplied by themselves: a derivative rule's application is replayed only over distinct
+    inputs that are no runtime scalars (autograd/engine.py input_grads), and BatchNorm's were 81 of
+    ResNet-18's 335 a step, built anew each time.  The centred values are the ones `_normalise`
+    scales (not a second x - mean: a node fewer to build and to give autograd's record)."""
     n = math.prod(x.shape[d] for d in dims)
     inv = constant(1.0 / n if n else math.nan)
     mean = call("mul", call("sum", x, dims, True), inv)
     centred = call("sub", x, mean)
     var = call("mul", call("sum", call("square", centred), dims, True), inv)
-    return mean, var, n
+    return mean, var, centred, n
 
 
-def _normalise(x: Node, mean: Node, var: Node, eps: float, weight, bias, ndim: int) -> Node:
-    """(x - mean) / sqrt(var + eps), then the affine; eps is a structural constant (as above)."""
-    y = call("mul", call("sub", x, mean), call("rsqrt", call("add", var, constant(eps))))
+def _normalise(centred: Node, var: Node, eps: float, weight, bias, ndim: int) -> Node:
+    """(x - mean) / sqrt(var + eps) from the centred values, then the affine; eps is a structural
+    constant (as above)."""
+    y = call("mul", centred, call("rsqrt", call("add", var, constant(eps))))
     if weight is not None:
         y = call("mul", y, _per_channel(in_opmath(weight), ndim))
     if bias is not None:
@@ -58,50 +63,92 @@ def _normalise(x: Node, mean: Node, var: Node, eps: float, weight, bias, ndim: i
     return y
 
 
-def _update(op: str, running, batch: Node, momentum: float) -> None:
-    """running <- (1 - momentum) * running + momentum * batch, in place on the caller's tensor."""
-    node = as_node(running)
-    new = call("add", call("mul", in_opmath(node), 1.0 - momentum), call("mul", batch, momentum))
-    new = call("to", new, node.dtype)
+def _update(op: str, running, batch: Node, factors: tuple[Node, Node]) -> None:
+    """running <- the blend of running and batch (`_blend`), in place on the caller's tensor."""
+    new = _blend(as_node(running), batch, factors)
     rebind = getattr(running, "_rebind", None)
     if rebind is not None:                     # a Tensor: torch updates the buffer in place
         rebind(new, op)
 
 
+def _momentum_factors(momentum: float) -> tuple[Node, Node]:
+    """(1 - momentum, momentum) as runtime scalars (a module's momentum may change between steps
+    without a new program), made once for both running statistics' blends."""
+    return scalar(1.0 - momentum), scalar(momentum)
+
+
+def _blend(running: Node, batch: Node, factors: tuple[Node, Node]) -> Node:
+    """(1 - momentum) * running + momentum * batch (`factors`: _momentum_factors), computed in the
+    opmath dtype and stored in running's."""
+    keep, take = factors
+    new = call("add", call("mul", in_opmath(running), keep), call("mul", batch, take))
+    return call("to", new, running.dtype)
+
+
+def _unbiased(var: Node, n: int) -> Node:
+    """A biased variance of n values made unbiased (the running variance's), by a structural
+    constant: it follows from the input's shape."""
+    return call("mul", var, constant(n / (n - 1)))
+
+
 @builder("batch_norm")
 def batch_norm(op: OpDef, schema: Schema, a: Args) -> Node:
-    x, w, b = a["self"], a["weight"], a["bias"]
     rm, rv = a["running_mean"], a["running_var"]
-    args = given(input=x, running_mean=rm, running_var=rv, weight=w, bias=b)
-    _floating(op.name, x, args)
+    y, new_mean, new_var = batch_norm_nodes(a["self"], rm, rv, a["weight"], a["bias"], a["training"],
+                                            float(a["momentum"]), float(a["eps"]))
+    for running, new in ((rm, new_mean), (rv, new_var)):
+        rebind = getattr(running, "_rebind", None)
+        if new is not None and rebind is not None:     # a Tensor: torch updates the buffer in place
+            rebind(new, op.name)
+    return y
+
+
+def batch_norm_nodes(x: Any, running_mean: Any, running_var: Any, weight: Any, bias: Any, training: bool,
+                     momentum: float, eps: float) -> tuple[Node, Node | None, Node | None]:
+    """batch_norm's result and, in training, the running statistics' new values (None where no
+    running statistic was given, for an empty input, or in eval mode), both from one mean and
+    variance: the row kernel that normalises also yields the statistics the blends read.
+    Nothing is updated here: the functional rebinds its arguments, nn.BatchNorm its buffers
+    (outside autograd).  Tensor arguments are Nodes or Tensors (or None); every check runs
+    before anything is built, so a refused input leaves no half-made update."""
+    x, weight, bias = (None if v is None else as_node(v) for v in (x, weight, bias))
+    rm, rv = (None if v is None else as_node(v) for v in (running_mean, running_var))
+    op = "batch_norm"
+    args = given(input=x, running_mean=rm, running_var=rv, weight=weight, bias=bias)
+    _floating(op, x, args)
     c = x.shape[1] if x.ndim > 1 else 0          # as torch: a 1-d input has no channel dim
-    rm_n, rv_n = (None if v is None else as_node(v) for v in (rm, rv))
-    for name, v in (("running_mean", rm_n), ("running_var", rv_n), ("weight", w), ("bias", b)):
-        _check_vector(op.name, name, v, c, args)
-    training, eps, momentum = a["training"], float(a["eps"]), float(a["momentum"])
-    if x.numel == 0:
-        return x
+    for name, v in (("running_mean", rm), ("running_var", rv), ("weight", weight), ("bias", bias)):
+        _check_vector(op, name, v, c, args)
+    if x.numel == 0:                             # (torch leaves the running statistics as they are)
+        return x, None, None
     if x.ndim < 2:
-        raise op_error(RuntimeError, op.name, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",
+        raise op_error(RuntimeError, op, f"Expected at least 2 dimensions for input tensor but received {x.ndim}",
                        args, "input has shape [N, C, *]")
     xf = in_opmath(x)
     if not training:
-        if rm_n is None or rv_n is None:
-            raise op_error(RuntimeError, op.name, f"{'running_mean' if rm_n is None else 'running_var'} must be "
+        if rm is None or rv is None:
+            raise op_error(RuntimeError, op, f"{'running_mean' if rm is None else 'running_var'} must be "
                            "defined in evaluation mode", args, "pass running statistics or training=True")
-        mean, var = (_per_channel(in_opmath(v), x.ndim) for v in (rm_n, rv_n))
-        return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
+        mean, var = (_per_channel(in_opmath(v), x.ndim) for v in (rm, rv))
+        return call("to", _normalise(call("sub", xf, mean), var, eps, weight, bias, x.ndim), x.dtype), None, None
     dims = [0] + list(range(2, x.ndim))
     if math.prod(x.shape[d] for d in dims) <= 1:
-        raise op_error(ValueError, op.name, f"Expected more than 1 value per channel when training, got input size "
+        raise op_error(ValueError, op, f"Expected more than 1 value per channel when training, got input size "
                        f"{list(x.shape)}", args)
-    mean, var, n = _stats(xf, dims)
-    y = call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
-    if rm is not None:
-        _update(op.name, rm, call("reshape", mean, (c,)), momentum)
-    if rv is not None:
-        _update(op.name, rv, call("mul", call("reshape", var, (c,)), n / (n - 1)), momentum)
-    return y
+    mean, var, centred, n = _stats(xf, dims)
+    y = call("to", _normalise(centred, var, eps, weight, bias, x.ndim), x.dtype)
+    factors = _momentum_factors(momentum)
+    new_mean = None if rm is None else _blend(rm, call("reshape", mean, (c,)), factors)
+    new_var = None if rv is None else _blend(rv, _unbiased(call("reshape", var, (c,)), n), factors)
+    return y, new_mean, new_var
+
+
+# batch_norm_nodes replayed from a recording of an earlier call with the same signature (shapes,
+# dtypes, flags, momentum and eps: ir/build.py recorded), as the Tensor API replays an op: the
+# training forward of nn.BatchNorm, which builds the same nodes every step and updates its buffers
+# itself (the functional's in-place update is an effect, so F.batch_norm with running statistics
+# is never replayed).
+batch_norm_replayed = recorded(batch_norm_nodes)
 
 
 @builder("instance_norm")
@@ -124,19 +171,19 @@ def instance_norm(op: OpDef, schema: Schema, a: Args) -> Node:
             raise op_error(RuntimeError, op.name, "Expected running_mean and running_var to be defined when "
                            "use_input_stats is false", args)
         mean, var = (_per_channel(in_opmath(v), x.ndim) for v in (rm_n, rv_n))
-        return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
+        return call("to", _normalise(call("sub", xf, mean), var, eps, w, b, x.ndim), x.dtype)
     dims = list(range(2, x.ndim))
     if math.prod(x.shape[d] for d in dims) <= 1:
         raise op_error(ValueError, op.name, f"Expected more than 1 spatial element when training, got input size "
                        f"{list(x.shape)}", args)
-    mean, var, n = _stats(xf, dims)
-    y = call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
+    mean, var, centred, n = _stats(xf, dims)
+    y = call("to", _normalise(centred, var, eps, w, b, x.ndim), x.dtype)
     # torch: the running statistics move towards the batch average of the per-instance statistics
+    factors = _momentum_factors(momentum)
     if rm is not None:
-        _update(op.name, rm, call("mean", call("reshape", mean, (x.shape[0], c)), 0), momentum)
+        _update(op.name, rm, call("mean", call("reshape", mean, (x.shape[0], c)), 0), factors)
     if rv is not None:
-        unbiased = call("mul", call("reshape", var, (x.shape[0], c)), n / (n - 1))
-        _update(op.name, rv, call("mean", unbiased, 0), momentum)
+        _update(op.name, rv, call("mean", _unbiased(call("reshape", var, (x.shape[0], c)), n), 0), factors)
     return y
 
 
@@ -161,11 +208,11 @@ def group_norm(op: OpDef, schema: Schema, a: Args) -> Node:
     eps = float(a["eps"])
     if g in (1, c):                  # statistics over whole channels or all of them: no regrouping,
         xf = in_opmath(x)              # so the result is the row kernel's own output
-        mean, var, _ = _stats(xf, list(range(1 if g == 1 else 2, x.ndim)))
-        return call("to", _normalise(xf, mean, var, eps, w, b, x.ndim), x.dtype)
+        _, var, centred, _ = _stats(xf, list(range(1 if g == 1 else 2, x.ndim)))
+        return call("to", _normalise(centred, var, eps, w, b, x.ndim), x.dtype)
     grouped = call("reshape", in_opmath(x), (n, g, c // g) + spatial)       # a view of a contiguous input
-    mean, var, _ = _stats(grouped, list(range(2, grouped.ndim)))
-    y = call("mul", call("sub", grouped, mean), call("rsqrt", call("add", var, eps)))
+    _, var, centred, _ = _stats(grouped, list(range(2, grouped.ndim)))
+    y = call("mul", centred, call("rsqrt", call("add", var, eps)))
     for v, fn in ((w, "mul"), (b, "add")):
         if v is not None:
             y = call(fn, y, call("reshape", in_opmath(v), (g, c // g) + (1,) * len(spatial)))

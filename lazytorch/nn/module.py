@@ -89,11 +89,37 @@ class Module:
         self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name: str) -> Any:
+        # (unrolled: a model's forward reaches every child, weight and buffer through here, ~100
+        # times a ResNet-18 step; the loop over the tables' names cost a third of each call)
         d = self.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
-            if table in d and name in d[table]:
-                return d[table][name]
+        try:
+            table = d["_parameters"]
+            if name in table:
+                return table[name]
+            table = d["_buffers"]
+            if name in table:
+                return table[name]
+            table = d["_modules"]
+            if name in table:
+                return table[name]
+        except KeyError:                 # (before Module.__init__, or mid-unpickling: no tables yet)
+            pass
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def _member(self, name: str) -> Any:
+        """`getattr(self, name)` for a name the constructor registered (a layer's forward reading its
+        own weights and buffers), read from the tables first: the ordinary lookup reaches
+        __getattr__ only after it missed and built an AttributeError, ~0.55 us a read against
+        ~0.15 (BatchNorm reads five a call, a convolution two).  A name no table holds (replaced
+        by a plain attribute) is looked up the ordinary way."""
+        d = self.__dict__
+        table = d["_parameters"]
+        if name in table:
+            return table[name]
+        table = d["_buffers"]
+        if name in table:
+            return table[name]
+        return getattr(self, name)
 
     def __delattr__(self, name: str) -> None:
         for table in ("_parameters", "_buffers", "_modules"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.grad_mode import no_grad
 from ..ir import dtypes as D
 from ..ir.node import Node
 from ..tensor import Tensor
@@ -32,7 +33,6 @@ class Parameter(Tensor):
 def set_value(t: Tensor, node: Node, what: str = "in-place op") -> None:
     """Give `t` a new value (any dtype) keeping its identity, as torch's `t.data = ...` does (outside
     autograd: a parameter stays a leaf that requires grad)."""
-    from ..autograd import no_grad
     with no_grad():
         t._rebind(node, what)
 
