@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..autograd import no_grad
 from ..ir import dtypes as D
 from ..ir.build_norm import batch_norm_nodes, batch_norm_replayed
-from ..ir.node import SITE, TRACE, user_site
-from ..tensor import Tensor
+from ..ir.node import SITE, TRACE, Node, user_site
+from ..tensor import TRACING, Tensor
 from . import functional as F
 from . import init
 from .layers import _empty, _factory, _nondefault, _ntuple, _register, _reset_affine
@@ -194,7 +196,7 @@ class _BatchNorm(Module):
         try:
             count = self._member("num_batches_tracked")
             if count is not None:
-                set_value(count, (count + 1).node, "batch_norm")
+                _count_batch(count)
             m = self.momentum
             if m is None:                          # a cumulative average: a new factor each step,
                 m = 1.0 / float(count.item())      # and a recording is keyed by it: none made
@@ -216,6 +218,22 @@ class _BatchNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+def _count_batch(count: Tensor) -> None:
+    """num_batches_tracked += 1.  A count held on the host (it is: no step's program reads it, so no
+    evaluation moves it to a device) gets its new value as a host number, not as a pending add:
+    built lazily, the count was a chain no step evaluates, ~3.6 us a layer to build and evaluated
+    apart every 64th step (tensor.py Tensor._flush_chain: ~8 us a layer a step amortised).  A
+    pending count (updated in place by the user), one on a device, a view, or one traced by
+    lt.compile (whose program must compute it) is added to in the graph."""
+    node = count._node
+    held = node.buffer
+    if held.__class__ is np.ndarray and not node.shape and count._base is None and not TRACING[0]():
+        new = np.array(held.item() + 1, held.dtype)
+        set_value(count, Node.computed(new, (), node.dtype, node.key), "batch_norm")
+    else:
+        set_value(count, (count + 1).node, "batch_norm")
 
 
 BatchNorm1d, BatchNorm2d, BatchNorm3d = _per_dims(_BatchNorm, "BatchNorm", "_input_dims", ((2, 3), (4,), (5,)))
