@@ -131,6 +131,33 @@ def test_derivative_rules_replay_on_the_next_step(monkeypatch):
     assert applied and g.requires_grad
 
 
+def test_sums_and_a_views_base_replay_on_the_next_step(monkeypatch):
+    """autograd/engine.py: a node read twice sums its cotangents (`summed`), and a pooled feature's
+    view takes the cotangent's base back (the rule's result is a view argument's base, what it
+    reshapes): from the second step on both replay (no sum_cotangents, no view rule runs), and
+    the gradients are torch's."""
+    from lazytorch.autograd import derivatives, engine
+    x0, w0 = arr(2, 3, 4, 4), arr(3, 5)
+    nets = [(lib, lib.tensor(w0, requires_grad=True)) for lib in (lt, torch)]
+    applied, sums = [], []
+    real_rule, real_sum = engine._apply_rule, derivatives.sum_cotangents
+    for step in range(3):
+        if step == 1:
+            monkeypatch.setattr(engine, "_apply_rule", lambda *a: applied.append(a[0].snapshot.op) or real_rule(*a))
+            monkeypatch.setattr(derivatives, "sum_cotangents", lambda parts: sums.append(len(parts)) or real_sum(parts))
+        grads = []
+        for lib, w in nets:
+            w.grad = None
+            h = lib.tensor(x0 * (step + 1)).tanh()
+            h = h + h.relu()                                  # (h read twice: two cotangents summed)
+            pooled = lib.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1)
+            (pooled @ w).square().sum().backward()
+            grads.append(w.grad)
+        np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-5, atol=1e-5)
+    if not CHECK:                                             # (check mode runs both, to compare)
+        assert sums == [] and "view" not in applied, (sums, applied)
+
+
 def test_batchnorm_rules_replay_and_constants_key_by_value(monkeypatch):
     """BatchNorm's statistics scale by 1 / count and add eps as structural constants and square the
     centred values (ir/build_norm.py _stats): a constant is a call's argument like a tensor's node,

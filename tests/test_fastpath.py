@@ -1748,3 +1748,265 @@ def test_classify_is_the_c_one_where_built():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "LAZYTORCH_NATIVE": "0"})
     assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- autograd's backward walk
+# (ir/_fastpath.c BackwardWalker: autograd/engine.py _walk_py in C, every backward; ViewBases:
+# ir/replay.py _bases, every signature with a view)
+
+def same_graph(mine: list, theirs: list) -> None:
+    """Two gradient graphs alike node by node from their roots: the same op, attributes, shape,
+    dtype, key and origin, inputs alike in order, shared where the other's are shared; a data
+    leaf that is not the same node holds equal data (a buffer of equal values, a scalar's value)."""
+    from lazytorch.ir.replay import _same_leaf
+    pairs: dict[int, object] = {}
+    stack = list(zip(mine, theirs))
+    while stack:
+        a, b = stack.pop()
+        if id(a) in pairs:
+            assert pairs[id(a)] is b
+            continue
+        pairs[id(a)] = b
+        assert (a.op, a.shape, a.dtype, a.key, site(a)) == (b.op, b.shape, b.dtype, b.key, site(b)), (a, b)
+        assert a.attrs == b.attrs and len(a.inputs) == len(b.inputs)
+        if a.op in ("buffer", "scalar"):
+            assert a is b or _same_leaf(a, b), (a, b)
+        stack.extend(zip(a.inputs, b.inputs))
+
+
+def backward_cases():
+    """Training steps whose backward covers the walk's paths: (name, step) where step() builds a
+    fresh forward over fixed weights and data, runs a backward and returns the nodes to compare
+    (leaves' grads, retained and captured gradients) and the records' freed marks."""
+    import sys
+    from lazytorch.autograd.state import RECORDS
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    from gpt_block import block, random_weights
+    rng = np.random.default_rng(7)
+    gpt_w = {k: lt.from_numpy(v).requires_grad_() for k, v in random_weights(16).items()}
+    gpt_x = rng.standard_normal((2, 4, 16)).astype(np.float32)
+    lt.manual_seed(7)                            # (the layers' weights alike in each call)
+    conv = lt.nn.Conv2d(3, 4, 3, padding=1)
+    bn = lt.nn.BatchNorm2d(4)
+    head = lt.nn.Linear(4, 5)
+    img = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    labels = lt.from_numpy(rng.integers(0, 5, 2))
+    params = [*gpt_w.values(), *conv.parameters(), *bn.parameters(), *head.parameters()]
+
+    def grads(*extra):
+        return [p.grad.node for p in params if p.grad is not None] + [e for e in extra if e is not None]
+
+    def freed(*roots):
+        from lazytorch.autograd.engine import _order
+        return [RECORDS[n].freed for n in _order([r.node for r in roots])]
+
+    def gpt():                                   # views, split q/k/v (a tiling cat), residual sums
+        for p in params:
+            p.grad = None
+        loss = block(lt, lt.from_numpy(gpt_x), gpt_w, 2).square().mean()
+        loss.backward()
+        return grads(), freed(loss)
+
+    def convnet():                               # convolution, BatchNorm, a residual, pooling, cross_entropy
+        for p in params:
+            p.grad = None
+        h = bn(conv(lt.from_numpy(img))).relu()
+        h = (h + h.tanh()).relu()
+        h.retain_grad()
+        out = head(lt.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1))
+        loss = lt.nn.functional.cross_entropy(out, labels)
+        loss.backward()
+        return grads(h.grad.node), freed(loss)
+
+    def captured():                              # autograd.grad (captured, nothing accumulated), retain_graph
+        x = lt.from_numpy(img).requires_grad_()
+        h = conv(x).sigmoid()
+        y = (h * h).sum() + h.mean()
+        gx, gw = lt.autograd.grad(y, [x, conv.weight], retain_graph=True)
+        for p in params:
+            p.grad = None
+        y.backward(inputs=[conv.bias])           # (a second backward through the retained graph)
+        return grads(gx.node, gw.node), freed(y)
+
+    def higher():                                # create_graph: no memo, the gradient requires grad
+        x = lt.from_numpy(img[0, 0]).requires_grad_()
+        (g,) = lt.autograd.grad((x.sin() * x).sum(), [x], create_graph=True)
+        (gg,) = lt.autograd.grad(g.sum(), [x])
+        return [g.node, gg.node], [g.requires_grad]
+
+    return [("gpt", gpt), ("convnet", convnet), ("captured", captured), ("higher", higher)]
+
+
+@needs_fast
+@pytest.mark.parametrize("memo", ["on", "check"])
+def test_backward_walk_as_the_python(monkeypatch, memo):
+    """autograd/engine.py's walk in C (BackwardWalker) builds the Python walk's gradient graph
+    (_walk_py), node by node: steps that learn the rule memo and steps that replay it (its
+    identity cache: a realized parameter's key is made afresh each step), sums of cotangents
+    (plain ones replayed, a split's tiling cat), a view's rule whose gradient is a view
+    argument's base, retain_grad, autograd.grad's capture, backward(inputs=), retain_graph,
+    create_graph, and the records' freed marks; in check mode every replay is compared with
+    the rules' build (the walk defers to input_grads)."""
+    from lazytorch.autograd import engine
+    from lazytorch.ir import replay
+    assert type(engine._walk).__name__ == "BackwardWalker"
+    if memo == "check":
+        monkeypatch.setattr(replay, "CHECK", True)
+    got = {}
+    for walk in (engine._walk_py, engine._walk):
+        monkeypatch.setattr(engine, "_walk", walk)
+        replay.forget()                          # (each walk learns the rules from none)
+        cases = backward_cases()
+        got[walk] = [(name, [step() for _ in range(3)]) for name, step in cases]
+    for (name, mine), (_, theirs) in zip(got[engine._walk], got[engine._walk_py]):
+        for (nodes_c, freed_c), (nodes_py, freed_py) in zip(mine, theirs):
+            assert len(nodes_c) == len(nodes_py) > 0 and freed_c == freed_py, name
+            same_graph(nodes_c, nodes_py)
+
+
+@needs_fast
+@pytest.mark.skipif(os.environ.get("LAZYTORCH_CALL_MEMO") == "check", reason="check mode applies every rule")
+def test_backward_walk_replays_from_its_cache(monkeypatch):
+    """From the second step on, the walk finds a training step's rule applications in its identity
+    cache (a step's node keys are the very objects of the step before; a realized parameter's
+    are equal ones): with the rule table emptied, a step applies only the rules of the few nodes
+    without a signature or built by the general route (a key of their own each step).
+    replay.forget clears the cache with the table."""
+    from lazytorch.autograd import engine
+    from lazytorch.ir import replay
+    (_, gpt), (_, convnet), *_ = backward_cases()
+    applied = []
+    real = engine._apply_rule
+    monkeypatch.setattr(engine, "_apply_rule", lambda rec, *a: applied.append(rec.snapshot.op) or real(rec, *a))
+    replay.forget()
+    gpt()
+    convnet()
+    learned = len(applied)
+    for _ in range(2):
+        gpt()
+        convnet()
+    engine._RULES.clear()
+    applied.clear()
+    gpt()
+    convnet()
+    assert learned > 40 and len(applied) <= 4, (learned, applied)
+    assert engine._RULE_ID_MEMO.table
+    replay.forget()
+    assert not engine._RULE_ID_MEMO.table and not engine._RULES
+
+
+@needs_fast
+def test_backward_walk_errors(monkeypatch):
+    """What the walk cannot take raises as the Python does, never crashes: a second backward
+    through freed records (FREED), a record gone from an input that needs grad (KeyError), bad
+    calls and constructor arguments (TypeError), corrupt memo entries (TypeError or ValueError)
+    and cache entries (skipped); memory stays flat over many walks, failing ones included."""
+    from lazytorch.autograd import engine
+    walks = (engine._walk, engine._walk_py)
+    for walk in walks:
+        monkeypatch.setattr(engine, "_walk", walk)
+        x = lt.from_numpy(X.copy()).requires_grad_()
+        y = (x * x).exp().sum()
+        y.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.backward()
+        z = (x * 2.0).sum()
+        x.requires_grad_(False)
+        with pytest.raises(KeyError):
+            z.backward()
+    monkeypatch.undo()
+    walk = engine._walk
+    w = lt.from_numpy(X.copy()).requires_grad_()
+    loss = (w * w).sum()
+    one = lt.ones(()).node
+    for args in ((), ([loss.node], [one], False, True, set(), {}), ([loss.node], [one], False, True, [], {}, False),
+                 ([loss.node], [one], False, True, set(), [], False), (3, [one], False, True, set(), {}, False),
+                 ([3], [one], False, True, set(), {}, False)):
+        with pytest.raises(TypeError):
+            walk(*args)
+    good = dict(node_type=engine.Node, record_type=engine.Record, signature=engine.replay.signature,
+                rules={}, ids={}, saves_nothing=frozenset(), trace=[False], site=None, input_grads=len, summed=len,
+                accumulate_leaf=len, retained=len, memo_on=len, sum_key="s", freed="freed")
+    assert type(type(walk)(**good)) is type(walk)
+    for bad in (dict(rules=[]), dict(saves_nothing=set()), dict(input_grads=None), dict(node_type=object),
+                dict(record_type=int), dict(trace=(False,)), dict(freed=1)):
+        with pytest.raises(TypeError):
+            type(walk)(**{**good, **bad})
+
+    def step():
+        w.grad = None
+        (w.sin() * w).sum().backward()
+    step()
+    step()
+    rules, ids = dict(engine._RULES), {k: list(v) for k, v in engine._RULE_ID_MEMO.table.items()}
+    try:
+        for garbage in ("entry", (None, "spec"), (None, ((9, 0),)), (None, ((0, 99),)), (3, ((1, 0),))):
+            for k in rules:
+                engine._RULES[k] = garbage
+            for k in engine._RULE_ID_MEMO.table:
+                engine._RULE_ID_MEMO.table[k] = [(None, None, None, garbage)]    # (skipped: not its head)
+            # (check mode: the Python's errors, or its comparison's)
+            with pytest.raises((TypeError, ValueError, AttributeError, IndexError, AssertionError)):
+                step()
+    finally:
+        engine._RULES.clear()
+        engine._RULES.update(rules)
+        engine._RULE_ID_MEMO.table.clear()
+        engine._RULE_ID_MEMO.table.update(ids)
+    step()
+
+    from lazytorch.autograd.state import RECORDS
+    y = (w.sin() * w).sum() + (w * 3.0).sum()
+    roots, seeds, records = [y.node], [lt.ones(()).node], [RECORDS[n] for n in engine._order([y.node])]
+
+    def calls():                                 # (no Tensor made: no live-tensor entries piling up)
+        for _ in range(50):
+            engine.run_backward(roots, seeds, True, accumulate=False, capture=[w.node])
+            engine.run_backward(roots, seeds, False, accumulate=False, capture=[w.node])
+            with pytest.raises(RuntimeError):
+                engine.run_backward(roots, seeds, False, accumulate=False)
+            for rec in records:
+                rec.freed = False
+    assert_memory_flat(calls)
+
+
+def test_view_bases_as_the_python():
+    """ir/replay.py's _bases in C (ViewBases) answers what bases_py answers: views of one base,
+    of two, of a node that is also an argument, past four nodes (the table form) and with a node
+    given twice; a node list of another kind raises a TypeError."""
+    from lazytorch.ir import replay
+    from lazytorch.ir import dtypes as D
+    from lazytorch.ir.node import Node
+    if NATIVE is None:
+        assert replay._bases is replay.bases_py
+        return
+    assert type(replay._bases).__name__ == "ViewBases"
+    a, b = (Node("buffer", (), {}, (4,), D.float32) for _ in range(2))
+    p = Node("neg", (a,), {}, (4,), D.float32)
+
+    def view(base):
+        return Node("view", (base,), {"view": None}, (4,), D.float32)
+    va, va2, vb, vp = view(a), view(a), view(b), view(p)
+    lists = [[], [a], [va], [va, va2], [va, vb], [a, va], [va, a], [p, vp, va], [vp, p],
+             [va, vb, va2, vp, p], [a, b, p, va, vb, vp], [va, a, va2, b, vb, p, vp, view(va)],
+             [va, va, vb, a, a, vp], [vb] * 6, [a, va, a]]
+    for nodes in lists:
+        assert replay._bases(nodes) == replay.bases_py(nodes), nodes
+    for bad in ([3], [va, 3], (va,), [Node("view", (), {}, (4,), D.float32)]):
+        with pytest.raises(TypeError):
+            replay._bases(bad)
+
+
+def test_backward_walk_is_the_c_one_where_built():
+    """autograd/engine.py's `_walk` is the C BackwardWalker where the extension is loaded, the
+    Python function with LAZYTORCH_NATIVE=0 (and replay's `_bases` alike)."""
+    from lazytorch.autograd import engine
+    if NATIVE is None:
+        assert engine._walk is engine._walk_py
+    else:
+        assert type(engine._walk).__name__ == "BackwardWalker"
+    code = ("from lazytorch.autograd import engine; from lazytorch.ir import replay; "
+            "print(engine._walk is engine._walk_py, replay._bases is replay.bases_py)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "LAZYTORCH_NATIVE": "0"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "True True", proc.stderr[-3000:]

@@ -464,7 +464,9 @@ def sum_cotangents(parts: list[Node]) -> Node:
     if len(parts) == 1:                 # (most nodes: one reader; ResNet-18's backward, 1.8 us a call)
         return parts[0]
     writes = [p.op == "view_assign" for p in parts]
-    slices = [(k, _slice_write(p) if sum(writes) > 1 and w else None) for k, (p, w) in enumerate(zip(parts, writes))]
+    if writes.count(True) < 2:          # (no two slices to tile with: ResNet-18's 48 sums a step)
+        return _plain_sum(parts)
+    slices = [(k, _slice_write(p) if w else None) for k, (p, w) in enumerate(zip(parts, writes))]
     by_dim: dict[int, list[tuple[int, int, tuple[int, ...], Node]]] = {}
     for k, found in slices:
         if found is not None:
@@ -482,6 +484,11 @@ def sum_cotangents(parts: list[Node]) -> Node:
                 used = {k for _, k, _, _ in pieces}
                 parts = [_tiling_cat(pieces, d, base)] + [p for k, p in enumerate(parts) if k not in used]
                 break
+    return _plain_sum(parts)
+
+
+def _plain_sum(parts: list[Node]) -> Node:
+    """The parts added left to right, in arrival order."""
     total = parts[0]
     for p in parts[1:]:
         total = C("add", total, p)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from ..ir import replay
 from ..ir.build import TENSORISH, call, contiguous
+from ..ir.native import NATIVE
 from ..ir.node import SITE, TRACE, Node, collector_paused, effects_now, user_site
 from ..ir.registry import get
 from . import derivatives as R
@@ -68,14 +69,26 @@ def _fit(g: Node, like: Node) -> Node:
 # A training step applies the same rules to the same structures every step: a rule's application
 # is replayed like a builder call (ir/replay.py), keyed by the snapshot's structure, which inputs
 # need grad, and the signature of (inputs, output, cotangent).  Its results are None, one of
-# those nodes (add's gradient is g itself) or nodes it made (one Recording of those).  Refused,
-# as builder calls are, where a replay could build something else: scalar or repeated inputs (no
+# those nodes (add's gradient is g itself), a view argument's base (a view's gradient where the
+# cotangent is a view of what it reshapes back: ResNet-18's pooled features, a general
+# application every step before) or nodes it made (one Recording of those).  Refused, as builder
+# calls are, where a replay could build something else: scalar or repeated inputs (no
 # signature), made nodes reading other nodes, any eval or effect meanwhile, and create_graph
 # (the gradient graph is then differentiated again).  ResNet-18's backward on cpu: its 335 rule
 # applications took 5.6-5.7 ms a step, replayed 2.6-2.9.
 _RULE_MEMO = replay.Memo()             # (a Memo's table, so that replay.forget clears it too)
 _RULES: dict[tuple, tuple[replay.Recording | None, tuple]] = _RULE_MEMO.table
-_ARG, _MADE = 0, 1
+# The C walk's cache in front of _RULES (ir/_fastpath.c bw_cached): an entry found again by its
+# arguments' keys, the very objects of the step before (a step's nodes replay the same
+# recordings) compared by pointer, else equal ones (a realized parameter's key is made afresh),
+# without the signature's tuples and the hash of the nested key (~0.7 us a lookup: the views'
+# specs hash in Python; a quarter of ResNet-18's backward build).  A Memo's table too, so that
+# replay.forget clears it with the rules.
+_RULE_ID_MEMO = replay.Memo()
+# A result's kind in a rule's spec: (_ARG, i) the signature's i-th node, (_MADE, j) the replay's
+# j-th node, (_BASE, i) the i-th node's base (a view's input).  (ir/_fastpath.c's BackwardWalker
+# reads these numbers: SPEC_ARG, SPEC_MADE, SPEC_BASE.)
+_ARG, _MADE, _BASE = 0, 1, 2
 
 
 def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) -> list[Node | None]:
@@ -87,12 +100,7 @@ def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) ->
     hit = _RULES.get(key)
     if hit is not None:
         if replay.CHECK:
-            made = _replayed(hit, sig)
-            built = _apply_rule(rec, node, g)
-            for a, b in zip(made, built):
-                if (a is None) != (b is None) or a is not None and not replay.same_program(a, b):
-                    raise AssertionError(f"rule memo: {rec.snapshot.op} replayed {made} but the rule built {built}")
-            return made
+            return _checked(rec.snapshot.op, _replayed(hit, sig), _apply_rule(rec, node, g))
         return _replayed(hit, sig)
     before = effects_now()
     out = _apply_rule(rec, node, g)
@@ -101,15 +109,53 @@ def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) ->
     return out
 
 
+# The key of a sum of cotangents in the rule table (beside rule applications' 3-tuples)
+_SUM = "sum_cotangents"
+
+
+def summed(parts: list[Node], create_graph: bool = False) -> Node:
+    """R.sum_cotangents(parts), replayed like a rule's application where it is a plain sum (fewer
+    than two slice writes: additions that read the parts alone, so their signature decides them;
+    a tiling reads deeper, into what each slice was written into).  ResNet-18's 48 sums a step:
+    each a Python frame and an `add` call per part before."""
+    sig = None if create_graph or not replay.ENABLED else replay.signature(tuple(parts), {})
+    if sig is None:
+        return R.sum_cotangents(parts)
+    key = (_SUM, sig[0])
+    hit = _RULES.get(key)
+    if hit is not None:
+        if replay.CHECK:
+            return _checked("sum_cotangents", _replayed(hit, sig), [R.sum_cotangents(parts)])[0]
+        return _replayed(hit, sig)[0]
+    before = effects_now()
+    total = R.sum_cotangents(parts)
+    if effects_now() == before and [p.op for p in parts].count("view_assign") < 2:
+        _learn(key, sig, [total])
+    return total
+
+
+def _checked(what: str, made: list[Node | None], built: list[Node | None]) -> list[Node | None]:
+    """Check mode (LAZYTORCH_CALL_MEMO=check): the replayed results, verified against the build's."""
+    for a, b in zip(made, built):
+        if (a is None) != (b is None) or a is not None and not replay.same_program(a, b):
+            raise AssertionError(f"rule memo: {what} replayed {made} but the rule built {built}")
+    return made
+
+
 def _learn(key: tuple, sig: tuple, out: list[Node | None]) -> None:
-    position = {id(n): i for i, n in enumerate(sig[1])}
-    made = [o for o in out if o is not None and id(o) not in position]
-    recording = replay.record(sig[1], sig[2], tuple(made)) if made else None
+    nodes = sig[1]
+    position = {id(n): i for i, n in enumerate(nodes)}
+    bases = {}
+    for i, n in enumerate(nodes):
+        if n.op == "view":
+            bases.setdefault(id(n.inputs[0]), i)
+    made = [o for o in out if o is not None and id(o) not in position and id(o) not in bases]
+    recording = replay.record(nodes, sig[2], tuple(made)) if made else None
     if made and recording is None:
         return
     where = {id(o): j for j, o in enumerate(made)}
-    spec = tuple(None if o is None else (_ARG, position[id(o)]) if id(o) in position else (_MADE, where[id(o)])
-                 for o in out)
+    spec = tuple(None if o is None else (_ARG, position[id(o)]) if id(o) in position else
+                 (_BASE, bases[id(o)]) if id(o) in bases else (_MADE, where[id(o)]) for o in out)
     if len(_RULES) >= replay.MAX_ENTRIES * 8:
         _RULES.clear()
     _RULES[key] = (recording, spec)
@@ -118,7 +164,9 @@ def _learn(key: tuple, sig: tuple, out: list[Node | None]) -> None:
 def _replayed(hit: tuple, sig: tuple) -> list[Node | None]:
     recording, spec = hit
     made = recording.replay(sig[1], sig[2], SITE.site if TRACE[0] else None) if recording is not None else ()
-    return [None if s is None else sig[1][s[1]] if s[0] == _ARG else made[s[1]] for s in spec]
+    nodes = sig[1]
+    return [None if s is None else nodes[s[1]] if s[0] == _ARG else made[s[1]] if s[0] == _MADE else
+            nodes[s[1]].inputs[0] for s in spec]
 
 
 def _apply_rule(rec: Record, node: Node, g: Node) -> list[Node | None]:
@@ -183,9 +231,6 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     gradients reaching the nodes in `capture` (by id).  With `create_graph` the gradient nodes
     are built with grad mode on: the tensors that wrap them are recorded like any forward
     value (state.track), so they can be differentiated again (higher-order gradients)."""
-    grads: dict[int, list[Node]] = {}          # node -> the cotangents reaching it so far
-    for r, g in zip(roots, root_grads):
-        grads.setdefault(id(r), []).append(g)
     wanted = {id(n) for n in capture}
     captured: dict[int, Node] = {}
     # Every gradient node names the user's line that called backward: found once here, not by a
@@ -194,38 +239,56 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     if site is None and TRACE[0]:
         SITE.site = user_site(2)
     try:
-        return _backward(roots, grads, retain_graph, accumulate, wanted, captured, create_graph)
+        with set_grad_enabled(create_graph):
+            return _walk(roots, root_grads, retain_graph, accumulate, wanted, captured, create_graph)
     finally:
         SITE.site = site
 
 
-def _backward(roots: Sequence[Node], grads: dict[int, list[Node]], retain_graph: bool, accumulate: bool,
-              wanted: set[int], captured: dict[int, Node], create_graph: bool) -> dict[int, Node]:
-    with set_grad_enabled(create_graph):
-        for node in reversed(_order(roots)):
-            parts = grads.pop(id(node), None)
-            if parts is None:
-                continue
-            g = R.sum_cotangents(parts)          # summed once all have arrived (see its docstring)
-            rec = RECORDS[node]
-            if id(node) in wanted:
-                captured[id(node)] = g
-            if rec.retain is not None and accumulate:
-                kept = rec.retain()
-                if kept is not None:
-                    kept._grad = kept._wrap(contiguous(g)) if kept._grad is None else kept._grad + kept._wrap(g)
-            if rec.snapshot is None:
-                if accumulate:
-                    accumulate_leaf(rec.leaf(), g)
-                continue
-            if rec.freed:
-                raise RuntimeError(FREED)
-            for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g, create_graph)):
-                if gi is not None:
-                    grads.setdefault(id(inp), []).append(gi)
-            if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
-                rec.freed = True
+def _walk_py(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bool, accumulate: bool,
+             wanted: set[int], captured: dict[int, Node], create_graph: bool) -> dict[int, Node]:
+    """The backward proper: the records in `_order`, outputs first, each node's cotangents summed
+    once all have arrived, its rule applied (input_grads) and the results handed to its inputs;
+    leaves accumulate (accumulate_leaf), retained and captured nodes take theirs.  `_walk` is this
+    function, or its C version (ir/native.py) where that is built."""
+    grads: dict[int, list[Node]] = {}          # node -> the cotangents reaching it so far
+    for r, g in zip(roots, root_grads):
+        grads.setdefault(id(r), []).append(g)
+    for node in reversed(_order(roots)):
+        parts = grads.pop(id(node), None)
+        if parts is None:
+            continue
+        g = parts[0] if len(parts) == 1 else summed(parts, create_graph)   # (summed once all have arrived)
+        rec = RECORDS[node]
+        if id(node) in wanted:
+            captured[id(node)] = g
+        if rec.retain is not None and accumulate:
+            kept = rec.retain()
+            if kept is not None:
+                _retained(kept, g)
+        if rec.snapshot is None:
+            if accumulate:
+                accumulate_leaf(rec.leaf(), g)
+            continue
+        if rec.freed:
+            raise RuntimeError(FREED)
+        for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g, create_graph)):
+            if gi is not None:
+                grads.setdefault(id(inp), []).append(gi)
+        if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
+            rec.freed = True
     return captured
+
+
+def _retained(kept, g: Node) -> None:
+    """A non-leaf's grad kept for retain_grad(): g the first time, summed after."""
+    kept._grad = kept._wrap(contiguous(g)) if kept._grad is None else kept._grad + kept._wrap(g)
+
+
+def _memo_on() -> bool:
+    """Whether a rule's application may be replayed (input_grads's test, but create_graph's): read
+    by the C walk once a backward, as input_grads reads it every application."""
+    return replay.ENABLED and not replay.CHECK
 
 
 def accumulate_leaf(tensor, g: Node) -> None:
@@ -238,6 +301,16 @@ def accumulate_leaf(tensor, g: Node) -> None:
         tensor._grad = tensor._wrap(contiguous(g))
     else:
         tensor._grad._rebind(call("add", tensor._grad.node, g), "grad accumulation")
+
+
+# The same walk in C (ir/native.py) where that is built: the Python frames around each replayed
+# rule were most of the backward build (ResNet-18 on cpu: 2.1-2.2 ms a step, in C 1.0-1.1).
+_walk = _walk_py
+if NATIVE is not None:
+    _walk = NATIVE.BackwardWalker(
+        node_type=Node, record_type=Record, signature=replay.signature, rules=_RULES, ids=_RULE_ID_MEMO.table,
+        saves_nothing=R.SAVES_NOTHING, trace=TRACE, site=SITE, input_grads=input_grads, summed=summed,
+        accumulate_leaf=accumulate_leaf, retained=_retained, memo_on=_memo_on, sum_key=_SUM, freed=FREED)
 
 
 def remember_roots(tensors) -> None:

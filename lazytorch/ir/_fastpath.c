@@ -2657,6 +2657,920 @@ static PyObject *classifier_new(PyTypeObject *type, PyObject *args, PyObject *kw
 HELD_GC(classifier, Classifier, CLASSIFIER_HELD)
 CALLABLE_TYPE(classifier, Classifier, "Classifier", "autograd/state.py's classify(root) in C.", 0, NULL, NULL, NULL)
 
+/* ---------------------------------------------------------------- a signature's view bases
+ * ViewBases: ir/replay.py::_bases in C, where each view argument's base is found first, in a
+ * call's argument nodes followed by the bases met so far.  The Signer calls it for every
+ * signature with a view among its nodes (ResNet-18's backward: 109 rule applications a step, each
+ * a Python call from C before), and autograd's BackwardWalker checks its memo's signatures with
+ * it (below).  Step for step the Python's two forms: past four nodes a table by address (the
+ * Python's dict of ids: a node given twice keeps its last position), else scans by identity. */
+static inline size_t address_hash(PyObject *p) {
+    size_t h = ((size_t)p >> 4) * (size_t)0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+typedef struct {
+    PyObject *node;
+    Py_ssize_t at;
+} VbSeat;
+
+static VbSeat *vb_seat(VbSeat *seats, size_t mask, PyObject *node) {
+    size_t i = address_hash(node) & mask;
+    while (seats[i].node != NULL && seats[i].node != node) i = (i + 1) & mask;
+    return &seats[i];
+}
+
+/* A view node's base (borrowed); NULL where `n` is no view (*err 0) or on an error (*err -1). */
+static PyObject *vb_base(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_t inputs_at, PyObject *n, int *err) {
+    *err = -1;
+    if (Py_TYPE(n) != node_type) {
+        PyErr_Format(PyExc_TypeError, "_bases: a %.200s object, not a Node", Py_TYPE(n)->tp_name);
+        return NULL;
+    }
+    PyObject *op = SLOT(n, op_at), *inputs = SLOT(n, inputs_at);
+    if (op == NULL || inputs == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_bases: a node's op or inputs are not set");
+        return NULL;
+    }
+    if (op != VIEW && !(PyUnicode_Check(op) && PyUnicode_Compare(op, VIEW) == 0)) {
+        *err = 0;
+        return NULL;
+    }
+    if (!PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) == 0) {
+        PyErr_SetString(PyExc_TypeError, "_bases: a view's inputs are not a tuple of its base");
+        return NULL;
+    }
+    return PyTuple_GET_ITEM(inputs, 0);
+}
+
+/* _bases(nodes) of the `n` nodes at `nodes`: a new tuple, or NULL with an exception.  Runs no
+ * Python (its callers rely on that: their nodes are borrowed). */
+static PyObject *view_bases(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_t inputs_at, PyObject *const *nodes,
+                            Py_ssize_t n) {
+    Py_ssize_t count = 0, used = n, views = 0;
+    PyObject *local_found[16], **found = local_found, *out = NULL;
+    Py_ssize_t local_where[8], *where = local_where;
+    VbSeat *seats = NULL;
+    size_t mask = 7;
+    if (n > 8 && ((found = PyMem_Malloc(2 * n * sizeof(PyObject *))) == NULL ||
+                  (where = PyMem_Malloc(n * sizeof(Py_ssize_t))) == NULL)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (n > 4) {                                     /* first = {id(n): i for i, n in enumerate(nodes)} */
+        while (mask + 1 < (size_t)(4 * n)) mask = mask * 2 + 1;
+        if ((seats = PyMem_Calloc(mask + 1, sizeof(VbSeat))) == NULL) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            VbSeat *s = vb_seat(seats, mask, nodes[i]);
+            if (s->node == NULL) count++;
+            *s = (VbSeat){nodes[i], i};
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) found[i] = nodes[i];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int err;
+        PyObject *base = vb_base(node_type, op_at, inputs_at, nodes[i], &err);
+        if (base == NULL) {
+            if (err < 0) goto done;
+            continue;
+        }
+        Py_ssize_t at;
+        if (n > 4) {                                 /* first.setdefault(id(base), len(first)) */
+            VbSeat *s = vb_seat(seats, mask, base);
+            if (s->node == NULL) *s = (VbSeat){base, count++};
+            at = s->at;
+        } else {                                     /* the first of `found` that is base, else appended */
+            for (at = 0; at < used && found[at] != base; at++) {}
+            if (at == used) found[used++] = base;
+        }
+        where[views++] = at;
+    }
+    if ((out = PyTuple_New(views)) == NULL) goto done;
+    for (Py_ssize_t j = 0; j < views; j++) {
+        PyObject *at = PyLong_FromSsize_t(where[j]);
+        if (at == NULL) { Py_CLEAR(out); goto done; }
+        PyTuple_SET_ITEM(out, j, at);
+    }
+done:
+    if (found != local_found) PyMem_Free(found);
+    if (where != local_where) PyMem_Free(where);
+    PyMem_Free(seats);
+    return out;
+}
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    Py_ssize_t op_at, inputs_at;
+} ViewBases;
+
+static const Py_ssize_t VIEW_BASES_HELD[] = {offsetof(ViewBases, dict), offsetof(ViewBases, node_type)};
+
+static PyObject *view_bases_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    ViewBases *self = (ViewBases *)op;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_bases(nodes: list)");
+        return NULL;
+    }
+    PyObject *list = args[0];
+    return view_bases(self->node_type, self->op_at, self->inputs_at, ((PyListObject *)list)->ob_item,
+                      PyList_GET_SIZE(list));
+}
+
+static PyObject *view_bases_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *node_type;
+    static char *kw[] = {"node_type", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:ViewBases", kw, &PyType_Type, &node_type)) return NULL;
+    ViewBases *self = (ViewBases *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = view_bases_vectorcall;
+    self->node_type = (PyTypeObject *)Py_NewRef(node_type);
+    static const char *slots[2] = {"op", "inputs"};
+    Py_ssize_t at[2];
+    if (slot_offsets(self->node_type, slots, 2, at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->op_at = at[0], self->inputs_at = at[1];
+    return (PyObject *)self;
+}
+
+HELD_GC(view_bases, ViewBases, VIEW_BASES_HELD)
+CALLABLE_TYPE(view_bases, ViewBases, "ViewBases", "ir/replay.py's _bases(nodes) in C.", 0, NULL, NULL, NULL)
+
+/* ---------------------------------------------------------------- autograd/engine.py's walk
+ * BackwardWalker: autograd/engine.py::_walk_py in C, the backward proper, step for step: the order
+ * of the records below the roots (engine.py _order and _grad_inputs: depth-first along the inputs
+ * that need grad, in order, each node after them), then outputs first, each node's cotangents
+ * (the one, or engine.py summed of several, in arrival order), the gradient it hands `captured`,
+ * the retained tensor's (engine.py _retained) and the leaf's (accumulate_leaf), the FREED test,
+ * its rule's results and the freed mark.  A rule application (or a sum) whose recorded one the
+ * memo holds is replayed here as input_grads (summed) and _replayed replay it: the table's entry
+ * for the key (snapshot key, needs, signature of (inputs, node, g)), the Recording's replay and
+ * its spec.  Every other one (no signature, not in the table, create_graph, the memo off or in
+ * check mode: `memo_on()`, read once a walk) calls input_grads (summed).
+ * The table's entry is found first in a cache (`ids`, bw_cached): a step's node keys are the very
+ * objects of the step before (its nodes replay the same recordings), so a cached signature is
+ * recognised by pointer tests (else by equal keys: a realized parameter's is made afresh each
+ * step), without the Signer's tuples and the hash of the nested key (~0.7 us a lookup on cpu: its
+ * views' specs hash in Python).
+ * ResNet-18's backward build on cpu (~390 records a step, 335 rule applications, 48 sums): the
+ * Python walk ~2.1-2.2 ms a step, this ~1.0-1.1 (half of what is left the replays' ~2,300 nodes).
+ * The order's nodes are held by a list and found by address (the Python's dict and set of ids);
+ * each position's cotangents are held until the node's turn.  Python runs inside the walk (those
+ * calls, the signature's and the replay's Python, a `needs` entry's truth, key comparisons, a
+ * collection inside an allocation): each node is held by the order, each record, snapshot,
+ * inputs tuple and cache entry while it is used, read from the node where the Python reads it. */
+enum { R_SNAPSHOT, R_NEEDS, R_LEAF, R_RETAIN, R_FREED, R_SLOTS };
+static const char *RECORD_SLOTS[R_SLOTS] = {"snapshot", "needs", "leaf", "retain", "freed"};
+enum { SPEC_ARG, SPEC_MADE, SPEC_BASE };   /* engine.py _ARG, _MADE, _BASE */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyTypeObject *node_type;
+    PyTypeObject *record_type;   /* autograd/state.py Record */
+    PyObject *signature;         /* ir/replay.py signature */
+    PyObject *rules;             /* engine.py _RULES: key -> (Recording or None, spec) */
+    PyObject *ids;               /* engine.py _RULE_ID_MEMO's table: the cache in front of `rules` */
+    PyObject *saves_nothing;     /* derivatives.py SAVES_NOTHING */
+    PyObject *trace, *site;      /* ir/node.py TRACE and SITE: a replay's site */
+    PyObject *input_grads, *summed, *accumulate_leaf, *retained, *memo_on;   /* engine.py's */
+    PyObject *sum_key;           /* engine.py _SUM: a sum's key in `rules` is (sum_key, signature) */
+    PyObject *freed;             /* engine.py FREED, the message */
+    PyObject *no_kwargs;         /* an empty dict: the signature's kwargs (never handed out else) */
+    Py_ssize_t node_at[N_SLOTS];
+    Py_ssize_t record_at[R_SLOTS];
+} BackwardWalker;
+
+static const Py_ssize_t WALKER_HELD[] = {
+    offsetof(BackwardWalker, dict), offsetof(BackwardWalker, node_type), offsetof(BackwardWalker, record_type),
+    offsetof(BackwardWalker, signature), offsetof(BackwardWalker, rules), offsetof(BackwardWalker, ids),
+    offsetof(BackwardWalker, saves_nothing),
+    offsetof(BackwardWalker, trace), offsetof(BackwardWalker, site), offsetof(BackwardWalker, input_grads),
+    offsetof(BackwardWalker, summed), offsetof(BackwardWalker, accumulate_leaf),
+    offsetof(BackwardWalker, retained), offsetof(BackwardWalker, memo_on), offsetof(BackwardWalker, sum_key),
+    offsetof(BackwardWalker, freed), offsetof(BackwardWalker, no_kwargs)};
+static PyObject *REPLAY_NAME;     /* "replay" */
+
+#define BW_ABSENT (-2)            /* a node the order has not met */
+#define BW_UNPLACED (-1)          /* a node met, on the stack */
+
+typedef struct {
+    PyObject *node;               /* (held by the stack or the order) */
+    Py_ssize_t pos;
+} BwSeat;
+
+/* A node the order walk is under: the Python's (node, iter(_grad_inputs(node))), its snapshot's
+ * inputs and its record's needs held (NULL for a leaf: no inputs). */
+typedef struct {
+    PyObject *node, *inputs, *needs;
+    Py_ssize_t next;
+} BwDescent;
+
+/* One call's state, its own (a backward inside a Python call of the walk walks with another). */
+typedef struct {
+    BackwardWalker *self;
+    BwSeat *seats;                /* node address -> position in the order; open addressing, at most half full */
+    size_t mask;
+    Py_ssize_t used;
+    PyObject *order;              /* list: the order, each node held */
+    BwDescent *stack;
+    Py_ssize_t depth, room;
+    PyObject **first;             /* per position: the first cotangent to arrive (held), or NULL */
+    PyObject **more;              /* per position: NULL, or the list of all of them once a second arrives */
+} BwWalk;
+
+static BwSeat *bw_seat(const BwWalk *w, PyObject *node) {
+    size_t i = address_hash(node) & w->mask;
+    while (w->seats[i].node != NULL && w->seats[i].node != node) i = (i + 1) & w->mask;
+    return &w->seats[i];
+}
+
+static inline Py_ssize_t bw_find(const BwWalk *w, PyObject *node) {
+    BwSeat *s = bw_seat(w, node);
+    return s->node == NULL ? BW_ABSENT : s->pos;
+}
+
+/* Seats `node` (not seated yet) at `pos`: 0, or -1 with an exception. */
+static int bw_seat_new(BwWalk *w, PyObject *node, Py_ssize_t pos) {
+    if ((size_t)(w->used + 1) * 2 > w->mask + 1) {
+        size_t size = (w->mask + 1) * 2, old_mask = w->mask;
+        BwSeat *old = w->seats, *bigger = PyMem_Calloc(size, sizeof(BwSeat));
+        if (bigger == NULL) { PyErr_NoMemory(); return -1; }
+        w->seats = bigger;
+        w->mask = size - 1;
+        for (size_t i = 0; i <= old_mask; i++)
+            if (old[i].node != NULL) *bw_seat(w, old[i].node) = old[i];
+        PyMem_Free(old);
+    }
+    *bw_seat(w, node) = (BwSeat){node, pos};
+    w->used++;
+    return 0;
+}
+
+/* A slot's value (borrowed), or NULL with the AttributeError the Python's read raises where unset. */
+static PyObject *bw_slot(PyObject *obj, Py_ssize_t at, const char *name) {
+    PyObject *v = SLOT(obj, at);
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "backward: a %.200s's slot %s is not set", Py_TYPE(obj)->tp_name, name);
+    return v;
+}
+
+/* `RECORDS[node]` (state.py): node.autograd where it is a Record (borrowed), else NULL with the
+ * KeyError the Python raises (a TypeError where `node` is no Node). */
+static PyObject *bw_record(BackwardWalker *self, PyObject *node) {
+    if (Py_TYPE(node) != self->node_type) {
+        PyErr_Format(PyExc_TypeError, "backward: a %.200s object where a Node was expected", Py_TYPE(node)->tp_name);
+        return NULL;
+    }
+    PyObject *state = bw_slot(node, self->node_at[N_AUTOGRAD], "autograd");
+    if (state == NULL) return NULL;
+    if (Py_TYPE(state) != self->record_type) {
+        PyObject *args = PyTuple_Pack(1, node);
+        if (args != NULL) PyErr_SetObject(PyExc_KeyError, args);
+        Py_XDECREF(args);
+        return NULL;
+    }
+    return state;
+}
+
+/* A record's field, type-checked: borrowed, or NULL with an exception. */
+static PyObject *bw_field(BackwardWalker *self, PyObject *rec, int field, PyTypeObject *type) {
+    PyObject *v = bw_slot(rec, self->record_at[field], RECORD_SLOTS[field]);
+    if (v != NULL && type != NULL && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "backward: a Record's %s is a %.200s, not a %.200s", RECORD_SLOTS[field],
+                     Py_TYPE(v)->tp_name, type->tp_name);
+        return NULL;
+    }
+    return v;
+}
+
+/* A snapshot's inputs tuple (borrowed), or NULL with an exception. */
+static PyObject *bw_inputs(BackwardWalker *self, PyObject *snap) {
+    if (Py_TYPE(snap) != self->node_type) {
+        PyErr_Format(PyExc_TypeError, "backward: a Record's snapshot is a %.200s, not a Node", Py_TYPE(snap)->tp_name);
+        return NULL;
+    }
+    PyObject *inputs = bw_slot(snap, self->node_at[N_INPUTS], "inputs");
+    if (inputs != NULL && !PyTuple_Check(inputs)) {
+        PyErr_Format(PyExc_TypeError, "backward: a snapshot's inputs are a %.200s, not a tuple",
+                     Py_TYPE(inputs)->tp_name);
+        return NULL;
+    }
+    return inputs;
+}
+
+/* stack.append((node, iter(_grad_inputs(node)))), node seated: 0, or -1 with an exception. */
+static int bw_descend(BwWalk *w, PyObject *node) {
+    BackwardWalker *self = w->self;
+    PyObject *rec = bw_record(self, node), *snap, *inputs = NULL, *needs = NULL;
+    if (rec == NULL || (snap = bw_field(self, rec, R_SNAPSHOT, NULL)) == NULL) return -1;
+    if (snap != Py_None) {
+        if ((inputs = bw_inputs(self, snap)) == NULL || (needs = bw_field(self, rec, R_NEEDS, &PyTuple_Type)) == NULL)
+            return -1;
+    }
+    if (w->depth == w->room) {
+        Py_ssize_t room = w->room * 2;
+        BwDescent *grown = PyMem_Realloc(w->stack, room * sizeof(BwDescent));
+        if (grown == NULL) { PyErr_NoMemory(); return -1; }
+        w->stack = grown;
+        w->room = room;
+    }
+    Py_INCREF(node);
+    Py_XINCREF(inputs);
+    Py_XINCREF(needs);
+    w->stack[w->depth++] = (BwDescent){node, inputs, needs, 0};
+    return 0;
+}
+
+/* engine.py _order: 0, or -1 with an exception. */
+static int bw_order(BwWalk *w, PyObject *roots) {
+    BackwardWalker *self = w->self;
+    for (Py_ssize_t r = 0; r < PySequence_Fast_GET_SIZE(roots); r++) {
+        PyObject *root = PySequence_Fast_GET_ITEM(roots, r);
+        if (bw_find(w, root) != BW_ABSENT) continue;
+        if (Py_TYPE(root) != self->node_type) {
+            PyErr_Format(PyExc_TypeError, "backward: a root is a %.200s object, not a Node", Py_TYPE(root)->tp_name);
+            return -1;
+        }
+        PyObject *state = bw_slot(root, self->node_at[N_AUTOGRAD], "autograd");
+        if (state == NULL) return -1;
+        if (Py_TYPE(state) != self->record_type) continue;
+        if (bw_seat_new(w, root, BW_UNPLACED) < 0 || bw_descend(w, root) < 0) return -1;
+        while (w->depth > 0) {
+            BwDescent *top = &w->stack[w->depth - 1];
+            PyObject *child = NULL;
+            Py_ssize_t n = top->inputs == NULL ? 0
+                                               : Py_MIN(PyTuple_GET_SIZE(top->inputs), PyTuple_GET_SIZE(top->needs));
+            while (top->next < n) {
+                Py_ssize_t i = top->next++;
+                PyObject *need = PyTuple_GET_ITEM(top->needs, i);
+                int truth = need == Py_True ? 1 : need == Py_False ? 0 : PyObject_IsTrue(need);
+                if (truth < 0) return -1;
+                top = &w->stack[w->depth - 1];       /* (Python may have run: the frame is where it was) */
+                PyObject *c = PyTuple_GET_ITEM(top->inputs, i);
+                if (truth && bw_find(w, c) == BW_ABSENT) {
+                    child = c;
+                    break;
+                }
+            }
+            if (child != NULL) {
+                if (bw_seat_new(w, child, BW_UNPLACED) < 0 || bw_descend(w, child) < 0) return -1;
+                continue;
+            }
+            BwDescent done = w->stack[--w->depth];
+            Py_ssize_t pos = PyList_GET_SIZE(w->order);
+            int ok = PyList_Append(w->order, done.node);
+            if (ok == 0) bw_seat(w, done.node)->pos = pos;
+            Py_DECREF(done.node);
+            Py_XDECREF(done.inputs);
+            Py_XDECREF(done.needs);
+            if (ok < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* grads.setdefault(id(node), []).append(g) for a node of the order (`pos`): 0, or -1 with an exception. */
+static int bw_arrive(BwWalk *w, Py_ssize_t pos, PyObject *g) {
+    if (w->first[pos] == NULL) {
+        w->first[pos] = Py_NewRef(g);
+        return 0;
+    }
+    if (w->more[pos] == NULL) {
+        if ((w->more[pos] = PyList_New(0)) == NULL || PyList_Append(w->more[pos], w->first[pos]) < 0) return -1;
+    }
+    return PyList_Append(w->more[pos], g);
+}
+
+/* `entry == key`: the very object (`exact`), else compared.  1, 0, or -1 with an exception. */
+static int bw_same_key(PyObject *entry, PyObject *key, int exact) {
+    if (entry == key) return 1;
+    if (exact) return 0;
+    Py_INCREF(entry);                                /* (Python may run: a view's spec compares) */
+    Py_INCREF(key);
+    int same = PyObject_RichCompareBool(entry, key, Py_EQ);
+    Py_DECREF(entry);
+    Py_DECREF(key);
+    return same;
+}
+
+/* A node's key as the Signer reads it (node_key: the cached slot, else the property, which
+ * caches it): a new reference, or NULL with an exception. */
+static PyObject *bw_key(BackwardWalker *self, PyObject *node) {
+    PyObject *key = SLOT(node, self->node_at[N_KEY]);
+    if (key != NULL && key != Py_None) return Py_NewRef(key);
+    return PyObject_GetAttr(node, KEY_ATTR);
+}
+
+/* Whether signature(args) returns a key equal to `sig0`, a key it returned before (the cache's),
+ * without making it: each node argument's key equal to the one sig0 holds (`exact`: the very
+ * object), a view's with its base's in the pair the Signer makes, the nodes distinct and their
+ * bases found alike.  The Signer's own steps decide it (a runtime scalar or a param is no key; a
+ * structural constant's is), from the same slots.  1, 0 where that is not sure (then the Signer
+ * is asked), or -1 with an exception. */
+static int bw_same_signature(BackwardWalker *self, PyObject *args, PyObject *sig0, int exact) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    int views = 0, same = 1;
+    if (!PyTuple_CheckExact(sig0) || PyTuple_GET_SIZE(sig0) < n) return 0;
+    for (Py_ssize_t i = 0; same > 0 && i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i), *op, *entry = PyTuple_GET_ITEM(sig0, i);
+        if (Py_TYPE(a) != self->node_type || (op = SLOT(a, self->node_at[N_OP])) == NULL || !PyUnicode_Check(op))
+            return 0;
+        for (Py_ssize_t j = 0; j < i; j++)           /* (the Signer's `distinct`) */
+            if (PyTuple_GET_ITEM(args, j) == a) return 0;
+        enum { PLAIN_KEY, VIEW_KEY, CONSTANT_KEY } kind = PLAIN_KEY;
+        if (op == VIEW || PyUnicode_Compare(op, VIEW) == 0) {
+            if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) return 0;
+            kind = VIEW_KEY;
+        } else if (op == SCALAR || PyUnicode_Compare(op, SCALAR) == 0) {
+            kind = CONSTANT_KEY;
+        } else if (op == PARAM || PyUnicode_Compare(op, PARAM) == 0) {
+            return 0;
+        }
+        PyObject *key = bw_key(self, a);             /* (Python may run from here: a, sig0 and args are held) */
+        if (key == NULL) return -1;
+        if (kind == CONSTANT_KEY) {
+            /* (a structural constant: its key's attributes hold its value; a runtime scalar has none) */
+            same = PyTuple_Check(key) && PyTuple_GET_SIZE(key) > 1 && PyTuple_Check(PyTuple_GET_ITEM(key, 1)) &&
+                   PyTuple_GET_SIZE(PyTuple_GET_ITEM(key, 1)) > 0 ? bw_same_key(entry, key, exact) : 0;
+        } else if (kind == VIEW_KEY) {
+            PyObject *inputs = SLOT(a, self->node_at[N_INPUTS]), *base, *base_key;
+            if (inputs == NULL || !PyTuple_Check(inputs) || PyTuple_GET_SIZE(inputs) < 1 ||
+                Py_TYPE(base = PyTuple_GET_ITEM(inputs, 0)) != self->node_type) {
+                Py_DECREF(key);
+                return 0;
+            }
+            Py_INCREF(base);
+            base_key = bw_key(self, base);
+            Py_DECREF(base);
+            same = base_key == NULL ? -1 : bw_same_key(PyTuple_GET_ITEM(entry, 0), key, exact);
+            if (same > 0) same = bw_same_key(PyTuple_GET_ITEM(entry, 1), base_key, exact);
+            Py_XDECREF(base_key);
+            views = 1;
+        } else {
+            same = bw_same_key(entry, key, exact);
+        }
+        Py_DECREF(key);
+    }
+    if (same <= 0) return same;
+    if (!(views && n > 1)) return PyTuple_GET_SIZE(sig0) == n;
+    if (PyTuple_GET_SIZE(sig0) != n + 1) return 0;
+    PyObject *bases = view_bases(self->node_type, self->node_at[N_OP], self->node_at[N_INPUTS],
+                                 &PyTuple_GET_ITEM(args, 0), n);
+    if (bases == NULL) return -1;
+    same = PyObject_RichCompareBool(bases, PyTuple_GET_ITEM(sig0, n), Py_EQ);   /* (tuples of ints) */
+    Py_DECREF(bases);
+    return same;
+}
+
+/* The identity cache's bucket of a node key (op, attributes, shape, dtype name): a number made of
+ * its op, shape and dtype, not of its attributes (a view's spec hashes in Python) nor its identity
+ * (a node the general route built has a key object of its own each step, which must find the
+ * entries of its equal predecessors, not pile up new ones).  A new reference; Py_None for a key of
+ * another form (no cache), or NULL with an exception. */
+static PyObject *bw_bucket(PyObject *key) {
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 4 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(key, 0)) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(key, 2)) || !PyUnicode_CheckExact(PyTuple_GET_ITEM(key, 3)))
+        return Py_NewRef(Py_None);
+    Py_hash_t op = PyObject_Hash(PyTuple_GET_ITEM(key, 0)), shape = PyObject_Hash(PyTuple_GET_ITEM(key, 2));
+    Py_hash_t dtype = PyObject_Hash(PyTuple_GET_ITEM(key, 3));    /* (str and int hashes: no Python runs) */
+    if (op == -1 || shape == -1 || dtype == -1) return NULL;
+    size_t h = ((size_t)op * 1000003u) ^ ((size_t)shape * (size_t)0x9E3779B97F4A7C15ULL) ^ (size_t)dtype;
+    return PyLong_FromSsize_t((Py_ssize_t)h);
+}
+
+/* The identity cache's entry for (head, head2, args) in the bucket `bucket_id` (bw_bucket): the
+ * table's entry (a new reference), or NULL (*err: 0, or -1 with an exception).  First by the very
+ * key objects (a step's keys are its recordings' own: each mismatch a pointer test), then by equal
+ * ones (a realized parameter's key, and a general build's, is made afresh each step; comparing two
+ * recorded view keys runs their specs' dataclass __eq__, so it comes second). */
+static PyObject *bw_cached(BackwardWalker *self, PyObject *bucket_id, PyObject *head, PyObject *head2,
+                           PyObject *args, int *err) {
+    *err = 0;
+    PyObject *entries = PyDict_GetItemWithError(self->ids, bucket_id), *hit = NULL;
+    if (entries == NULL) {
+        *err = PyErr_Occurred() ? -1 : 0;
+        return NULL;
+    }
+    if (!PyList_CheckExact(entries)) return NULL;
+    Py_INCREF(entries);
+    for (int exact = 1; hit == NULL && exact >= 0; exact--) {
+        for (Py_ssize_t i = 0; hit == NULL && i < PyList_GET_SIZE(entries); i++) {
+            PyObject *e = PyList_GET_ITEM(entries, i);   /* (head, head2 or None, sig0, table entry) */
+            if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 4 || (exact && PyTuple_GET_ITEM(e, 0) != head))
+                continue;
+            PyObject *h2 = PyTuple_GET_ITEM(e, 1);
+            if (head2 == NULL ? h2 != Py_None : h2 == Py_None) continue;
+            Py_INCREF(e);                                /* (Python may run: the bucket may change) */
+            int same = bw_same_key(PyTuple_GET_ITEM(e, 0), head, exact);
+            if (same > 0 && head2 != NULL) same = bw_same_key(h2, head2, 0);    /* (needs: tuples of bools) */
+            if (same > 0) same = bw_same_signature(self, args, PyTuple_GET_ITEM(e, 2), exact);
+            if (same > 0) hit = Py_NewRef(PyTuple_GET_ITEM(e, 3));
+            Py_DECREF(e);
+            if (same < 0) {
+                *err = -1;
+                exact = -1;
+                break;
+            }
+        }
+    }
+    Py_DECREF(entries);
+    return hit;
+}
+
+/* Remembers the table's entry `hit` for (head, head2, sig0) in the identity cache: 0, or -1 with
+ * an exception.  At most BW_BUCKET entries a bucket (the oldest goes: ResNet-18's fullest holds
+ * ~10) and BW_BUCKETS buckets (past that the cache starts over, as the table does). */
+#define BW_BUCKET 32
+#define BW_BUCKETS 4096
+static int bw_cache(BackwardWalker *self, PyObject *bucket_id, PyObject *head, PyObject *head2, PyObject *sig0,
+                    PyObject *hit) {
+    PyObject *entries = PyDict_GetItemWithError(self->ids, bucket_id);
+    if (entries == NULL && PyErr_Occurred()) return -1;
+    if (entries == NULL || !PyList_CheckExact(entries)) {
+        if (PyDict_GET_SIZE(self->ids) >= BW_BUCKETS) PyDict_Clear(self->ids);
+        PyObject *fresh = PyList_New(0);
+        if (fresh == NULL || PyDict_SetItem(self->ids, bucket_id, fresh) < 0) { Py_XDECREF(fresh); return -1; }
+        entries = fresh;
+        Py_DECREF(fresh);                            /* (the cache holds it) */
+    }
+    Py_INCREF(entries);
+    int r = -1;
+    PyObject *e = PyTuple_Pack(4, head, head2 == NULL ? Py_None : head2, sig0, hit);
+    if (e != NULL && (PyList_GET_SIZE(entries) < BW_BUCKET || PySequence_DelItem(entries, 0) == 0))
+        r = PyList_Append(entries, e);
+    Py_XDECREF(e);
+    Py_DECREF(entries);
+    return r;
+}
+
+/* A memo hit, replayed as engine.py _replayed replays it: the table's entry for the key (`head`,
+ * the signature's key), or (`head`, `head2`, the signature's key) where head2 is not NULL, of
+ * `args` (a tuple), the Recording's replay over the signature's nodes and the spec.  The entry is
+ * found in the identity cache where its signature is sure to be the one cached (bw_same_signature;
+ * `bucket`: the node key its bucket is found by, bw_bucket, NULL for none), else by the Signer
+ * and the table (and cached).  The list of results (a new reference), Py_None where there is no hit (no
+ * signature, no entry), or NULL with an exception. */
+static PyObject *bw_replayed(BackwardWalker *self, PyObject *args, PyObject *head, PyObject *head2,
+                             PyObject *bucket) {
+    PyObject *out = NULL, *bucket_id = NULL, *sig = NULL, *nodes = NULL, *flat, *hit = NULL, *key = NULL;
+    PyObject *made = NULL, *site = NULL;
+    int err = 0;
+    if (bucket != NULL) {
+        if ((bucket_id = bw_bucket(bucket)) == NULL) return NULL;
+        if (bucket_id == Py_None) {
+            Py_CLEAR(bucket_id);
+        } else {
+            hit = bw_cached(self, bucket_id, head, head2, args, &err);
+            if (err < 0) goto done;
+        }
+    }
+    if (hit != NULL) {                               /* signature(args)'s nodes and flat, as it makes them */
+        if ((nodes = PySequence_List(args)) == NULL) goto done;
+        flat = args;
+    } else {
+        PyObject *call[2] = {args, self->no_kwargs};
+        if ((sig = PyObject_Vectorcall(self->signature, call, 2, NULL)) == NULL) goto done;
+        if (sig == Py_None) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (!PyTuple_Check(sig) || PyTuple_GET_SIZE(sig) != 3 || !PyList_Check(PyTuple_GET_ITEM(sig, 1))) {
+            PyErr_SetString(PyExc_TypeError, "backward: a signature is not (key, nodes: list, flat)");
+            goto done;
+        }
+        nodes = Py_NewRef(PyTuple_GET_ITEM(sig, 1));
+        flat = PyTuple_GET_ITEM(sig, 2);
+        key = head2 == NULL ? PyTuple_Pack(2, head, PyTuple_GET_ITEM(sig, 0))
+                            : PyTuple_Pack(3, head, head2, PyTuple_GET_ITEM(sig, 0));
+        if (key == NULL) goto done;
+        if ((hit = PyDict_GetItemWithError(self->rules, key)) == NULL) {
+            if (!PyErr_Occurred()) out = Py_NewRef(Py_None);
+            goto done;
+        }
+        Py_INCREF(hit);                              /* (the table may be cleared while Python runs) */
+        if (bucket_id != NULL && bw_cache(self, bucket_id, head, head2, PyTuple_GET_ITEM(sig, 0), hit) < 0) goto done;
+    }
+    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(hit, 1))) {
+        PyErr_SetString(PyExc_TypeError, "backward: a rule memo entry is not (recording, spec: tuple)");
+        goto done;
+    }
+    PyObject *recording = PyTuple_GET_ITEM(hit, 0), *spec = PyTuple_GET_ITEM(hit, 1);
+    if (recording != Py_None) {          /* recording.replay(nodes, flat, SITE.site if TRACE[0] else None) */
+        PyObject *on = PyList_GetItem(self->trace, 0);
+        int traced = on == NULL ? -1 : PyObject_IsTrue(on);
+        if (traced < 0) goto done;
+        if ((site = traced ? PyObject_GetAttr(self->site, SITE_ATTR) : Py_NewRef(Py_None)) == NULL) goto done;
+        PyObject *margs[5] = {NULL, recording, nodes, flat, site};
+        PyObject *result = PyObject_VectorcallMethod(REPLAY_NAME, margs + 1, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (result == NULL) goto done;
+        made = PySequence_Fast(result, "backward: a rule's replay is not a sequence");
+        Py_DECREF(result);
+        if (made == NULL) goto done;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(spec);
+    if ((out = PyList_New(n)) == NULL) goto done;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *s = PyTuple_GET_ITEM(spec, j), *v = NULL;
+        if (s == Py_None) {
+            v = Py_None;
+        } else if (PyTuple_Check(s) && PyTuple_GET_SIZE(s) == 2) {
+            long kind = PyLong_AsLong(PyTuple_GET_ITEM(s, 0));
+            Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(s, 1));
+            if (PyErr_Occurred()) { Py_CLEAR(out); goto done; }
+            if (kind == SPEC_MADE) {
+                if (made != NULL && i >= 0 && i < PySequence_Fast_GET_SIZE(made)) v = PySequence_Fast_GET_ITEM(made, i);
+            } else if (i >= 0 && i < PyList_GET_SIZE(nodes)) {
+                PyObject *a = PyList_GET_ITEM(nodes, i);
+                if (kind == SPEC_ARG) {
+                    v = a;
+                } else if (kind == SPEC_BASE && Py_TYPE(a) == self->node_type) {   /* a view argument's base */
+                    PyObject *ins = SLOT(a, self->node_at[N_INPUTS]);
+                    if (ins != NULL && PyTuple_Check(ins) && PyTuple_GET_SIZE(ins) > 0) v = PyTuple_GET_ITEM(ins, 0);
+                }
+            }
+        }
+        if (v == NULL) {
+            PyErr_SetString(PyExc_ValueError, "backward: a bad rule memo spec");
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, j, Py_NewRef(v));
+    }
+done:
+    Py_XDECREF(bucket_id);
+    Py_XDECREF(sig);
+    Py_XDECREF(nodes);
+    Py_XDECREF(key);
+    Py_XDECREF(hit);
+    Py_XDECREF(site);
+    Py_XDECREF(made);
+    return out;
+}
+
+/* input_grads's memo hit: bw_replayed of (*snapshot.inputs, node, g) under (snapshot.key, rec.needs),
+ * cached by the snapshot's key. */
+static PyObject *bw_rule_replayed(BackwardWalker *self, PyObject *rec, PyObject *snap, PyObject *inputs,
+                                  PyObject *node, PyObject *g) {
+    PyObject *needs = bw_field(self, rec, R_NEEDS, NULL);
+    if (needs == NULL) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(inputs);
+    PyObject *args = PyTuple_New(k + 2);
+    if (args == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < k; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(PyTuple_GET_ITEM(inputs, i)));
+    PyTuple_SET_ITEM(args, k, Py_NewRef(node));
+    PyTuple_SET_ITEM(args, k + 1, Py_NewRef(g));
+    Py_INCREF(needs);
+    PyObject *skey = SLOT(snap, self->node_at[N_KEY]);   /* (snapshot.key: the cached slot, else the property) */
+    skey = skey != NULL && skey != Py_None ? Py_NewRef(skey) : PyObject_GetAttr(snap, KEY_ATTR);
+    PyObject *out = skey == NULL ? NULL : bw_replayed(self, args, skey, needs, skey);
+    Py_DECREF(args);
+    Py_DECREF(needs);
+    Py_XDECREF(skey);
+    return out;
+}
+
+/* The sum of a node's cotangents (`parts`, a list of two or more): engine.py summed's memo hit
+ * replayed (cached by the first part's key), else summed(parts, create_graph).  A new reference,
+ * or NULL with an exception. */
+static PyObject *bw_sum(BackwardWalker *self, PyObject *parts, int create_graph, int memo) {
+    PyObject *out = Py_NewRef(Py_None);
+    if (memo) {
+        PyObject *args = PyList_AsTuple(parts), *first = PyList_GET_ITEM(parts, 0);
+        PyObject *bucket = Py_TYPE(first) == self->node_type ? SLOT(first, self->node_at[N_KEY]) : NULL;
+        Py_XINCREF(bucket);
+        Py_SETREF(out, args == NULL ? NULL : bw_replayed(self, args, self->sum_key, NULL,
+                                                         bucket == Py_None ? NULL : bucket));
+        Py_XDECREF(bucket);
+        Py_XDECREF(args);
+        if (out == NULL) return NULL;
+    }
+    if (out == Py_None) {
+        Py_DECREF(out);
+        PyObject *args[2] = {parts, create_graph ? Py_True : Py_False};
+        return PyObject_Vectorcall(self->summed, args, 2, NULL);
+    }
+    PyObject *total = PyList_GET_SIZE(out) == 1 ? Py_NewRef(PyList_GET_ITEM(out, 0)) : NULL;
+    if (total == NULL) PyErr_SetString(PyExc_ValueError, "backward: a sum's memo entry is not of one result");
+    Py_DECREF(out);
+    return total;
+}
+
+/* One turn of the Python's loop for a node whose cotangents have all arrived (g, summed): 0, or
+ * -1 with an exception. */
+static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int accumulate, PyObject *wanted,
+                   PyObject *captured, int create_graph, int memo) {
+    BackwardWalker *self = w->self;
+    PyObject *rec = bw_record(self, node), *snap = NULL, *inputs = NULL, *out = NULL, *grads = NULL, *v;
+    if (rec == NULL) return -1;
+    Py_INCREF(rec);
+    int r = -1;
+    if (PySet_GET_SIZE(wanted) > 0) {           /* if id(node) in wanted: captured[id(node)] = g */
+        PyObject *id = PyLong_FromVoidPtr(node);
+        int in = id == NULL ? -1 : PySet_Contains(wanted, id);
+        if (in > 0) in = PyDict_SetItem(captured, id, g);
+        Py_XDECREF(id);
+        if (in < 0) goto done;
+    }
+    if ((v = bw_field(self, rec, R_RETAIN, NULL)) == NULL) goto done;
+    if (v != Py_None && accumulate) {           /* kept = rec.retain(); if kept is not None: _retained(kept, g) */
+        Py_INCREF(v);                           /* (a call: Python may run) */
+        PyObject *kept = PyObject_CallNoArgs(v);
+        Py_DECREF(v);
+        if (kept == NULL) goto done;
+        PyObject *call[2] = {kept, g};
+        PyObject *done_ = kept == Py_None ? Py_NewRef(Py_None) : PyObject_Vectorcall(self->retained, call, 2, NULL);
+        Py_DECREF(kept);
+        if (done_ == NULL) goto done;
+        Py_DECREF(done_);
+    }
+    if ((snap = bw_field(self, rec, R_SNAPSHOT, NULL)) == NULL) goto done;
+    if (snap == Py_None) {                      /* a leaf: accumulate_leaf(rec.leaf(), g) */
+        snap = NULL;
+        if (accumulate) {
+            if ((v = bw_field(self, rec, R_LEAF, NULL)) == NULL) goto done;
+            Py_INCREF(v);
+            PyObject *tensor = PyObject_CallNoArgs(v);
+            Py_DECREF(v);
+            if (tensor == NULL) goto done;
+            PyObject *call[2] = {tensor, g};
+            PyObject *done_ = PyObject_Vectorcall(self->accumulate_leaf, call, 2, NULL);
+            Py_DECREF(tensor);
+            if (done_ == NULL) goto done;
+            Py_DECREF(done_);
+        }
+        r = 0;
+        goto done;
+    }
+    Py_INCREF(snap);
+    if ((v = bw_field(self, rec, R_FREED, NULL)) == NULL) goto done;
+    Py_INCREF(v);
+    int freed = v == Py_False ? 0 : v == Py_True ? 1 : PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (freed != 0) {
+        if (freed > 0) PyErr_SetObject(PyExc_RuntimeError, self->freed);
+        goto done;
+    }
+    if ((inputs = bw_inputs(self, snap)) == NULL) goto done;
+    Py_INCREF(inputs);
+    out = memo ? bw_rule_replayed(self, rec, snap, inputs, node, g) : Py_NewRef(Py_None);
+    if (out == Py_None) {
+        Py_DECREF(out);
+        PyObject *args[4] = {rec, node, g, create_graph ? Py_True : Py_False};
+        out = PyObject_Vectorcall(self->input_grads, args, 4, NULL);
+    }
+    if (out == NULL || (grads = PySequence_Fast(out, "backward: input_grads returned no sequence")) == NULL) goto done;
+    Py_ssize_t n = Py_MIN(PyTuple_GET_SIZE(inputs), PySequence_Fast_GET_SIZE(grads));
+    for (Py_ssize_t i = 0; i < n; i++) {        /* grads.setdefault(id(inp), []).append(gi) */
+        PyObject *gi = PySequence_Fast_GET_ITEM(grads, i);
+        if (gi == Py_None) continue;
+        Py_ssize_t pos = bw_find(w, PyTuple_GET_ITEM(inputs, i));
+        if (pos >= 0 && bw_arrive(w, pos, gi) < 0) goto done;    /* (elsewhere: never popped, as in the Python) */
+    }
+    if (!retain_graph) {                        /* if op not in SAVES_NOTHING: rec.freed = True */
+        PyObject *op = bw_slot(snap, self->node_at[N_OP], "op");
+        int saves = op == NULL ? -1 : PySet_Contains(self->saves_nothing, op);
+        if (saves < 0) goto done;
+        if (!saves) Py_XSETREF(SLOT(rec, self->record_at[R_FREED]), Py_NewRef(Py_True));
+    }
+    r = 0;
+done:
+    Py_DECREF(rec);
+    Py_XDECREF(snap);
+    Py_XDECREF(inputs);
+    Py_XDECREF(out);
+    Py_XDECREF(grads);
+    return r;
+}
+
+/* The walk after the order: 0, or -1 with an exception. */
+static int bw_backward(BwWalk *w, PyObject *roots, PyObject *root_grads, int retain_graph, int accumulate,
+                       PyObject *wanted, PyObject *captured, int create_graph, int memo) {
+    Py_ssize_t n = PyList_GET_SIZE(w->order);
+    w->first = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    w->more = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    if (w->first == NULL || w->more == NULL) { PyErr_NoMemory(); return -1; }
+    Py_ssize_t k = Py_MIN(PySequence_Fast_GET_SIZE(roots), PySequence_Fast_GET_SIZE(root_grads));
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Py_ssize_t pos = bw_find(w, PySequence_Fast_GET_ITEM(roots, i));
+        if (pos >= 0 && bw_arrive(w, pos, PySequence_Fast_GET_ITEM(root_grads, i)) < 0) return -1;
+    }
+    for (Py_ssize_t pos = n - 1; pos >= 0; pos--) {
+        PyObject *g = w->first[pos], *parts = w->more[pos];
+        if (g == NULL) continue;
+        w->first[pos] = w->more[pos] = NULL;   /* (taken: grads.pop) */
+        if (parts != NULL) {                    /* several: summed once all have arrived */
+            Py_DECREF(g);
+            g = bw_sum(w->self, parts, create_graph, memo);
+            Py_DECREF(parts);
+            if (g == NULL) return -1;
+        }
+        int r = bw_turn(w, PyList_GET_ITEM(w->order, pos), g, retain_graph, accumulate, wanted, captured, create_graph,
+                        memo);
+        Py_DECREF(g);
+        if (r < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *walker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    BackwardWalker *self = (BackwardWalker *)op;
+    if (PyVectorcall_NARGS(nargsf) != 7 || kwnames != NULL || !PySet_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "_walk(roots, root_grads, retain_graph, accumulate, wanted: set, "
+                                         "captured: dict, create_graph)");
+        return NULL;
+    }
+    int retain_graph = PyObject_IsTrue(args[2]), accumulate = PyObject_IsTrue(args[3]);
+    int create_graph = PyObject_IsTrue(args[6]);
+    if (retain_graph < 0 || accumulate < 0 || create_graph < 0) return NULL;
+    int memo = 0;
+    if (!create_graph) {
+        PyObject *on = PyObject_CallNoArgs(self->memo_on);
+        memo = on == NULL ? -1 : PyObject_IsTrue(on);
+        Py_XDECREF(on);
+        if (memo < 0) return NULL;
+    }
+    PyObject *roots = PySequence_Fast(args[0], "backward: roots are a sequence");
+    PyObject *root_grads = roots == NULL ? NULL : PySequence_Fast(args[1], "backward: root grads are a sequence");
+    if (root_grads == NULL) {
+        Py_XDECREF(roots);
+        return NULL;
+    }
+    Py_INCREF(args[4]);                         /* (wanted and captured: held while Python runs) */
+    Py_INCREF(args[5]);
+    BwWalk w = {.self = self, .mask = 63, .room = 32};
+    w.seats = PyMem_Calloc(w.mask + 1, sizeof(BwSeat));
+    w.stack = PyMem_Malloc(w.room * sizeof(BwDescent));
+    w.order = PyList_New(0);
+    int r = -1;
+    if (w.seats == NULL || w.stack == NULL) PyErr_NoMemory();
+    else if (w.order != NULL && bw_order(&w, roots) == 0)
+        r = bw_backward(&w, roots, root_grads, retain_graph, accumulate, args[4], args[5], create_graph, memo);
+    while (w.depth > 0) {                       /* (an error: what the order walk was under) */
+        BwDescent d = w.stack[--w.depth];
+        Py_DECREF(d.node);
+        Py_XDECREF(d.inputs);
+        Py_XDECREF(d.needs);
+    }
+    if (w.first != NULL || w.more != NULL) {    /* (cotangents never taken: an error, or nodes passed) */
+        for (Py_ssize_t i = 0; w.order != NULL && i < PyList_GET_SIZE(w.order); i++) {
+            if (w.first != NULL) Py_XDECREF(w.first[i]);
+            if (w.more != NULL) Py_XDECREF(w.more[i]);
+        }
+    }
+    PyMem_Free(w.first);
+    PyMem_Free(w.more);
+    PyMem_Free(w.seats);
+    PyMem_Free(w.stack);
+    Py_XDECREF(w.order);
+    Py_DECREF(roots);
+    Py_DECREF(root_grads);
+    Py_DECREF(args[4]);
+    PyObject *out = r == 0 ? Py_NewRef(args[5]) : NULL;
+    Py_DECREF(args[5]);
+    return out;
+}
+
+static PyObject *walker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *node_type, *record_type, *signature, *rules, *ids, *saves_nothing, *trace, *site, *input_grads;
+    PyObject *summed, *accumulate_leaf, *retained, *memo_on, *sum_key, *freed;
+    static char *kw[] = {"node_type", "record_type", "signature", "rules", "ids", "saves_nothing", "trace", "site",
+                         "input_grads", "summed", "accumulate_leaf", "retained", "memo_on", "sum_key", "freed", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OO!O!O!O!OOOOOOOU:BackwardWalker", kw, &PyType_Type,
+                                     &node_type, &PyType_Type, &record_type, &signature, &PyDict_Type, &rules,
+                                     &PyDict_Type, &ids, &PyFrozenSet_Type, &saves_nothing, &PyList_Type, &trace, &site,
+                                     &input_grads, &summed, &accumulate_leaf, &retained, &memo_on, &sum_key, &freed))
+        return NULL;
+    PyObject *calls[] = {signature, input_grads, summed, accumulate_leaf, retained, memo_on};
+    const char *call_names[] = {"signature", "input_grads", "summed", "accumulate_leaf", "retained", "memo_on"};
+    for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+        if (!PyCallable_Check(calls[i]))
+            return PyErr_Format(PyExc_TypeError, "BackwardWalker: %s must be callable", call_names[i]);
+    if (REPLAY_NAME == NULL && (REPLAY_NAME = PyUnicode_InternFromString("replay")) == NULL) return NULL;
+    BackwardWalker *self = (BackwardWalker *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = walker_vectorcall;
+    PyObject *values[] = {node_type, record_type, signature, rules, ids, saves_nothing, trace, site, input_grads,
+                          summed, accumulate_leaf, retained, memo_on, sum_key, freed};   /* (WALKER_HELD's order) */
+    hold((PyObject *)self, WALKER_HELD + 1, values, sizeof values / sizeof *values);
+    if ((self->no_kwargs = PyDict_New()) == NULL ||
+        slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
+        slot_offsets(self->record_type, RECORD_SLOTS, R_SLOTS, self->record_at) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+HELD_GC(walker, BackwardWalker, WALKER_HELD)
+CALLABLE_TYPE(walker, BackwardWalker, "BackwardWalker", "autograd/engine.py's _walk_py in C.", 0, NULL, NULL, NULL)
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The IR's hottest Python in C: the Tensor API's pointwise builds, call signatures, replays, walks.", -1, NULL,
@@ -2681,12 +3595,14 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         FLOATING_ATTR == NULL || PyType_Ready(&classifier_type) < 0 ||
         PyType_Ready(&fastop_type) < 0 || PyType_Ready(&apicall_type) < 0 || PyType_Ready(&signer_type) < 0 ||
         PyType_Ready(&replayer_type) < 0 || PyType_Ready(&site_type) < 0 || PyType_Ready(&leafargs_type) < 0 ||
-        PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0 || PyType_Ready(&positions_type) < 0)
+        PyType_Ready(&alone_type) < 0 || PyType_Ready(&maker_type) < 0 || PyType_Ready(&positions_type) < 0 ||
+        PyType_Ready(&walker_type) < 0 || PyType_Ready(&view_bases_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     PyTypeObject *types[] = {&fastop_type, &apicall_type, &signer_type, &replayer_type, &site_type, &leafargs_type,
-                             &alone_type, &maker_type, &positions_type, &classifier_type};
+                             &alone_type, &maker_type, &positions_type, &classifier_type, &walker_type,
+                             &view_bases_type};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, types[i]->tp_name + strlen("lazytorch.ir._fastpath."), (PyObject *)types[i]) < 0) {

@@ -5,10 +5,11 @@ headers) or `LAZYTORCH_NATIVE=0` turns it off.  Each user keeps its Python versi
 definition and installs the C one only where NATIVE is set: ir/build.py fast_builder (FastOp: the
 Tensor API's pointwise builds, `tensor <op> number`, `x + y`, `x.sigmoid()`), call_memo.py
 (ApiCall: the Tensor API's replayed calls, `F.linear`, `x.view`), ir/replay.py (Signer: a call's signature; Replayer:
-Recording.replay), ir/node.py (SiteFinder: user_site), ir/graph.py (LeafArgs: leaf_args;
+Recording.replay; ViewBases: _bases, a signature's view bases), ir/node.py (SiteFinder: user_site), ir/graph.py (LeafArgs: leaf_args;
 ProgramMaker: program, an eval's walk, and pending_positions and reaches, the live-tensor sync's
 lookups; Positions: their tables, and reach_memo), tensor.py (AloneTaker: realize.py's LiveTensors.alone,
-its common case), autograd/state.py (Classifier: classify, which new nodes require grad).
+its common case), autograd/state.py (Classifier: classify, which new nodes require grad), autograd/engine.py
+(BackwardWalker: _walk, the backward's order and its walk, replaying the memo's rule applications).
 tests/test_fastpath.py compares each C version with its Python.
 """
 from __future__ import annotations
