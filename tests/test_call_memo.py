@@ -158,6 +158,30 @@ def test_sums_and_a_views_base_replay_on_the_next_step(monkeypatch):
         assert sums == [] and "view" not in applied, (sums, applied)
 
 
+def test_rules_over_runtime_numbers_replay_keyed_by_value(monkeypatch):
+    """autograd/engine.py _valued_signature: a rule application that reads a runtime number (a
+    scalar leaf whose value the graph cache does not key on: `h / 16.0`, `h ** p`) replays keyed
+    with the number's value: a repeat applies no rule, another value is another key (pow's rule
+    reads its exponent), and the gradients are torch's."""
+    from lazytorch.autograd import engine
+    x0 = arr(3, 4)
+    applied = []
+    real = engine._apply_rule
+    monkeypatch.setattr(engine, "_apply_rule", lambda *a: applied.append(a[0].snapshot.op) or real(*a))
+    for step, p in enumerate((3.0, 3.0, 2.0, 3.0, 2.0)):
+        applied.clear()
+        grads = []
+        for lib in (lt, torch):
+            x = lib.tensor(x0, requires_grad=True)
+            ((x.abs() + 1.0) ** p / 16.0).sum().backward()
+            grads.append(x.grad)
+        np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-5, atol=1e-5)
+        if step == 0:
+            assert {"pow", "div", "add"} <= set(applied), applied
+        elif step != 2 and not CHECK:                          # (check mode applies every rule too)
+            assert applied == [], (step, applied)
+
+
 def test_batchnorm_rules_replay_and_constants_key_by_value(monkeypatch):
     """BatchNorm's statistics scale by 1 / count and add eps as structural constants and square the
     centred values (ir/build_norm.py _stats): a constant is a call's argument like a tensor's node,

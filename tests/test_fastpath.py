@@ -27,12 +27,15 @@ from lazytorch.ir.native import NATIVE
 from lazytorch.ir.graph import MAX_TREE_NODES
 from lazytorch.ir.node import EPOCH, _PACKAGE, format_site
 from lazytorch.tensor import live_pending
+from lazytorch.ir.replay import CHECK
 
 NATIVE_OPS = {name: fn for name, fn in vars(lt.Tensor).items() if type(fn).__name__ == "FastOp"}
 FAST = {name: fn for name, fn in NATIVE_OPS.items() if hasattr(operator, name)}          # x <op> y
 REFLECTED = {name: fn for name, fn in NATIVE_OPS.items() if hasattr(operator, name.replace("__r", "__", 1))
              and name.startswith("__r") and name not in FAST}                              # y <op> x
 needs_fast = pytest.mark.skipif(not FAST, reason="lazytorch.ir._fastpath is not built or LAZYTORCH_NATIVE=0")
+# The Tensor API's C replays (call_memo.py native_call) stand aside in check mode
+no_check_mode = pytest.mark.skipif(CHECK, reason="LAZYTORCH_CALL_MEMO=check builds every call the general way")
 
 RNG = np.random.default_rng(3)
 X = (RNG.random(7) + 0.5).astype(np.float32)          # positive: pow and div stay finite
@@ -1221,6 +1224,7 @@ UNRECORDED = {"view, same shape", "transpose back to the root"}
 
 
 @needs_fast
+@no_check_mode
 def test_api_calls_replay_as_the_python(backend, monkeypatch):
     """A Tensor API call of a non-pointwise op whose signature the memo knows takes the C replay
     (call_memo.py's Python replay never runs) and returns what the Python function returns on the
@@ -1267,6 +1271,7 @@ def test_api_calls_the_python_function_runs(monkeypatch):
 
 
 @needs_fast
+@no_check_mode
 def test_api_calls_read_views_and_shared_data_as_the_python(monkeypatch):
     """Arguments whose `node` property does more than return the slot: a view whose base was
     updated in place since (its node is re-derived), a tensor with a NumPy array out to the user

@@ -72,10 +72,11 @@ def _fit(g: Node, like: Node) -> Node:
 # those nodes (add's gradient is g itself), a view argument's base (a view's gradient where the
 # cotangent is a view of what it reshapes back: ResNet-18's pooled features, a general
 # application every step before) or nodes it made (one Recording of those).  Refused, as builder
-# calls are, where a replay could build something else: scalar or repeated inputs (no
+# calls are, where a replay could build something else: param or repeated inputs (no
 # signature), made nodes reading other nodes, any eval or effect meanwhile, and create_graph
-# (the gradient graph is then differentiated again).  ResNet-18's backward on cpu: its 335 rule
-# applications took 5.6-5.7 ms a step, replayed 2.6-2.9.
+# (the gradient graph is then differentiated again); runtime scalar inputs are keyed with their
+# values (_valued_signature).  ResNet-18's backward on cpu: its 335 rule applications took
+# 5.6-5.7 ms a step, replayed 2.6-2.9.
 _RULE_MEMO = replay.Memo()             # (a Memo's table, so that replay.forget clears it too)
 _RULES: dict[tuple, tuple[replay.Recording | None, tuple]] = _RULE_MEMO.table
 # The C walk's cache in front of _RULES (ir/_fastpath.c bw_cached): an entry found again by its
@@ -93,7 +94,10 @@ _ARG, _MADE, _BASE = 0, 1, 2
 
 def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) -> list[Node | None]:
     """The cotangent of each input of `node` (None where it needs none) from the cotangent g."""
-    sig = None if create_graph or not replay.ENABLED else replay.signature((*rec.snapshot.inputs, node, g), {})
+    sig = None
+    if not create_graph and replay.ENABLED:
+        args = (*rec.snapshot.inputs, node, g)
+        sig = replay.signature(args, {}) or _valued_signature(args)
     if sig is None:
         return _apply_rule(rec, node, g)
     key = (rec.snapshot.key, rec.needs, sig[0])
@@ -109,6 +113,24 @@ def input_grads(rec: Record, node: Node, g: Node, create_graph: bool = False) ->
     return out
 
 
+def _valued_signature(args: tuple[Node, ...]) -> tuple[tuple, list[Node], tuple] | None:
+    """A rule application's signature where replay.signature refuses its runtime scalars (leaves
+    of a number whose value the graph cache does not key on: an average pool's count): keyed with
+    each one's value too, since a rule may read it (pow's exponent), and where the views' bases
+    fall among all the arguments.  The scalars stay arguments, so a replay reads this step's.
+    (ResNet-18's pooled `div` was its one rule applied every step, ~0.1 ms.)"""
+    scalars = [i for i, a in enumerate(args) if a.op == "scalar" and not a.attrs and not a.inputs]
+    if not scalars or len(set(map(id, args))) != len(args):
+        return None
+    sig = replay.signature(tuple(a for i, a in enumerate(args) if i not in scalars), {})
+    if sig is None:
+        return None
+    values = tuple((i, args[i].key, args[i].value.__class__, repr(args[i].value)) for i in scalars)
+    return (_VALUED, sig[0], values, replay._bases(list(args))), list(args), args
+
+
+# A valued signature's tag (first in its key, where a signature's first entry is an argument's)
+_VALUED = "valued"
 # The key of a sum of cotangents in the rule table (beside rule applications' 3-tuples)
 _SUM = "sum_cotangents"
 
