@@ -219,7 +219,7 @@ class _Flag:
 def _device(oom: int) -> cuda_driver.Device:
     dev = object.__new__(cuda_driver.Device)
     dev.cu, dev.stream, dev.pool, dev._trimmed = _Driver(oom), None, None, False
-    dev._cached, dev.cached_bytes, dev.release_hooks = {}, 0, []
+    dev._cached, dev.cached_bytes, dev.release_hooks, dev.promised = {}, 0, [], {}
     dev._unread, dev._unread_lock = [], threading.Lock()
     return dev
 

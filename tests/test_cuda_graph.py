@@ -55,7 +55,7 @@ class Device(cuda_driver.Device):
 
     def __init__(self):                               # (no GPU: the driver state is the fake's)
         self.cu, self.stream, self.pool, self._trimmed = Driver(self), "stream", None, False
-        self._cached, self.cached_bytes, self.release_hooks = {}, 0, []
+        self._cached, self.cached_bytes, self.release_hooks, self.promised = {}, 0, [], {}
         self._unread, self._unread_lock = [], threading.Lock()
         self.threads = {threading.get_ident()}
         self.capture_lock = threading.RLock()
@@ -361,6 +361,51 @@ def test_a_loop_that_feeds_its_outputs_back_replays_two_graphs(dev):
     # call 1 reads the first buffer; 2 and 3 see the two keys first, 4 and 5 capture, 6-12 replay
     assert _delta(before) == {"captures": 2, "replays": 7, "failures": 0}
     assert len(graphed.graphs) == 2
+
+
+def test_plans_that_run_in_turn_keep_their_addresses_and_replay(dev):
+    """Two loops that feed their outputs back, run in turn (a lazy step and an lt.compile of it;
+    DCGAN's two networks), with a buffer of the same size made and dropped between runs (a plain
+    run's temp): the blocks each plan's outputs go back to are promised to it (Device.promise),
+    so neither the other plan nor the temp takes them, and both replay.  Left to the allocator,
+    each took the other's freed blocks: no key came twice and neither plan ever captured."""
+    x = lt.tensor(np.ones((4, 6), np.float32))
+    lt.eval(x)
+    plans = [_graphed(dev, [x.cos()])[0], _graphed(dev, [x.sin()])[0]]
+    steps = [np.cos, np.sin]
+    ws = [Buffer(dev, (4, 6), D.float32) for _ in plans]
+    wants = [np.zeros((4, 6), np.float32) for _ in plans]
+    for w in ws:
+        _array(dev, w)[...] = 0.0
+    before = dict(cuda_graph.STATS)
+    for _ in range(12):
+        for k, graphed in enumerate(plans):
+            (ws[k],) = graphed.run([ws[k]])
+            wants[k] = steps[k](wants[k])
+            temp = Buffer(dev, (4, 6), D.float32)        # (takes the most recently freed block)
+            _array(dev, temp)[...] = 7.0
+            del temp
+        for w, want in zip(ws, wants):
+            np.testing.assert_allclose(_array(dev, w), want, rtol=1e-6)
+    assert [len(g.graphs) for g in plans] == [2, 2]
+    assert _delta(before) == {"captures": 4, "replays": 14, "failures": 0}
+    promised = sorted(dev.promised)
+    del plans, graphed
+    import gc
+    gc.collect()
+    assert promised and dev.promised == {}           # (a plan gone gives its addresses up)
+
+
+def test_a_buffer_goes_back_to_the_device_that_made_it(dev, monkeypatch):
+    """A buffer is freed into its own device's cache, whichever device is current when it is
+    dropped: these tests' fake device had left its addresses in the real device's cache (a buffer
+    the collector dropped after the test), and a real buffer later took one."""
+    buf = Buffer(dev, (4, 6), D.float32)
+    other = Device()
+    monkeypatch.setattr(cuda_driver, "device", lambda: other)
+    ptr = buf.ptr
+    del buf
+    assert dev._cached == {96: [ptr]} and other._cached == {}
 
 
 def test_no_capture_while_two_threads_use_the_device(dev):

@@ -136,6 +136,9 @@ class Device:
         self.release_hooks: list[Callable[[], None]] = []     # (drop what holds memory: graphs)
         self._cached: dict[int, list[int]] = {}      # freed blocks by size (alloc)
         self.cached_bytes = 0
+        # address -> the CUDA-graphed plan (its number) whose outputs go back there
+        # (runtime/cuda_graph.py GraphedPlan._outputs): freed, it is that plan's alone (alloc)
+        self.promised: dict[int, int] = {}
         self.current()
         stream = c_void_p()
         self.check(cu.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")   # CU_STREAM_NON_BLOCKING
@@ -223,25 +226,54 @@ class Device:
                 self.threads.add(threading.get_ident())
                 self._made_current.yes = True
 
-    def alloc(self, nbytes: int, prefer: int = 0) -> int:
+    def alloc(self, nbytes: int, prefer: int = 0, owner: int = 0) -> int:
         """A block of `nbytes`: a freed block of that size when one is cached (no driver call),
         the one at `prefer` where that is among them (a CUDA graph's outputs go back to the
-        addresses they had two runs ago: runtime/cuda_graph.py GraphedPlan._outputs), else one
-        from the driver's pool, stream-ordered.  One stream runs everything in order, so a
+        addresses they had two runs ago: runtime/cuda_graph.py GraphedPlan._outputs; those are
+        promised to `owner`, that plan's number, `_take_cached`), else one from the driver's
+        pool, stream-ordered.  One stream runs everything in order, so a
         block freed while launches that use it are still queued is safe to hand out again: what
         the next owner queues runs after them (torch's caching allocator reasons the same way)."""
         if nbytes == 0:
             return 0
         if self.capturing is not None:
             return self._capture_alloc(nbytes)
+        ptr = self._take_cached(nbytes, prefer, owner)
+        return ptr if ptr else self._fresh(nbytes, self.stream)
+
+    def _take_cached(self, nbytes: int, prefer: int = 0, owner: int = 0) -> int:
+        """A cached block of `nbytes` (0: none to take): the one at `prefer` where cached, else the
+        most recently freed one promised to no other plan than `owner` (0: to none).  A promised
+        block left to anyone had broken two graphed plans that run in turn (a lazy step and an lt.compile
+        step, DCGAN's two networks): each plan's plain runs took the blocks the other's outputs
+        were to go back to, no key came twice and neither ever replayed (ResNet-18 beside an
+        lt.compile of it on an H200: 7.7 -> 13.8 ms a lazy step)."""
         blocks = self._cached.get(nbytes)
-        if blocks:
-            self.cached_bytes -= nbytes
-            if prefer and prefer in blocks:
-                blocks.remove(prefer)
-                return prefer
-            return blocks.pop()
-        return self._fresh(nbytes, self.stream)
+        if not blocks:
+            return 0
+        if prefer and prefer in blocks:
+            ptr = prefer
+        else:
+            promised = self.promised
+            ptr = next((b for b in reversed(blocks) if promised.get(b, owner) == owner), 0) if promised else blocks[-1]
+            if not ptr:
+                return 0
+        if ptr == blocks[-1]:
+            blocks.pop()
+        else:
+            blocks.remove(ptr)
+        self.cached_bytes -= nbytes
+        return ptr
+
+    def promise(self, ptrs: list[int], owner: int) -> None:
+        """Keeps these addresses, once freed, for the graphed plan numbered `owner`."""
+        self.promised.update(dict.fromkeys(ptrs, owner))
+
+    def unpromise(self, ptrs: list[int], owner: int) -> None:
+        promised = self.promised
+        for p in ptrs:
+            if promised.get(p) == owner:
+                del promised[p]
 
     def _fresh(self, nbytes: int, stream: c_void_p) -> int:
         ptr = c_uint64()
@@ -265,11 +297,8 @@ class Device:
         blocks = cap.free.get(nbytes)
         if blocks:
             return blocks.pop()
-        blocks = self._cached.get(nbytes)
-        if blocks:
-            self.cached_bytes -= nbytes
-            ptr = blocks.pop()
-        else:
+        ptr = self._take_cached(nbytes)
+        if not ptr:
             ptr = self._fresh(nbytes, self.side_stream())
             self.check(self.cu.cuStreamSynchronize(self.side_stream()), "cuStreamSynchronize")
         cap.blocks.add(ptr)
@@ -434,30 +463,34 @@ def synchronize() -> None:
 class DeviceBuffer:
     """A contiguous buffer in GPU memory (storage form: bfloat16 as 16-bit words), freed back to
     the stream's pool when dropped (after the launches queued before it)."""
-    __slots__ = ("ptr", "shape", "dtype", "nbytes", "__weakref__")
+    __slots__ = ("ptr", "shape", "dtype", "nbytes", "dev", "__weakref__")
 
-    def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None, prefer: int = 0):
+    def __init__(self, shape: tuple[int, ...], dtype: DType, nbytes: int | None = None, prefer: int = 0,
+                 owner: int = 0):
         self.shape, self.dtype = tuple(shape), dtype
         self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize if nbytes is None else nbytes
-        dev = device()
-        self.ptr = dev.alloc(self.nbytes, prefer)       # (prefer: Device.alloc)
+        # (its own device, freed back to that one: a buffer a test's fake device made and the
+        # collector dropped later had put the fake's address into the real device's cache, where
+        # the next buffer of its size took it: "invalid argument", illegal accesses, wrong values)
+        self.dev = dev = device()
+        self.ptr = dev.alloc(self.nbytes, prefer, owner)    # (prefer, owner: Device.alloc)
         if dev.capturing is not None:        # (see Capture.made)
             dev.capturing.made.append(weakref.ref(self))
 
     def __del__(self) -> None:
         try:
-            device().free(self.ptr, self.nbytes)
+            self.dev.free(self.ptr, self.nbytes)
         except Exception:            # (interpreter shutdown: the driver may be gone)
             pass
 
     def __array__(self, dtype=None, copy=None):
-        dev = device()
+        dev = self.dev
         dev.read_flags()                 # (a run's unread error flags first: Device.check_later)
         host = dev.download(self.ptr, self.nbytes, self.shape, self.dtype.np)
         return host if dtype is None else host.astype(dtype)
 
     def copy_from_host(self, value: np.ndarray) -> None:
-        device().upload(self.ptr, np.ascontiguousarray(value, self.dtype.np).reshape(self.shape))
+        self.dev.upload(self.ptr, np.ascontiguousarray(value, self.dtype.np).reshape(self.shape))
 
 
 class HostScalar:

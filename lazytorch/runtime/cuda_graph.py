@@ -20,7 +20,10 @@ run (one stream records a chain), so a graph keeps its run's peak, and no later 
 memory while the graph lives.  Keys repeat in a loop: each output goes back to its address of two
 runs ago where that block is free (`GraphedPlan._outputs`, `Device.alloc`'s `prefer`), so a loop that feeds a
 run's outputs to the next (a training step's weights) alternates between two keys; the
-allocator's own order of free blocks had given a training step new addresses at every step.  A key is captured the
+allocator's own order of free blocks had given a training step new addresses at every step.
+Those addresses are promised to the plan: freed, no other allocation takes them (another plan's
+runs, this plan's plain runs' temps), so plans that run in turn (a lazy step and an lt.compile
+of it, DCGAN's two networks) each keep their two keys.  A key is captured the
 second time it is seen (a key seen once may never come again: a capture costs a run's host time and
 an instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan
 whose keys churn through more than that (ten results kept alive in a list, say) stops capturing
@@ -41,6 +44,7 @@ on its first sight (every run of a test suite then goes through a graph).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import weakref
@@ -61,6 +65,7 @@ MAX_SEEN = 16           # keys remembered per plan, waiting for their second run
 STATS = {"captures": 0, "replays": 0, "failures": 0}
 
 _plans: weakref.WeakSet = weakref.WeakSet()     # (for Device.release: drop every graph)
+_NUMBERS = itertools.count(1)                   # (a plan's number: whose addresses Device.promised holds)
 
 
 def sights() -> int:
@@ -135,6 +140,7 @@ class GraphedPlan:
         first: dict[int, int] = {}
         self.out_first = [first.setdefault(o, k) for k, o in enumerate(outputs)]
         self.recent: deque[list[int]] = deque(maxlen=2)     # the last two runs' output addresses
+        self.number = next(_NUMBERS)    # (its promise's owner: Device.promise)
         # a key is read off the args as given: the value of each param the launches take by
         # value (the executor's by_value), the address of every other -- of the arg itself when
         # it is a device buffer (`buffer_type`: the backend binds it unchanged), else of its bound buffer
@@ -152,6 +158,7 @@ class GraphedPlan:
         self.evictions = 0
         if self.on:
             _plans.add(self)
+            weakref.finalize(self, _forget_addresses, dev, self.recent, self.number)
 
     def run(self, args: Sequence[Any], deferred: list | None = None) -> list:
         ex, dev = self.executor, self.dev
@@ -191,12 +198,19 @@ class GraphedPlan:
         allocator's order of free blocks had given new addresses at every step and no key was
         ever seen twice (ResNet-18's lazy step: 251 launches, ~18 us of host time each).  An
         output the plan returns twice is one buffer in both places."""
-        prior = self.recent[0] if len(self.recent) == 2 else None
+        recent, number = self.recent, self.number
+        prior = recent[0] if len(recent) == 2 else None
         make = self.buffer_type
         outs: list = []
         for k, ((shape, dtype), nbytes, first) in enumerate(zip(self.out_meta, self.out_bytes, self.out_first)):
-            outs.append(outs[first] if first != k else make(shape, dtype, nbytes, prior[k] if prior else 0))
-        self.recent.append([o.ptr for o in outs])
+            outs.append(outs[first] if first != k else make(shape, dtype, nbytes, prior[k] if prior else 0, number))
+        # the addresses of the last two runs are this plan's (Device._take_cached): another
+        # plan's runs, or this one's plain run's temps, may not take them once freed
+        ptrs = [o.ptr for o in outs]
+        if prior is not None:
+            self.dev.unpromise(prior, number)
+        self.dev.promise(ptrs, number)
+        recent.append(ptrs)
         return outs
 
     def _addressed_key_py(self, args: Sequence[Any], outs: list) -> tuple | None:
@@ -246,6 +260,7 @@ class GraphedPlan:
         if exe is None:
             self.on = False
             self.graphs.clear()
+            _forget_addresses(self.dev, self.recent, self.number)
             STATS["failures"] += 1
             return None
         STATS["captures"] += 1
@@ -257,6 +272,12 @@ class GraphedPlan:
             self.graphs.popitem(last=False)
             self.evictions += 1
         return graph
+
+
+def _forget_addresses(dev, recent: deque, number: int) -> None:
+    """A plan's promised addresses given up (it captures no more, or it is gone)."""
+    while recent:
+        dev.unpromise(recent.popleft(), number)
 
 
 def drop_all() -> None:
