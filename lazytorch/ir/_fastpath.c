@@ -161,7 +161,8 @@ static inline void put(PyObject *obj, Py_ssize_t at, PyObject *value) {
 
 static int slot_offsets(PyTypeObject *type, const char **names, int n, Py_ssize_t *at) {
     for (int i = 0; i < n; i++) {
-        PyObject *d = PyDict_GetItemString(type->tp_dict, names[i]);
+        /* (a static builtin type has no tp_dict from Python 3.12: `object` given as the node type) */
+        PyObject *d = type->tp_dict == NULL ? NULL : PyDict_GetItemString(type->tp_dict, names[i]);
         if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
             (((PyMemberDescrObject *)d)->d_member->flags & READONLY)) {
             PyErr_Format(PyExc_TypeError, "lazytorch.ir._fastpath: %s.%s is not a writable slot", type->tp_name,
