@@ -42,6 +42,16 @@ def test_second_process_compiles_nothing(tmp_path):
     assert not list(tmp_path.glob(".tmp-*"))          # atomic writes leave no temp files
 
 
+def test_two_caches_compile_one_kernel_to_the_same_bytes(tmp_path):
+    """A kernel's binary depends on its source alone, not on where it was compiled (the source
+    file's name is fixed: compiler._compile_all), so two processes that build one entry at once
+    write the same bytes, and whichever renames last, the entry and its sidecar agree."""
+    firsts = [run_child(tmp_path / name) for name in ("a", "b")]
+    assert all(f["stats"]["compiled"] >= 1 for f in firsts)
+    entries = [{p.name: p.read_bytes() for p in (tmp_path / name).glob("*.so")} for name in ("a", "b")]
+    assert entries[0] and entries[0] == entries[1]
+
+
 @pytest.mark.parametrize("damage", ["truncate", "missing_sidecar"])
 def test_corrupt_entry_is_rebuilt(tmp_path, damage):
     run_child(tmp_path)

@@ -384,16 +384,20 @@ def _compile(source: str, path: Path, tc: Toolchain) -> None:
 def _compile_all(jobs: list[tuple[str, Path]], tc: Toolchain) -> None:
     """Compile each (source, path) into its cache entry, all compiler processes at once; the
     first failure raises KernelCompileError once every process has ended (no temp file is left)."""
+    import shutil
     import subprocess               # (not at import: a warm disk cache starts no compiler)
     import tempfile
     running, failure = [], None
     try:
         for source, path in jobs:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=tc.suffix)
-            with os.fdopen(fd, "w") as f:
+            # a directory of its own, the source's name fixed: the binary holds its source's file
+            # name, so two processes compiling one kernel make the same bytes, and the entry and
+            # its sidecar agree whichever process renames last
+            work = tempfile.mkdtemp(dir=path.parent, prefix=".tmp-")
+            tmp, out = os.path.join(work, "kernel" + tc.suffix), os.path.join(work, "kernel.so")
+            with open(tmp, "w") as f:
                 f.write(source)
-            out = tmp[:-len(tc.suffix)] + ".so"
-            running.append((source, path, tmp, out))
+            running.append((source, path, work, out))
             running[-1] += (subprocess.Popen([tc.compiler, *tc.flags, tmp, "-o", out, "-lm"],
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),)
         for source, path, tmp, out, proc in running:
@@ -414,9 +418,7 @@ def _compile_all(jobs: list[tuple[str, Path]], tc: Toolchain) -> None:
             if len(job) > 4 and job[4].poll() is None:
                 job[4].kill()
                 job[4].wait()
-            for p in job[2:4]:
-                if os.path.exists(p):
-                    os.unlink(p)
+            shutil.rmtree(job[2], ignore_errors=True)
 
 
 def _explain(stderr: str, source: str, compiler_name: str = "the C compiler") -> str:
