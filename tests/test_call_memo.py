@@ -376,6 +376,8 @@ def test_a_view_arguments_base_is_read_from_where_it_is_now(backend):
 def test_a_returns_self_call_on_shared_data_returns_its_argument(backend):
     """x.float() of a float32 x is x, also while x.numpy() has handed out its data (as torch's):
     the general route and a replay agree."""
+    if backend == "cuda":
+        pytest.skip("a device tensor's numpy() is a copy: only a host backend's shares its memory")
     for _ in range(3):
         x = lt.from_numpy(arr(3)) * 1.0
         data = x.numpy()
