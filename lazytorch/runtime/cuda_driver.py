@@ -254,10 +254,11 @@ class Device:
         if prefer and prefer in blocks:
             ptr = prefer
         else:
-            promised = self.promised
-            ptr = next((b for b in reversed(blocks) if promised.get(b, owner) == owner), 0) if promised else blocks[-1]
-            if not ptr:
-                return 0
+            ptr, promised = blocks[-1], self.promised
+            if promised and promised.get(ptr, owner) != owner:     # (most often the last one is free to take)
+                ptr = next((b for b in reversed(blocks) if promised.get(b, owner) == owner), 0)
+                if not ptr:
+                    return 0
         if ptr == blocks[-1]:
             blocks.pop()
         else:
