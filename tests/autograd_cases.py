@@ -187,6 +187,10 @@ case("conv2d_s1_groups", lambda ns, x, w, b: F(ns).conv2d(x, w, b, padding=(1, 2
      (2, 6, 6, 7), (9, 2, 3, 3), (9,))
 case("conv3d_s1", lambda ns, x, w: F(ns).conv3d(x, w, padding=1), (1, 2, 4, 3, 5), (3, 2, 3, 2, 3))
 case("conv2d_s1_wide_pad", lambda ns, x, w: F(ns).conv2d(x, w, padding=3), (1, 2, 5, 4), (3, 2, 3, 3))
+# stride 1 with more channels per group than K x the output's positions (ResNet's last layers at
+# small inputs): the product against the weight as it lies, through col2im (no flipped copy)
+case("conv2d_s1_many_channels", lambda ns, x, w, b: F(ns).conv2d(x, w, b, padding=1, groups=2), (1, 40, 1, 2),
+     (6, 20, 3, 3), (6,))
 # transposed: the adjoint products (autograd/derivatives.py), output_padding adding a window
 case("conv_transpose2d", lambda ns, x, w, b: F(ns).conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
                                                                    groups=2), (2, 4, 3, 4), (4, 3, 3, 2), (6,))

@@ -23,7 +23,8 @@ CODEGEN_CASES = {
     "cpu": ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy_sum_ls", "sdpa_causal", "embedding",
             "linear", "matmul_batched_bcast", "setitem_view", "inplace_chain", "slice_step", "cat", "gather",
             "add_bcast", "div_bcast", "maximum", "where", "amax_dim", "var_dim", "sum_dims_keep", "gelu", "tanh",
-            "conv2d", "conv2d_s1_groups", "conv_transpose2d", "max_pool2d_overlap", "expand", "to_float64"],
+            "conv2d", "conv2d_s1_groups", "conv2d_s1_many_channels", "conv_transpose2d", "max_pool2d_overlap",
+            "expand", "to_float64"],
     "metal-emu": ["layer_norm", "cross_entropy", "setitem_view", "mul_bcast"],
 }
 
@@ -95,7 +96,8 @@ def test_grads_one_program(backend_name, dtype):
 
 
 GRADCHECK = ["tanh", "div_bcast", "log_softmax", "layer_norm", "cross_entropy", "var_dim", "gather",
-             "setitem_view", "conv2d_groups_dil", "conv2d_s1_groups", "conv_transpose1d_dil", "max_pool2d_overlap"]
+             "setitem_view", "conv2d_groups_dil", "conv2d_s1_groups", "conv2d_s1_many_channels", "conv_transpose1d_dil",
+             "max_pool2d_overlap"]
 
 
 @pytest.mark.parametrize("name", GRADCHECK)
