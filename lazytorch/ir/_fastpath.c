@@ -2665,22 +2665,6 @@ CALLABLE_TYPE(classifier, Classifier, "Classifier", "autograd/state.py's classif
  * a Python call from C before), and autograd's BackwardWalker checks its memo's signatures with
  * it (below).  Step for step the Python's two forms: past four nodes a table by address (the
  * Python's dict of ids: a node given twice keeps its last position), else scans by identity. */
-static inline size_t address_hash(PyObject *p) {
-    size_t h = ((size_t)p >> 4) * (size_t)0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
-}
-
-typedef struct {
-    PyObject *node;
-    Py_ssize_t at;
-} VbSeat;
-
-static VbSeat *vb_seat(VbSeat *seats, size_t mask, PyObject *node) {
-    size_t i = address_hash(node) & mask;
-    while (seats[i].node != NULL && seats[i].node != node) i = (i + 1) & mask;
-    return &seats[i];
-}
-
 /* A view node's base (borrowed); NULL where `n` is no view (*err 0) or on an error (*err -1). */
 static PyObject *vb_base(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_t inputs_at, PyObject *n, int *err) {
     *err = -1;
@@ -2711,20 +2695,20 @@ static PyObject *view_bases(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_
     Py_ssize_t count = 0, used = n, views = 0;
     PyObject *local_found[16], **found = local_found, *out = NULL;
     Py_ssize_t local_where[8], *where = local_where;
-    VbSeat *seats = NULL;
-    size_t mask = 7;
+    Index seats = {NULL, 7, 0};                      /* (by address: the program walk's table) */
     if (n > 8 && ((found = PyMem_Malloc(2 * n * sizeof(PyObject *))) == NULL ||
                   (where = PyMem_Malloc(n * sizeof(Py_ssize_t))) == NULL)) {
         PyErr_NoMemory();
         goto done;
     }
     if (n > 4) {                                     /* first = {id(n): i for i, n in enumerate(nodes)} */
-        while (mask + 1 < (size_t)(4 * n)) mask = mask * 2 + 1;
-        if ((seats = PyMem_Calloc(mask + 1, sizeof(VbSeat))) == NULL) { PyErr_NoMemory(); goto done; }
+        size_t size = 8;
+        while (size < (size_t)(4 * n)) size *= 2;
+        if (index_init(&seats, size) < 0) goto done;
         for (Py_ssize_t i = 0; i < n; i++) {
-            VbSeat *s = vb_seat(seats, mask, nodes[i]);
+            Entry *s = index_slot(&seats, nodes[i]);
             if (s->node == NULL) count++;
-            *s = (VbSeat){nodes[i], i};
+            *s = (Entry){nodes[i], i};
         }
     } else {
         for (Py_ssize_t i = 0; i < n; i++) found[i] = nodes[i];
@@ -2738,9 +2722,9 @@ static PyObject *view_bases(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_
         }
         Py_ssize_t at;
         if (n > 4) {                                 /* first.setdefault(id(base), len(first)) */
-            VbSeat *s = vb_seat(seats, mask, base);
-            if (s->node == NULL) *s = (VbSeat){base, count++};
-            at = s->at;
+            Entry *s = index_slot(&seats, base);
+            if (s->node == NULL) *s = (Entry){base, count++};
+            at = s->pos;
         } else {                                     /* the first of `found` that is base, else appended */
             for (at = 0; at < used && found[at] != base; at++) {}
             if (at == used) found[used++] = base;
@@ -2756,7 +2740,7 @@ static PyObject *view_bases(PyTypeObject *node_type, Py_ssize_t op_at, Py_ssize_
 done:
     if (found != local_found) PyMem_Free(found);
     if (where != local_where) PyMem_Free(where);
-    PyMem_Free(seats);
+    PyMem_Free(seats.entries);
     return out;
 }
 
@@ -2858,13 +2842,8 @@ static const Py_ssize_t WALKER_HELD[] = {
     offsetof(BackwardWalker, freed), offsetof(BackwardWalker, no_kwargs)};
 static PyObject *REPLAY_NAME;     /* "replay" */
 
-#define BW_ABSENT (-2)            /* a node the order has not met */
-#define BW_UNPLACED (-1)          /* a node met, on the stack */
-
-typedef struct {
-    PyObject *node;               /* (held by the stack or the order) */
-    Py_ssize_t pos;
-} BwSeat;
+#define BW_ABSENT (-1)            /* a node the order has not met (index_find's) */
+#define BW_UNPLACED ON_STACK      /* a node met, on the stack */
 
 /* A node the order walk is under: the Python's (node, iter(_grad_inputs(node))), its snapshot's
  * inputs and its record's needs held (NULL for a leaf: no inputs). */
@@ -2876,9 +2855,7 @@ typedef struct {
 /* One call's state, its own (a backward inside a Python call of the walk walks with another). */
 typedef struct {
     BackwardWalker *self;
-    BwSeat *seats;                /* node address -> position in the order; open addressing, at most half full */
-    size_t mask;
-    Py_ssize_t used;
+    Index index;                  /* node address -> position in the order (its nodes held by the stack or the order) */
     PyObject *order;              /* list: the order, each node held */
     BwDescent *stack;
     Py_ssize_t depth, room;
@@ -2886,32 +2863,8 @@ typedef struct {
     PyObject **more;              /* per position: NULL, or the list of all of them once a second arrives */
 } BwWalk;
 
-static BwSeat *bw_seat(const BwWalk *w, PyObject *node) {
-    size_t i = address_hash(node) & w->mask;
-    while (w->seats[i].node != NULL && w->seats[i].node != node) i = (i + 1) & w->mask;
-    return &w->seats[i];
-}
-
 static inline Py_ssize_t bw_find(const BwWalk *w, PyObject *node) {
-    BwSeat *s = bw_seat(w, node);
-    return s->node == NULL ? BW_ABSENT : s->pos;
-}
-
-/* Seats `node` (not seated yet) at `pos`: 0, or -1 with an exception. */
-static int bw_seat_new(BwWalk *w, PyObject *node, Py_ssize_t pos) {
-    if ((size_t)(w->used + 1) * 2 > w->mask + 1) {
-        size_t size = (w->mask + 1) * 2, old_mask = w->mask;
-        BwSeat *old = w->seats, *bigger = PyMem_Calloc(size, sizeof(BwSeat));
-        if (bigger == NULL) { PyErr_NoMemory(); return -1; }
-        w->seats = bigger;
-        w->mask = size - 1;
-        for (size_t i = 0; i <= old_mask; i++)
-            if (old[i].node != NULL) *bw_seat(w, old[i].node) = old[i];
-        PyMem_Free(old);
-    }
-    *bw_seat(w, node) = (BwSeat){node, pos};
-    w->used++;
-    return 0;
+    return index_find(&w->index, node);
 }
 
 /* A slot's value (borrowed), or NULL with the AttributeError the Python's read raises where unset. */
@@ -2922,14 +2875,20 @@ static PyObject *bw_slot(PyObject *obj, Py_ssize_t at, const char *name) {
     return v;
 }
 
+/* A Node's slot `at` (borrowed), or NULL with an exception: a TypeError (`what`) where `node` is
+ * no Node, the Python's AttributeError where the slot is unset. */
+static PyObject *bw_node_slot(BackwardWalker *self, PyObject *node, int at, const char *name, const char *what) {
+    if (Py_TYPE(node) != self->node_type) {
+        PyErr_Format(PyExc_TypeError, "backward: a %.200s object where %s", Py_TYPE(node)->tp_name, what);
+        return NULL;
+    }
+    return bw_slot(node, self->node_at[at], name);
+}
+
 /* `RECORDS[node]` (state.py): node.autograd where it is a Record (borrowed), else NULL with the
  * KeyError the Python raises (a TypeError where `node` is no Node). */
 static PyObject *bw_record(BackwardWalker *self, PyObject *node) {
-    if (Py_TYPE(node) != self->node_type) {
-        PyErr_Format(PyExc_TypeError, "backward: a %.200s object where a Node was expected", Py_TYPE(node)->tp_name);
-        return NULL;
-    }
-    PyObject *state = bw_slot(node, self->node_at[N_AUTOGRAD], "autograd");
+    PyObject *state = bw_node_slot(self, node, N_AUTOGRAD, "autograd", "a Node was expected");
     if (state == NULL) return NULL;
     if (Py_TYPE(state) != self->record_type) {
         PyObject *args = PyTuple_Pack(1, node);
@@ -2953,11 +2912,7 @@ static PyObject *bw_field(BackwardWalker *self, PyObject *rec, int field, PyType
 
 /* A snapshot's inputs tuple (borrowed), or NULL with an exception. */
 static PyObject *bw_inputs(BackwardWalker *self, PyObject *snap) {
-    if (Py_TYPE(snap) != self->node_type) {
-        PyErr_Format(PyExc_TypeError, "backward: a Record's snapshot is a %.200s, not a Node", Py_TYPE(snap)->tp_name);
-        return NULL;
-    }
-    PyObject *inputs = bw_slot(snap, self->node_at[N_INPUTS], "inputs");
+    PyObject *inputs = bw_node_slot(self, snap, N_INPUTS, "inputs", "a Record's snapshot must be a Node");
     if (inputs != NULL && !PyTuple_Check(inputs)) {
         PyErr_Format(PyExc_TypeError, "backward: a snapshot's inputs are a %.200s, not a tuple",
                      Py_TYPE(inputs)->tp_name);
@@ -3002,7 +2957,7 @@ static int bw_order(BwWalk *w, PyObject *roots) {
         PyObject *state = bw_slot(root, self->node_at[N_AUTOGRAD], "autograd");
         if (state == NULL) return -1;
         if (Py_TYPE(state) != self->record_type) continue;
-        if (bw_seat_new(w, root, BW_UNPLACED) < 0 || bw_descend(w, root) < 0) return -1;
+        if (index_put(&w->index, root, BW_UNPLACED) < 0 || bw_descend(w, root) < 0) return -1;
         while (w->depth > 0) {
             BwDescent *top = &w->stack[w->depth - 1];
             PyObject *child = NULL;
@@ -3021,13 +2976,13 @@ static int bw_order(BwWalk *w, PyObject *roots) {
                 }
             }
             if (child != NULL) {
-                if (bw_seat_new(w, child, BW_UNPLACED) < 0 || bw_descend(w, child) < 0) return -1;
+                if (index_put(&w->index, child, BW_UNPLACED) < 0 || bw_descend(w, child) < 0) return -1;
                 continue;
             }
             BwDescent done = w->stack[--w->depth];
             Py_ssize_t pos = PyList_GET_SIZE(w->order);
             int ok = PyList_Append(w->order, done.node);
-            if (ok == 0) bw_seat(w, done.node)->pos = pos;
+            if (ok == 0) index_slot(&w->index, done.node)->pos = pos;
             Py_DECREF(done.node);
             Py_XDECREF(done.inputs);
             Py_XDECREF(done.needs);
@@ -3505,14 +3460,13 @@ static PyObject *walker_vectorcall(PyObject *op, PyObject *const *args, size_t n
     }
     Py_INCREF(args[4]);                         /* (wanted and captured: held while Python runs) */
     Py_INCREF(args[5]);
-    BwWalk w = {.self = self, .mask = 63, .room = 32};
-    w.seats = PyMem_Calloc(w.mask + 1, sizeof(BwSeat));
-    w.stack = PyMem_Malloc(w.room * sizeof(BwDescent));
-    w.order = PyList_New(0);
+    BwWalk w = {.self = self, .room = 32};
     int r = -1;
-    if (w.seats == NULL || w.stack == NULL) PyErr_NoMemory();
-    else if (w.order != NULL && bw_order(&w, roots) == 0)
-        r = bw_backward(&w, roots, root_grads, retain_graph, accumulate, args[4], args[5], create_graph, memo);
+    if (index_init(&w.index, 64) == 0) {
+        if ((w.stack = PyMem_Malloc(w.room * sizeof(BwDescent))) == NULL) PyErr_NoMemory();
+        else if ((w.order = PyList_New(0)) != NULL && bw_order(&w, roots) == 0)
+            r = bw_backward(&w, roots, root_grads, retain_graph, accumulate, args[4], args[5], create_graph, memo);
+    }
     while (w.depth > 0) {                       /* (an error: what the order walk was under) */
         BwDescent d = w.stack[--w.depth];
         Py_DECREF(d.node);
@@ -3527,7 +3481,7 @@ static PyObject *walker_vectorcall(PyObject *op, PyObject *const *args, size_t n
     }
     PyMem_Free(w.first);
     PyMem_Free(w.more);
-    PyMem_Free(w.seats);
+    PyMem_Free(w.index.entries);
     PyMem_Free(w.stack);
     Py_XDECREF(w.order);
     Py_DECREF(roots);
