@@ -31,6 +31,7 @@ import numpy as np
 
 from .graph_cache import CACHE, ProgramKey
 from .ir import dtypes as D
+from .ir import views as V
 from .ir.graph import Positions, Program, leaf_args, pending_positions, program, reach_memo, reaches
 from .ir.node import EPOCH, LEAF_OPS, Node, collector_paused, type_str
 from .passes.decompose import has_composites
@@ -482,13 +483,64 @@ def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ())
     if len(prog.order) > WARN_NODES:
         warn_long_history(roots[0], len(prog.order))
     name = backend_name()
-    compiled = CACHE.get_or_compile(ProgramKey(prog.key, name), lambda: _compile(prog.order, roots, name))
     backend = get_backend(name)
+    planned = planned_roots(roots, name)
+    compiled = CACHE.get_or_compile(ProgramKey(prog.key, name), lambda: _compile(prog.order, planned, name))
     if backend.device_memory:
         keep_uploads(prog.leaves, backend)
     outs = compiled.executable.run(leaf_args(prog.leaves, len(prog.leaves)))
-    for node, buf in zip(roots, outs):
-        node.realize(buf)
+    if planned is roots:
+        for node, buf in zip(roots, outs):
+            node.realize(buf)
+    else:
+        for node, made, buf in zip(roots, planned, outs):
+            node.realize(buf if made is node else buf.reshape(node.shape))
+
+
+def planned_roots(roots: list[Node], name: str) -> list[Node]:
+    """The nodes the program for `roots` computes on backend `name` (reshapes_aliased on the host
+    backends): what eval runs, kernel_plan shows and dump_after prints."""
+    try:
+        device_memory = get_backend(name).device_memory
+    except Exception:   # noqa: BLE001  (metal/cuda off their hardware, planned to be shown: a device's)
+        device_memory = True
+    return roots if device_memory else reshapes_aliased(roots)
+
+
+def reshapes_aliased(roots: list[Node]) -> list[Node]:
+    """The nodes a program computes for `roots`: each root that reads all of a node the program
+    computes, in order (a reshape: a convolution weight's gradient is its product's output
+    reshaped), is that node, and takes its buffer reshaped -- on host backends, whose numpy
+    buffers reshape in place; elsewhere the plan writes the view out.  A copy each had been one
+    more pass over every such value (ResNet-18's `.grad` of its 512-channel weights on cpu: 3 x
+    9.4 MB written twice a step).  Decided by the roots' structure alone, so a program's graph-cache
+    key (its roots' positions and keys) decides it too.  `roots` itself where none is."""
+    planned = None
+    for i, r in enumerate(roots):
+        if r.op in _RESHAPING:
+            base = _reshaped(r)
+            if base is not None:
+                if planned is None:
+                    planned = list(roots)
+                planned[i] = base
+    return roots if planned is None else planned
+
+
+_RESHAPING = frozenset({"view", "contiguous"})
+
+
+def _reshaped(n: Node) -> Node | None:
+    """The computed node `n` holds all of in order (a view, or a contiguous copy of one: `.grad`
+    is made so), else None."""
+    if n.op == "contiguous":
+        n = n.inputs[0]
+        if n.op != "view":
+            return None
+    spec, base = n.attrs["view"], n.inputs[0]
+    if ("clamp" in n.attrs or spec.offset != 0 or base.op in LEAF_OPS or base.op == "view"
+            or spec.numel != base.numel or not V.is_contiguous(spec)):
+        return None
+    return base
 
 
 class _NotATree(Exception):
@@ -567,7 +619,7 @@ def kernel_plan(tensors, backend: str | None = None) -> KernelPlan:
     the GPU backends each kernel's template and launch geometry come with it (plan.geometry)."""
     from .codegen.gpu import plan_geometry
     roots, prog = program_for(t.node for t in tensors)
-    plan = plan_for(prog.order, roots, backend)
+    plan = plan_for(prog.order, planned_roots(roots, backend or backend_name()), backend)
     plan.geometry = plan_geometry(plan)
     return plan
 
@@ -576,7 +628,7 @@ def dump_after(nodes: Iterable[Node], after: str, backend: str | None = None) ->
     """The pending program of `nodes` as it is after pass `after` (the kernel plan for `fuse`)."""
     roots, prog = program_for(nodes)
     if after == FUSE:
-        return str(plan_for(prog.order, roots, backend))
+        return str(plan_for(prog.order, planned_roots(roots, backend or backend_name()), backend))
     params, norm_roots = normalize(prog.order, roots)
     return _dump_after(params, norm_roots, after, options_for(backend or backend_name()))
 
