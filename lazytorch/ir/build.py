@@ -13,6 +13,7 @@ builder in the registry; BUILDERS maps those names to functions of (op, schema, 
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import weakref
 from typing import Any, Callable
@@ -204,28 +205,61 @@ def _checked(op: OpDef, rec: "replay.Recording", sig: tuple, args: tuple, kwargs
                         lambda: build_call(op, args, kwargs))
 
 
-def recorded(fn: Callable) -> Callable:
+def recorded(fn: Callable, runtime: tuple[str, ...] = ()) -> Callable:
     """A builder function of its own (nodes and Python values in, the nodes it made out, nothing
     else read) whose calls replay as an op's do (`call`): one recording for a call that would build
-    hundreds of nodes through `call` one at a time (autograd's col2im, ~200 a convolution)."""
+    hundreds of nodes through `call` one at a time (autograd's col2im, ~200 a convolution).
+
+    `runtime` names parameters that hold runtime numbers: floats the function only hands to
+    builders as scalar leaves, never branches on nor computes from (an optimizer's learning rate,
+    which a schedule changes every step).  A signature keys them by class alone, and a replay
+    builds their leaves from each call's values (ir/replay.py NUMBER steps), so a new value replays
+    the same recording, as it already reuses the same compiled program.  (Ints stay keyed by value:
+    small ints are shared objects, so a leaf of a literal 1 could not be told from an argument's.)"""
     memo = replay.Memo() if replay.ENABLED else None
+    names = list(inspect.signature(fn).parameters)
+    positions = tuple(names.index(name) for name in runtime)
 
     @functools.wraps(fn)
     def replayed(*args):
-        sig = replay.signature(args, {}) if memo is not None else None
+        if memo is None:
+            return fn(*args)
+        keyed = args
+        if positions:
+            keyed = list(args)
+            for i in positions:
+                if args[i].__class__ is float:
+                    keyed[i] = "runtime float"
+            keyed = tuple(keyed)
+        sig = replay.signature(keyed, {})
         if sig is None:
             return fn(*args)
-        rec = memo.table.get(sig[0])
-        if rec is not None:
+        key, nodes = sig[0], sig[1]
+        rec = memo.table.get(key)
+        if rec is not None:           # (replayed over `args`: runtime numbers' leaves take their values)
             site = (SITE.site or user_site(2)) if TRACE[0] else None
             if replay.CHECK:
-                return replay.check(fn.__name__, lambda: rec.replay(sig[1], sig[2], site), lambda: fn(*args))
-            return rec.replay(sig[1], sig[2], site)
+                return replay.check(fn.__name__, lambda: rec.replay(nodes, args, site), lambda: fn(*args))
+            return rec.replay(nodes, args, site)
+        if positions:
+            args = _distinct_numbers(args, positions)
         before = effects_now()
         result = fn(*args)
-        memo.learn(*sig, result, before)
+        memo.learn(key, nodes, args, result, before)
         return result
     return replayed
+
+
+def _distinct_numbers(args: tuple, positions: tuple[int, ...]) -> tuple:
+    """`args` with each runtime float (`recorded`) a new object of the same value.  A recording
+    tells which argument a leaf holds by identity (ir/replay.py record), and equal floats written as
+    one literal are one object (lr=1e-3, weight_decay=1e-3): recorded over them as given, the lr's
+    leaf could replay later calls' weight decay.  (x * 1.0 is a new float, keeping -0.0's sign.)"""
+    args = list(args)
+    for i in positions:
+        if args[i].__class__ is float:
+            args[i] = args[i] * 1.0
+    return tuple(args)
 
 
 def build_call(op: OpDef, args: tuple, kwargs: dict):

@@ -2,8 +2,14 @@
 
 Subclasses write `state_keys(group)` (the state a parameter starts from as zeros like it, made
 when it joins) and `update(group, params, grads, states)`: the update of every parameter of a group
-as lazy tensor arithmetic (torch's single-tensor formulas, in torch's order, so the numbers match
-torch step by step).  `step()` builds all groups' updates under no_grad, then materialises the
+(torch's single-tensor formulas, in torch's order, so the numbers match torch step by step).  Each
+writes its formulas once, as a node-level function of the group's nodes and hyperparameters
+(sgd.py `sgd_nodes`, adam.py `adam_nodes`, rmsprop.py `rmsprop_nodes`) wrapped by ir/build.py
+`recorded`: from the second step on a group's update is replayed from one recording of the nodes
+it made (in C where the extension is built) instead of ~5-12 builder calls per parameter, and
+`update` only rebinds the tensors to the new nodes (`assign_all`: an effect, so outside the
+recording).  The hyperparameters are runtime numbers of the recording (keyed by class, not
+value), so a schedule that changes lr or momentum every step replays the same recording.  `step()` builds all groups' updates under no_grad, then materialises the
 parameters, the optimizer state, the gradients and the loss of the last backward in ONE
 `lazytorch.eval`: forward, backward and update compile and run as one program, the graph is cut
 at every value the next step reads, and from the second step on the program comes from the
@@ -21,6 +27,7 @@ import numpy as np
 from ..autograd import enable_grad, no_grad, recent_roots
 from ..ir.creation import fill
 from ..ir.dtypes import float32
+from ..ir.node import Node
 from ..interop import tensor as make_tensor
 from ..tensor import Tensor
 
@@ -231,6 +238,27 @@ def stored_zeros(p: Tensor) -> Tensor:
 def assign(target: Tensor, value: Tensor) -> None:
     """target = value, keeping the Tensor object (the optimizer's in-place update, functionalised)."""
     target._rebind(value.node, "optimizer step")
+
+
+def assign_all(targets: list[Tensor], values: tuple[Node, ...]) -> None:
+    """assign each target its value (a group's update, built or replayed as nodes, bound to the
+    tensors it updates: rebinding is an effect, so it stays outside the recorded build)."""
+    for target, value in zip(targets, values):
+        target._rebind(value, "optimizer step")
+
+
+def distinct_counts(counts: list[Tensor]) -> tuple[list[Node], tuple[int, ...]]:
+    """The distinct step count tensors' nodes (parameters that start together share one count:
+    `advance_steps`) and the index of each parameter's among them: a recorded build takes each
+    node once (ir/replay.py: a signature refuses a node given twice), and builds the bias
+    corrections once per count."""
+    index: dict[int, int] = {}
+    nodes = []
+    for c in counts:
+        if id(c) not in index:
+            index[id(c)] = len(nodes)
+            nodes.append(c.node)
+    return nodes, tuple([index[id(c)] for c in counts])
 
 
 def required() -> object:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, assign
+from ..ir.build import call, recorded
+from ..ir.node import Node
+from .optimizer import Optimizer, assign_all
 
 
 class RMSprop(Optimizer):
@@ -23,25 +25,49 @@ class RMSprop(Optimizer):
         return ("square_avg",) + ("momentum_buffer",) * (group["momentum"] > 0) + ("grad_avg",) * group["centered"]
 
     def update(self, group: dict[str, Any], params, grads, states) -> None:
-        lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
-        momentum, centered = group["momentum"], group["centered"]
+        momentum, centered, alpha = group["momentum"], group["centered"], group["alpha"]
         self.advance_steps(states)
-        for p, g, state in zip(params, grads, states):
-            g = -g if group["maximize"] else g
-            if wd != 0:
-                g = g.add(p, alpha=wd)
-            sq = state["square_avg"]
-            assign(sq, sq.mul(alpha).addcmul(g, g, value=1 - alpha))
-            if centered:
-                ga = state["grad_avg"]
-                assign(ga, ga.lerp(g, 1 - alpha))
-                avg = sq.addcmul(ga, ga, value=-1).sqrt()
-            else:
-                avg = sq.sqrt()
-            avg = avg.add(eps)
-            if momentum > 0:
-                buf = state["momentum_buffer"]
-                assign(buf, buf.mul(momentum).addcdiv(g, avg))
-                assign(p, p.add(buf, alpha=-lr))
-            else:
-                assign(p, p.addcdiv(g, avg, value=-lr))
+        form = (group["maximize"], group["weight_decay"] != 0, centered, momentum > 0)
+        sq = [s["square_avg"] for s in states]
+        ga = [s["grad_avg"] for s in states] if centered else []
+        bufs = [s["momentum_buffer"] for s in states] if momentum > 0 else []
+        new = rmsprop_replayed([p.node for p in params], [g.node for g in grads], [t.node for t in sq],
+                               [t.node for t in ga], [t.node for t in bufs], form, -group["lr"], alpha, 1 - alpha,
+                               group["eps"], group["weight_decay"], momentum)
+        assign_all([*params, *sq, *ga, *bufs], new)
+
+
+def rmsprop_nodes(params: list[Node], grads: list[Node], square_avgs: list[Node], grad_avgs: list[Node],
+                  bufs: list[Node], form: tuple[bool, bool, bool, bool], neg_lr: float, alpha: float,
+                  one_minus_alpha: float, eps: float, weight_decay: float, momentum: float) -> tuple[Node, ...]:
+    """One group's RMSprop step over nodes, torch's single-tensor formulas in torch's order: the
+    new parameters, square_avgs, grad_avgs (centered) and momentum buffers, in that order.
+    `form` = (maximize, weight decay, centered, momentum) decides which ops are built; the numbers
+    only become runtime scalars, so a replay (`rmsprop_replayed`) serves every value of them."""
+    maximize, decay, centered, heavy_ball = form
+    new_params, new_sq, new_ga, new_bufs = [], [], [], []
+    for i, (p, g, sq) in enumerate(zip(params, grads, square_avgs)):
+        if maximize:
+            g = call("neg", g)
+        if decay:
+            g = call("add", g, p, alpha=weight_decay)
+        sq = call("addcmul", call("mul", sq, alpha), g, g, value=one_minus_alpha)
+        new_sq.append(sq)
+        if centered:
+            ga = call("lerp", grad_avgs[i], g, one_minus_alpha)
+            new_ga.append(ga)
+            avg = call("sqrt", call("addcmul", sq, ga, ga, value=-1))
+        else:
+            avg = call("sqrt", sq)
+        avg = call("add", avg, eps)
+        if heavy_ball:
+            buf = call("addcdiv", call("mul", bufs[i], momentum), g, avg)
+            new_bufs.append(buf)
+            new_params.append(call("add", p, buf, alpha=neg_lr))
+        else:
+            new_params.append(call("addcdiv", p, g, avg, value=neg_lr))
+    return (*new_params, *new_sq, *new_ga, *new_bufs)
+
+
+rmsprop_replayed = recorded(rmsprop_nodes, runtime=("neg_lr", "alpha", "one_minus_alpha", "eps", "weight_decay",
+                                                    "momentum"))
