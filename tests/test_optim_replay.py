@@ -29,6 +29,13 @@ replaying = pytest.mark.skipif(not replay.ENABLED or replay.CHECK,
                                reason="replays are off, or checked against a general build (which calls the builders)")
 
 
+def _same_grads(rng, lp, tp) -> None:
+    """One random float32 gradient per parameter pair, the same for lazytorch's and torch's."""
+    for p, q in zip(lp, tp):
+        g = rng.standard_normal(tuple(p.shape)).astype(np.float32)
+        p.grad, q.grad = lt.tensor(g), torch.tensor(g)
+
+
 def _pairs(rng, dtypes=None):
     arrays = [rng.standard_normal(s).astype((dtypes or {}).get(i, np.float32)) for i, s in enumerate(SHAPES)]
     return [lt.tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
@@ -104,9 +111,7 @@ def test_an_update_replays_without_a_builder_call(name, kwargs, on_reference, mo
     real = module.call
     monkeypatch.setattr(module, "call", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     for step in range(4):
-        for p, q in zip(lp, tp):
-            g = rng.standard_normal(tuple(p.shape)).astype(np.float32)
-            p.grad, q.grad = lt.tensor(g), torch.tensor(g)
+        _same_grads(rng, lp, tp)
         for opt in (lopt, topt):
             group = opt.param_groups[0]
             group["lr"] *= 0.5
@@ -182,9 +187,7 @@ def test_float32_bias_corrections_replay_with_each_steps_numbers(on_reference, m
     lp, tp = _pairs(rng)
     lopt, topt = lt.optim.AdamW(lp, lr=0.01), torch.optim.AdamW(tp, lr=0.01)
     for _ in range(5):
-        for p, q in zip(lp, tp):
-            g = rng.standard_normal(tuple(p.shape)).astype(np.float32)
-            p.grad, q.grad = lt.tensor(g), torch.tensor(g)
+        _same_grads(rng, lp, tp)
         for opt in (lopt, topt):
             group = opt.param_groups[0]
             group["lr"] *= 0.8
@@ -204,9 +207,7 @@ def test_equal_hyperparameters_given_as_one_object_replay_apart(on_reference):
     assert kwargs["lr"] is kwargs["weight_decay"]                   # (one constant of this code object)
     lopt, topt = lt.optim.Adam(lp, **kwargs), torch.optim.Adam(tp, **kwargs)
     for _ in range(4):
-        for p, q in zip(lp, tp):
-            g = rng.standard_normal(tuple(p.shape)).astype(np.float32)
-            p.grad, q.grad = lt.tensor(g), torch.tensor(g)
+        _same_grads(rng, lp, tp)
         lopt.step()
         topt.step()
         _same(lp, tp)
