@@ -24,6 +24,7 @@ import os
 import threading
 import warnings
 import weakref
+from collections import Counter
 from dataclasses import replace
 from typing import Any, Callable, Container, Iterable
 
@@ -510,20 +511,23 @@ def planned_roots(roots: list[Node], name: str) -> list[Node]:
 def reshapes_aliased(roots: list[Node]) -> list[Node]:
     """The nodes a program computes for `roots`: each root that reads all of a node the program
     computes, in order (a reshape: a convolution weight's gradient is its product's output
-    reshaped), is that node, and takes its buffer reshaped -- on host backends, whose numpy
-    buffers reshape in place; elsewhere the plan writes the view out.  A copy each had been one
+    reshaped), is that node, and takes its buffer reshaped -- where no other root is or reshapes
+    that node (one buffer object over its memory: host_data counts those handed out to numpy).  On
+    host backends, whose numpy buffers reshape in place; elsewhere the plan writes the view out.  A copy each had been one
     more pass over every such value (ResNet-18's `.grad` of its 512-channel weights on cpu: 3 x
     9.4 MB written twice a step).  Decided by the roots' structure alone, so a program's graph-cache
     key (its roots' positions and keys) decides it too.  `roots` itself where none is."""
-    planned = None
-    for i, r in enumerate(roots):
-        if r.op in _RESHAPING:
-            base = _reshaped(r)
-            if base is not None:
-                if planned is None:
-                    planned = list(roots)
-                planned[i] = base
-    return roots if planned is None else planned
+    found = [(i, base) for i, r in enumerate(roots) if r.op in _RESHAPING and (base := _reshaped(r)) is not None]
+    if not found:
+        return roots
+    # a base's memory reached through one buffer object only (no other root is or reshapes it), so
+    # host_data's count of buffers handed out to numpy still sees every array over that memory
+    taken = Counter(id(base) for _, base in found) + Counter(map(id, roots))
+    planned = list(roots)
+    for i, base in found:
+        if taken[id(base)] == 1:
+            planned[i] = base
+    return planned
 
 
 _RESHAPING = frozenset({"view", "contiguous"})
