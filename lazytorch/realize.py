@@ -512,21 +512,23 @@ def reshapes_aliased(roots: list[Node]) -> list[Node]:
     """The nodes a program computes for `roots`: each root that reads all of a node the program
     computes, in order (a reshape: a convolution weight's gradient is its product's output
     reshaped), is that node, and takes its buffer reshaped -- where no other root is or reshapes
-    that node (one buffer object over its memory: host_data counts those handed out to numpy).  On
-    host backends, whose numpy buffers reshape in place; elsewhere the plan writes the view out.  A copy each had been one
-    more pass over every such value (ResNet-18's `.grad` of its 512-channel weights on cpu: 3 x
-    9.4 MB written twice a step).  Decided by the roots' structure alone, so a program's graph-cache
-    key (its roots' positions and keys) decides it too.  `roots` itself where none is."""
+    that node (one buffer object over its memory: host_data counts those handed out to numpy).
+    For the host backends, whose numpy buffers reshape in place (planned_roots).  A copy each had
+    been one more pass over every such value (ResNet-18's `.grad` of its 512-channel weights on
+    cpu: 3 x 9.4 MB written twice a step).  Decided by the roots' structure alone, so a program's
+    graph-cache key (its roots' positions and keys) decides it too.  `roots` itself where none is."""
     found = [(i, base) for i, r in enumerate(roots) if r.op in _RESHAPING and (base := _reshaped(r)) is not None]
     if not found:
         return roots
     # a base's memory reached through one buffer object only (no other root is or reshapes it), so
     # host_data's count of buffers handed out to numpy still sees every array over that memory
     taken = Counter(id(base) for _, base in found) + Counter(map(id, roots))
+    alone = [(i, base) for i, base in found if taken[id(base)] == 1]
+    if not alone:
+        return roots
     planned = list(roots)
-    for i, base in found:
-        if taken[id(base)] == 1:
-            planned[i] = base
+    for i, base in alone:
+        planned[i] = base
     return planned
 
 

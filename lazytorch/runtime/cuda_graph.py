@@ -206,10 +206,10 @@ class GraphedPlan:
         # may take a block promised to this plan: a later one's output had taken the block
         # another output of the same run was to go back to, which then took a third's, and
         # DCGAN's plans cycled through six keys, more than their graphs kept.
-        taking = (lambda k: (0, number)) if prior is None else (lambda k: (prior[k], 0))
+        owner = number if prior is None else 0
         outs: list = []
         for k, ((shape, dtype), nbytes, first) in enumerate(zip(self.out_meta, self.out_bytes, self.out_first)):
-            outs.append(outs[first] if first != k else make(shape, dtype, nbytes, *taking(k)))
+            outs.append(outs[first] if first != k else make(shape, dtype, nbytes, prior[k] if prior else 0, owner))
         # the addresses of the last two runs are this plan's (Device._take_cached): another
         # plan's runs, or this one's plain run's temps, may not take them once freed
         ptrs = [o.ptr for o in outs]
