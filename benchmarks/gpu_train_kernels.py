@@ -5,7 +5,7 @@ convolution, a generated kernel by its pattern), so that what the GPU does beyon
 shows by kind.  The steps are benchmarks/conv_models.py's (`training_steps`: the same weights,
 SGD, the loss read on the host).
 
-    PYTHONPATH=$PWD python benchmarks/gpu_train_kernels.py [--batch 64] [--size 224] [--steps 3]
+    PYTHONPATH=$PWD python benchmarks/gpu_train_kernels.py [--batch 64] [--size 224] [--steps 3] [--top 14]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def kind(name: str) -> str:
     return "other " + name[:40]
 
 
-def profile(call, steps: int) -> tuple[float, float, list, list]:
+def profile(call, steps: int, top: int = 14) -> tuple[float, float, list, list]:
     """(kernels, kernel ms, groups, the busiest kernels) per step, over `steps` steps."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -44,8 +44,8 @@ def profile(call, steps: int) -> tuple[float, float, list, list]:
         g[1] += e.count / steps
     count = sum(e.count for e in events) / steps
     total = sum(e.device_time_total for e in events) / steps / 1e3
-    top = sorted(((e.key[:60], e.device_time_total / steps / 1e3, e.count / steps) for e in events), key=lambda r: -r[1])
-    return count, total, sorted(((k, ms, n) for k, (ms, n) in groups.items()), key=lambda r: -r[1]), top[:14]
+    top_kernels = sorted(((e.key[:60], e.device_time_total / steps / 1e3, e.count / steps) for e in events), key=lambda r: -r[1])
+    return count, total, sorted(((k, ms, n) for k, (ms, n) in groups.items()), key=lambda r: -r[1]), top_kernels[:top]
 
 
 LAUNCHES: dict[str, str] = {}
@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--top", type=int, default=14, help="busiest kernels listed")
     args = ap.parse_args()
     import torch
 
@@ -92,7 +93,7 @@ def main() -> None:
     print(f"ResNet-18 training step (SGD) on cuda, input {[args.batch, 3, args.size, args.size]}, "
           f"{args.steps} profiled steps each; per step:")
     for name, call in calls.items():
-        count, total, groups, top = profile(call, args.steps)
+        count, total, groups, top = profile(call, args.steps, args.top)
         print(f"  {name:11s} kernels {count:6.1f}  kernel time {total:7.2f} ms")
         for k, ms, n in groups[:10]:
             print(f"      {ms:7.2f} ms  x{n:6.1f}  {k}")

@@ -74,6 +74,10 @@ def test_geometry_table():
     assert rows_geometry(100, 40, True) == Geometry(256, 13, 8, 2)           # short rows: a simdgroup each
     assert rows_geometry(3000, 9, True) == Geometry(256, 12, 256, 9, lanes=1)   # tiny rows: a thread each
     assert rows_geometry(255, 9, True).lanes == 32                           # (too few to fill a group)
+    assert rows_geometry(4096, 56, False, 4, True) == Geometry(256, 256, 16, 0, 4, lanes=16)  # im2col's rows
+    assert rows_geometry(4096, 40, False, 1, True).lanes == 32              # 40 elements one by one: 32 lanes
+    assert rows_geometry(4096, 56, False, 4).lanes == 32                     # a reduction's rows: a simdgroup
+    assert rows_geometry(15, 56, False, 4, True).lanes == 32                 # (too few to fill a group)
     assert rows_geometry(3, 16384, True).per_thread == 16                    # fuse.ROW_LIMIT fits
     assert rows_geometry(1, 10 ** 6, False) == Geometry(1024, 1, 1, 0)       # one group (unless split below)
     assert rows_geometry(4096, 4096, True, 4) == Geometry(512, 4096, 1, 8, 4)   # W3 with vector steps
@@ -90,6 +94,9 @@ def test_geometry_override(monkeypatch):
     assert forced_geometry(g, "rows", 10, 3000).per_thread == 0              # 64 x 16 < 3000: no cache
     monkeypatch.setenv(GEOMETRY_ENV, "rows=4")
     assert forced_geometry(g, "rows", 10, 60) == Geometry(128, 3, 4, 2)
+    monkeypatch.setenv(GEOMETRY_ENV, "rows:lanes=8")
+    assert forced_geometry(g, "rows", 10, 60, pointwise=True).lanes == 8
+    assert forced_geometry(g, "rows", 10, 60).lanes == 32                    # a reduction's rows combine
     monkeypatch.setenv(GEOMETRY_ENV, "threads=lots")
     with pytest.raises(ValueError, match="LAZYTORCH_GPU_GEOMETRY"):
         forced_geometry(g, "rows", 10, 3000)
@@ -316,6 +323,30 @@ def test_short_last_dim_rows_take_the_dims_before(gpu):
     (p,) = paths(out)
     assert "outer [8] x inner [8, 120, 2]" in p, p          # (40 and 3 merge: one stride)
     check(out, tx.permute(0, 2, 3, 1).exp() * 2.0)
+
+
+def test_pointwise_rows_shorter_than_a_step_share_a_simdgroup(gpu):
+    """A strided pointwise row of fewer elements than a simdgroup's step takes the fewest
+    power-of-two lanes covering it (codegen/render.py SUB_SIMD_GROUP_THREADS): im2col's windows
+    copied as rows of 56 (16 lanes of vector steps, a last group only partly filled), a slice's
+    rows of 32 (8 lanes); a kernel with two outputs keeps a simdgroup per row."""
+    (x, tx) = pair(data((3, 5, 58, 58)))
+    win = x.as_strided((3, 5, 56, 56, 3, 3), (5 * 58 * 58, 58 * 58, 58, 1, 58, 1)).permute(0, 1, 4, 5, 2, 3)
+    twin = tx.as_strided((3, 5, 56, 56, 3, 3), (5 * 58 * 58, 58 * 58, 58, 1, 58, 1)).permute(0, 1, 4, 5, 2, 3)
+    (y, ty) = pair(data((301, 40)))
+    outs = [win.contiguous(), y[:, 4:36].exp() * 2.0]
+    ps = paths(*outs)
+    assert "outer [15, 3, 3, 56] x inner [56]" in ps[0] and "rows=16 per_thread=0 vec=4 lanes=16" in ps[0], ps
+    assert "outer [301] x inner [32]" in ps[1] and "rows=32 per_thread=0 vec=4 lanes=8" in ps[1], ps
+    lt.eval(*outs)
+    check(outs[0], twin.contiguous())
+    check(outs[1], ty[:, 4:36].exp() * 2.0)
+    a, b = win * 2.0, win + 1.0                     # two outputs of one kernel: a simdgroup per row
+    (p,) = set(paths(a, b))
+    assert "vec=4" in p and "lanes=" not in p, p
+    lt.eval(a, b)
+    check(a, twin * 2.0)
+    check(b, twin + 1.0)
 
 
 def test_kernel_plan_shows_geometry(gpu):

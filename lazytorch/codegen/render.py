@@ -87,6 +87,12 @@ SIMD_ROWS_PER_GROUP = 8
 # forward 1.58 ms, backward's window kernel 2.43 ms, against torch's 0.78 ms for both).
 THREAD_ROW = 16
 THREAD_ROWS_PER_GROUP = 256
+# A pointwise row shorter than a simdgroup's step (32 lanes x vec) takes the fewest power-of-two
+# lanes that cover it in one step, several rows a simdgroup (no combine needs the whole simdgroup):
+# im2col's rows of 56 floats, vec 4, had left 18 of 32 lanes idle.  H200, ResNet-18 at 64 x 224^2:
+# the one-output im2col copy 0.26 -> 0.16 ms; the weight gradients' four-output copy went 0.74 ->
+# 0.92 ms (four store streams), so a kernel with more than one output keeps the simdgroup.
+SUB_SIMD_GROUP_THREADS = 256
 ROW_PER_THREAD = 8            # target elements per thread of a row held in registers
 ROW_MAX_PER_THREAD = 16
 ROW_MERGE_MAX = 2048          # a strided pointwise kernel's row, when its last dim is short (_split_rows)
@@ -138,7 +144,7 @@ class Geometry:
     per_thread: int = 1
     vec: int = 1
     split: int = 1        # rows: groups per row; columns: per 32 outputs (> 1: a grid combine folds their partials)
-    lanes: int = SIMD     # rows > 1: the threads of each row (SIMD: a simdgroup; 1: one thread)
+    lanes: int = SIMD     # rows > 1: the threads of each row (SIMD: a simdgroup; 1: one thread; 2..16: pointwise)
 
     def __str__(self) -> str:
         return (f"threads={self.threads} groups={self.groups} rows={self.rows} per_thread={self.per_thread}"
@@ -172,13 +178,18 @@ def _row_share(inner: int, threads: int, vec: int) -> int:
     return _ceil(inner, threads * vec) * vec
 
 
-def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1) -> Geometry:
-    """Short rows: a simdgroup each; longer ones: one group, in registers if a later pass revisits
-    the row (softmax, layer_norm), else threads striding over it.  `vec` (ROW_VECTOR where the
-    row's operands allow vector steps, else 1): elements a thread takes per step."""
+def rows_geometry(outer: int, inner: int, revisits: bool, vec: int = 1, pointwise: bool = False) -> Geometry:
+    """Short rows: a simdgroup each (`pointwise` rows shorter than its step: fewer lanes, several
+    rows a simdgroup); longer ones: one group, in registers if a later pass revisits the row
+    (softmax, layer_norm), else threads striding over it.  `vec` (ROW_VECTOR where the row's
+    operands allow vector steps, else 1): elements a thread takes per step."""
     if inner <= THREAD_ROW and outer >= THREAD_ROWS_PER_GROUP:
         rows = THREAD_ROWS_PER_GROUP
         return Geometry(rows, _ceil(outer, rows), rows, inner if revisits else 0, 1, lanes=1)
+    lanes = _pow2_at_least(_ceil(inner, vec))
+    if pointwise and 1 < lanes < SIMD and outer >= SUB_SIMD_GROUP_THREADS // lanes:
+        rows = SUB_SIMD_GROUP_THREADS // lanes
+        return Geometry(SUB_SIMD_GROUP_THREADS, _ceil(outer, rows), rows, 0, vec, lanes=lanes)
     if inner <= SIMD_ROW or (revisits and inner <= SIMD_ROW_REVISITED):
         rows = max(1, min(SIMD_ROWS_PER_GROUP, outer))
         return Geometry(SIMD * rows, max(1, _ceil(outer, rows)), rows,
@@ -224,11 +235,11 @@ def column_split(groups: int, inner: int, slices: int, want: int = 0) -> int:
 
 
 def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectorisable: bool = False,
-                    splittable: bool = False) -> Geometry:
+                    splittable: bool = False, pointwise: bool = False) -> Geometry:
     """`g` with the fields LAZYTORCH_GPU_GEOMETRY sets (e.g. "threads=512,per_thread=8"; for one
     template only: "rows:threads=128"), made consistent with the kernel's shape (`vectorisable`:
     whether a rows kernel may take vector steps, vec=4; `splittable`: whether its one row may be
-    split over groups, split=N)."""
+    split over groups, split=N; `pointwise`: whether its rows may take 2..16 lanes)."""
     spec = os.environ.get(GEOMETRY_ENV, "").strip()
     if not spec:
         return g
@@ -244,8 +255,9 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
         if key not in ("threads", "groups", "rows", "per_thread", "vec", "split", "lanes") or not value.strip().isdigit():
             raise ValueError(f"{GEOMETRY_ENV}={spec!r}: bad entry {part!r}; valid: comma-separated "
                              "[linear:|rows:|columns:]threads=N, groups=N, rows=N, per_thread=N, "
-                             "vec=1|4 (rows), split=N (rows, columns), lanes=1|32 (rows)")
-        fields[key] = int(value) if key != "lanes" else (1 if int(value) == 1 else SIMD)
+                             "vec=1|4 (rows), split=N (rows, columns), lanes=1|2|4|8|16|32 (rows; 2..16 "
+                             "pointwise only)")
+        fields[key] = int(value) if key != "lanes" else _forced_lanes(int(value), pointwise)
     if template == "rows" and "threads" in fields and "rows" not in fields:
         fields["rows"] = 1                     # threads alone: one group per row
     g = replace(g, **fields)
@@ -277,6 +289,13 @@ def forced_geometry(g: Geometry, template: str, outer: int, inner: int, vectoris
     if g.per_thread and g.per_thread * g.row_threads < inner:
         g = replace(g, per_thread=0)           # the row does not fit: no register cache
     return g
+
+
+def _forced_lanes(n: int, pointwise: bool) -> int:
+    """A forced row's lanes: 1 or a simdgroup, or 2..16 (a power of two) where nothing combines."""
+    if n == 1 or (pointwise and n in (2, 4, 8, 16)):
+        return n
+    return SIMD
 
 
 @dataclass(frozen=True)
@@ -516,7 +535,7 @@ class _Renderer:
         self.helpers.update(self.d.template_helpers.get(shape, ()))
         if self.d.gpu and shape == "rows" and self.geo.rows > 1:
             self.helpers.discard("lt_shuffle_down")
-            if self.geo.lanes > 1:               # simdgroup rows combine by butterfly (a thread's row: no combine)
+            if self.geo.lanes == SIMD:           # simdgroup rows combine by butterfly (fewer lanes: no combine)
                 self.helpers.add("lt_shuffle_xor")
         grid, tg = (1, 1, 1), (1, 1, 1)
         if self.d.gpu:
@@ -538,12 +557,14 @@ class _Renderer:
         revisits = sum(1 for s in k.stages if s.scope == "elem" and not s.empty) > 1 or bool(k.row_cache)
         vec = ROW_VECTOR if self.row_vector else 1
         splittable = self.splittable(k, revisits)
+        pointwise = not any(s.reduces for s in k.stages)
+        one_output = sum(a.role == "out" for a in k.args) == 1
         if splittable and k.inner_numel >= GRID_MIN:
             split = grid_split(k.outer_numel, k.inner_numel, vec)
             g = Geometry(GRID_THREADS, k.outer_numel * split, 1, 0, vec, split)
         else:
-            g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec)
-        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector), splittable)
+            g = rows_geometry(k.outer_numel, k.inner_numel, revisits, vec, pointwise and one_output)
+        return forced_geometry(g, "rows", k.outer_numel, k.inner_numel, bool(self.row_vector), splittable, pointwise)
 
     def splittable(self, k: Kernel, revisits: bool) -> bool:
         """Whether a rows kernel may split its rows over groups (a grid combine): at most
