@@ -30,8 +30,9 @@ from ..ir import dtypes as D
 from ..ir import precision
 from ..ir import views as V
 from ..ir.build import call as C  # noqa: N812  (rules read as formulas: C("mul", g, y))
-from ..ir.build import contiguous, inside_spec, view_of
+from ..ir.build import constant, contiguous, inside_spec, view_of
 from ..ir.build_conv import col2im, convolution_node, padded_windows
+from ..ir.build_shape_ops import is_box_mask
 from ..ir.build_linalg import matmul_node
 from ..ir.build_nn import attention_weights
 from ..ir.creation import fill, iota
@@ -286,7 +287,12 @@ def _atan2(a, out, g):
 
 @rule("where")
 def _where(a, out, g):
-    cond = a["condition"]
+    cond, x = a["condition"], a["self"]
+    # a constant pad (ir/build_shape_ops.py padded): its clamped view's gradient keeps only the box,
+    # where the mask is true, so the mask need not be applied first (a pass over the padded shape)
+    box = x.attrs.get("clamp") if isinstance(x, Node) and x.op == "view" else None
+    if box is not None and is_box_mask(cond, x.shape, box):
+        return {"self": g, "other": C("where", cond, 0.0, g)}
     return {"self": where0(cond, g), "other": C("where", cond, 0.0, g)}
 
 
@@ -375,11 +381,12 @@ def _amax_first(a, out, g):
         hit = C("logical_or", hit, C("logical_and", C("isnan", x), C("isnan", best)))
     flat, step = None, 1
     for d in reversed(dims):                                  # row-major position within the slice
-        term = C("mul", iota(x.shape, d), step) if step != 1 else iota(x.shape, d)
+        # (structural constants: col2im computes this at each window position: ir/build_conv.py)
+        term = C("mul", iota(x.shape, d), constant(step)) if step != 1 else iota(x.shape, d)
         flat = term if flat is None else C("add", flat, term)
         step *= x.shape[d]
     first = C("amin", C("where", hit, flat, step), dims, True)
-    return {"self": C("where", C("eq", flat, first), unreduce(g, x, dim, keep), 0.0)}
+    return {"self": C("where", C("eq", flat, first), unreduce(g, x, dim, keep), constant(0.0))}
 
 
 @rule("var", "std")

@@ -17,9 +17,9 @@ import numpy as np
 
 from . import dtypes as D
 from . import views as V
-from .build import Args, base_and_spec, builder, call, generic, in_opmath, recorded, view_of
+from .build import Args, base_and_spec, builder, call, constant, generic, in_opmath, recorded, view_of
 from .build_linalg import matmul_node
-from .build_shape_ops import padded
+from .build_shape_ops import box_mask, padded
 from .creation import iota
 from .errors import given, op_error
 from .meta.conv import fold_blocks, ints
@@ -138,7 +138,6 @@ def windows(x: Node, kernel, stride, dilation) -> Node:
     return view_of(x, V.ViewSpec(tuple(shape), tuple(strides), spec.offset))
 
 
-@recorded
 def col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
     """The adjoint of a window view (`windows`): gwin (N, C, *out, *kernel) summed into
     (N, C, *size), as one kernel.  Kernel position k's slice lands at k * dilation + o * stride
@@ -147,28 +146,153 @@ def col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
     read: ir/build_shape_ops.py padded) and the slices' sum one pointwise kernel.  It is a
     convolution's input gradient, pooling's window adjoint (autograd/derivatives.py) and a
     transposed convolution's output (passes/decompositions/conv.py).  (Autograd's view_adjoint had
-    written each kernel position into zeros on the host: 136 host steps, 19 ms of a ResNet-18 step.)"""
+    written each kernel position into zeros on the host: 136 host steps, 19 ms of a ResNet-18 step.)
+
+    Where gwin is a small pointwise tree over tensors constant along the window dims (`_tree`: max
+    pooling's gradient to each window's first maximum), each slice is that tree computed from
+    those tensors, read through the slice's pad, instead of gwin written whole and read back (its
+    3 x 3 windows' tensor was 9x the pooled output)."""
     nd = len(kernel)
-    lead = gwin.ndim - 2 * nd
-    out = gwin.shape[lead:lead + nd]
+    tree = _tree(gwin, gwin.ndim - 2 * nd, nd)
+    if tree is None:
+        return _col2im(gwin, tuple(size), tuple(kernel), tuple(stride), tuple(dilation))
+    template, operands = tree
+    return _col2im_tree(template, tuple(gwin.shape), tuple(size), tuple(kernel), tuple(stride), tuple(dilation),
+                        *operands)
+
+
+def _placements(shape, size, kernel, stride, dilation):
+    """(lead, spread shape, [(kernel position, pad pairs)], Q per dim) of col2im's slices."""
+    nd = len(kernel)
+    lead = len(shape) - 2 * nd
+    out = shape[lead:lead + nd]
     rows = [-(-n // s) for n, s in zip(size, stride)]                       # Q per dim
-    total = None
+    spread = tuple(shape[:lead]) + tuple(d for o in out for d in (o, 1))
+    slices = []
     for pos in np.ndindex(*kernel):
-        part = gwin
-        for j in reversed(range(nd)):                                       # (N, C, *out) at pos
-            part = call("select", part, lead + nd + j, pos[j])
-        spread = call("reshape", part, tuple(gwin.shape[:lead]) + tuple(d for o in out for d in (o, 1)))
         pairs = []
         for o, q, k, s, d in zip(out, rows, pos, stride, dilation):
             start, r = divmod(k * d, s)
             pairs += [(start, q - o - start), (r, s - 1 - r)]
-        placed = padded(spread, pairs, 0)
-        total = placed if total is None else call("add", total, placed)
-    whole = call("reshape", total, tuple(gwin.shape[:lead]) + tuple(q * s for q, s in zip(rows, stride)))
+        slices.append((pos, pairs))
+    return lead, spread, slices, rows
+
+
+def _summed(total: Node, lead: int, size, rows, stride) -> Node:
+    whole = call("reshape", total, tuple(total.shape[:lead]) + tuple(q * s for q, s in zip(rows, stride)))
     for j, n in enumerate(size):
         if whole.shape[lead + j] != n:
             whole = call("narrow", whole, lead + j, 0, n)
     return whole
+
+
+@recorded
+def _col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
+    lead, spread, slices, rows = _placements(gwin.shape, size, kernel, stride, dilation)
+    nd = len(kernel)
+    total = None
+    for pos, pairs in slices:
+        part = gwin
+        for j in reversed(range(nd)):                                       # (N, C, *out) at pos
+            part = call("select", part, lead + nd + j, pos[j])
+        placed = padded(call("reshape", part, spread), pairs, 0)
+        total = placed if total is None else call("add", total, placed)
+    return _summed(total, lead, size, rows, stride)
+
+
+@recorded
+def _col2im_tree(template, shape, size, kernel, stride, dilation, *operands: Node) -> Node:
+    """col2im of the tree `template` (`_tree`) over `operands` (N, C, *out), slice by slice."""
+    lead, spread, slices, rows = _placements(shape, size, kernel, stride, dilation)
+    total = None
+    for pos, pairs in slices:
+        sizes = spread[:lead] + tuple(n + lo + hi for n, (lo, hi) in zip(spread[lead:], pairs))
+        box = [(0, n) for n in spread[:lead]] + [(lo, lo + n) for n, (lo, _) in zip(spread[lead:], pairs)]
+        inside = box_mask(sizes, box)                       # (one mask a slice, its reads' and its own)
+        read = [padded(call("reshape", x, spread), pairs, 0, inside) for x in operands]
+        value = _built(template, pos, read)
+        placed = value if inside is None else call("where", inside, value, 0)
+        total = placed if total is None else call("add", total, placed)
+    return _summed(total, lead, size, rows, stride)
+
+
+# The pointwise ops `_tree` rebuilds at each window position: none has attributes (add's alpha 1
+# aside) or can fail, and each is exact on the pad's values, which a mask then discards.  FOLDED:
+# those a tree of numbers the library chose (and window positions) folds to one.
+PUSHED_OPS = frozenset({"where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not",
+                        "add", "sub", "mul", "neg"})
+FOLDED = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "eq": lambda a, b: a == b}
+
+
+def _tree(gwin: Node, lead: int, nd: int, limit: int = 32):
+    """(template, operands) of gwin as a tree of PUSHED_OPS over tensors constant along the window
+    dims (the operands, as (N, C, *out) views), structural constants and ramps along the window
+    dims; None for any other gwin.  The template holds ops, constants and window dims, so a
+    recording of col2im keyed by it replays only for the same tree.  A subtree of constants and
+    ramps folds to a constant at each position."""
+    kdims = range(lead + nd, lead + 2 * nd)
+    operands: list[Node] = []
+    seen = [0]
+
+    def walk(n: Node):                 # -> (template, kind): kind "const", "number" or "tensor"
+        seen[0] += 1
+        if seen[0] > limit:
+            return None
+        if n.op == "scalar":             # (a runtime number would be frozen into the template)
+            return (("const", n.value), "const") if "value" in n.attrs else None
+        if n.op == "iota":
+            return (("pos", n.attrs["dim"] - lead - nd), "const") if n.attrs["dim"] in kdims else None
+        if n.ndim != gwin.ndim:
+            return None
+        if all(n.shape[d] == 1 for d in kdims) or _kernel_broadcast(n, kdims):
+            operands.append(n)
+            return ("operand", len(operands) - 1), "tensor"
+        if n.op not in PUSHED_OPS or (n.attrs and n.attrs != {"alpha": 1}):     # (add's default)
+            return None
+        children = [walk(i) for i in n.inputs]
+        if None in children:
+            return None
+        kinds = {k for _, k in children}
+        if "tensor" not in kinds and not (kinds == {"const"} and n.op in FOLDED):
+            return None
+        return (n.op, *(t for t, _ in children)), "tensor" if "tensor" in kinds else "const"
+    if gwin.op not in PUSHED_OPS:
+        return None
+    got = walk(gwin)
+    if got is None or got[1] != "tensor":
+        return None
+    return got[0], [_window_free(n, kdims) for n in operands]
+
+
+def _window_free(n: Node, kdims) -> Node:
+    """n (constant along the window dims) without them: (N, C, *out)."""
+    for d in reversed(kdims):
+        n = call("select", n, d, 0) if n.shape[d] > 1 else call("squeeze", n, d)
+    return n
+
+
+def _kernel_broadcast(n: Node, kdims) -> bool:
+    """A view of n's base constant along the kernel dims (an expanded gradient)."""
+    if n.op != "view" or "clamp" in n.attrs:
+        return False
+    strides = n.attrs["view"].strides
+    return all(strides[d] == 0 for d in kdims)
+
+
+def _built(template, pos, read: list[Node]):
+    """`template` at window position `pos` over the operands as `read` (a Node or a number)."""
+    kind = template[0]
+    if kind == "operand":
+        return read[template[1]]
+    if kind == "pos":
+        return constant(int(pos[template[1]]))
+    if kind == "const":
+        return constant(template[1])
+    args = [_built(t, pos, read) for t in template[1:]]
+    if all(isinstance(a, Node) and a.op == "scalar" and "value" in a.attrs for a in args):
+        return constant(FOLDED[kind](*(a.value for a in args)))
+    return call(kind, *args)
 
 
 def padded_windows(x: Node, kernel, stride, dilation, padding, fill: float = 0, kernel_first: bool = False) -> Node:

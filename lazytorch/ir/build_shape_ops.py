@@ -204,7 +204,7 @@ def _pad_dim(op: str, x: Node, d: int, left: int, right: int, mode: str, value) 
     return parts[0] if len(parts) == 1 else call("cat", tuple(parts), d)
 
 
-def padded(x: Node, pairs, fill_value=0) -> Node:
+def padded(x: Node, pairs, fill_value=0, inside: Node | None = None) -> Node:
     """x padded on its trailing len(pairs) dims by (before, after) pairs (each >= 0) with
     `fill_value`, as one kernel and no host cat: x's base read through a clamped view (ir/build.py
     clamped_view) whose offset starts in the padding, and `fill_value` where an element's
@@ -215,20 +215,54 @@ def padded(x: Node, pairs, fill_value=0) -> Node:
     shape = tuple(x.shape[:lead]) + tuple(n + lo + hi for n, (lo, hi) in zip(x.shape[lead:], pairs))
     box = tuple((0, n) for n in x.shape[:lead]) + tuple((lo, lo + n) for n, (lo, _) in zip(x.shape[lead:], pairs))
     offset = spec.offset - sum(lo * a for (lo, _), a in zip(pairs, spec.strides[lead:]))
-    inside = None
-    for d, ((start, stop), n) in enumerate(zip(box, shape)):
-        if (start, stop) == (0, n):
-            continue
-        at = [1] * len(shape)
-        at[d] = n
-        coord = iota(tuple(at), d)
-        ok = call("logical_and", call("ge", coord, constant(start)), call("lt", coord, constant(stop)))
-        inside = ok if inside is None else call("logical_and", inside, ok)
+    inside = box_mask(shape, box) if inside is None else inside     # (a caller's mask of the same box: shared)
     if inside is None:
         return x
     if x.numel == 0:                                # (all padding: nothing to read)
         return fill(shape, fill_value, x.dtype)
     return call("where", inside, clamped_view(base, V.ViewSpec(shape, tuple(spec.strides), offset), box), fill_value)
+
+
+def _box_dims(shape, box) -> list[tuple[int, int, int]]:
+    return [(d, start, stop) for d, ((start, stop), n) in enumerate(zip(box, shape)) if (start, stop) != (0, n)]
+
+
+def is_box_mask(node: Node, shape: tuple[int, ...], box) -> bool:
+    """Whether `node` is box_mask(shape, box) as built there (read, not built: a gradient rule asks
+    this of every constant pad's mask)."""
+    dims = _box_dims(shape, box)
+    if not dims:
+        return False
+
+    def is_constant(n: Node, value: int) -> bool:
+        return n.op == "scalar" and n.attrs.get("value", None) == value and not isinstance(n.value, bool)
+
+    def in_dim(n: Node, d: int, start: int, stop: int) -> bool:
+        if n.op != "logical_and" or len(n.inputs) != 2:
+            return False
+        (ge, lt) = n.inputs
+        return (ge.op == "ge" and lt.op == "lt" and ge.inputs[0] is lt.inputs[0] and ge.inputs[0].op == "iota"
+                and ge.inputs[0].attrs["dim"] == d and ge.inputs[0].shape[d] == shape[d]
+                and is_constant(ge.inputs[1], start) and is_constant(lt.inputs[1], stop))
+    for d, start, stop in reversed(dims[1:]):
+        if node.op != "logical_and" or len(node.inputs) != 2 or not in_dim(node.inputs[1], d, start, stop):
+            return False
+        node = node.inputs[0]
+    return in_dim(node, *dims[0])
+
+
+def box_mask(shape: tuple[int, ...], box) -> Node | None:
+    """The bool mask (broadcastable to `shape`) of the coordinates inside `box` ((start, stop) per
+    dim), index arithmetic the kernel computes; None where the box is the whole shape."""
+    inside = None
+    for d, start, stop in _box_dims(shape, box):
+        n = shape[d]
+        at = [1] * len(shape)
+        at[d] = n
+        coord = iota(tuple(at), d)
+        ok = call("logical_and", call("ge", coord, constant(start)), call("lt", coord, constant(stop)))
+        inside = ok if inside is None else call("logical_and", inside, ok)
+    return inside
 
 
 @builder("pad")
