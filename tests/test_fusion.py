@@ -160,6 +160,25 @@ def test_max_pool_gradient_never_writes_its_windows(shape, kw):
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_small_window_reductions_use_the_columns_template_on_c(capsys):
+    """A reduction over several dims of at most 16 elements (a pooling's 3 x 3 windows) walks
+    them outermost over a block of outputs in C (codegen/render.py C_WINDOW_COLUMNS), NaN kept;
+    one-dim rows (of 17, of 16) keep the rows template."""
+    x = np.random.default_rng(0).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    x[0, 0, 3, 3] = np.nan
+    pooled = lt.nn.functional.max_pool2d(lt.tensor(x), 3, stride=2, padding=1)
+    wide = lt.tensor(np.arange(2 * 17, dtype=np.float32).reshape(2, 17)).sum(1)
+    narrow = lt.tensor(np.arange(2 * 16, dtype=np.float32).reshape(2, 16)).amax(1)
+    for y, columns in ((pooled, True), (wide, False), (narrow, False)):
+        lt.show_kernels(y, backend="cpu")
+        src = capsys.readouterr().out
+        assert ("reduce over columns" in src) == columns, src
+    expected = torch.nn.functional.max_pool2d(torch.from_numpy(x), 3, stride=2, padding=1).numpy()
+    np.testing.assert_array_equal(pooled.numpy(), expected)
+    np.testing.assert_array_equal(wide.numpy(), np.arange(34, dtype=np.float32).reshape(2, 17).sum(1))
+    np.testing.assert_array_equal(narrow.numpy(), [15.0, 31.0])
+
+
 def test_buffer_cap_splits_groups():
     xs = [sample((4, 8), seed=i) for i in range(40)]
 
