@@ -195,7 +195,7 @@ def _col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
         part = gwin
         for j in reversed(range(nd)):                                       # (N, C, *out) at pos
             part = call("select", part, lead + nd + j, pos[j])
-        placed = padded(call("reshape", part, spread), pairs, 0)
+        placed = padded(call("reshape", part, spread), pairs, constant(0))
         total = placed if total is None else call("add", total, placed)
     return _summed(total, lead, size, rows, stride)
 
@@ -209,9 +209,9 @@ def _col2im_tree(template, shape, size, kernel, stride, dilation, *operands: Nod
         sizes = spread[:lead] + tuple(n + lo + hi for n, (lo, hi) in zip(spread[lead:], pairs))
         box = [(0, n) for n in spread[:lead]] + [(lo, lo + n) for n, (lo, _) in zip(spread[lead:], pairs)]
         inside = box_mask(sizes, box)                       # (one mask a slice, its reads' and its own)
-        read = [padded(call("reshape", x, spread), pairs, 0, inside) for x in operands]
+        read = [padded(call("reshape", x, spread), pairs, constant(0), inside) for x in operands]
         value = _built(template, pos, read)
-        placed = value if inside is None else call("where", inside, value, 0)
+        placed = value if inside is None else call("where", inside, value, constant(0))
         total = placed if total is None else call("add", total, placed)
     return _summed(total, lead, size, rows, stride)
 
@@ -302,7 +302,7 @@ def padded_windows(x: Node, kernel, stride, dilation, padding, fill: float = 0, 
     themselves ran 5x slower than their plain strided copy (its loads masked per element)."""
     nd = len(kernel)
     lead = x.ndim - nd
-    win = windows(padded(x, [(p, p) for p in padding], fill), kernel, stride, dilation)
+    win = windows(padded(x, [(p, p) for p in padding], constant(fill)), kernel, stride, dilation)
     order = tuple(range(lead)) + tuple(range(lead + nd, lead + 2 * nd)) + tuple(range(lead, lead + nd))
     return call("permute", win, order) if kernel_first else win
 
@@ -356,7 +356,7 @@ def _padded_windows(op: str, x: Node, kernel, stride, padding, dilation, ceil_mo
         needed = (o - 1) * s + d * (k - 1) + 1           # extent the last window reaches
         pairs.append((p, max(needed - n - p, 0)))
     if any(lo or hi for lo, hi in pairs):
-        x = call("pad", x, [v for pair in reversed(pairs) for v in pair], "constant", fill)
+        x = padded(x, pairs, constant(fill))
     return windows(x, kernel, stride, dilation), out
 
 

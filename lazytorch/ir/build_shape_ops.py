@@ -209,13 +209,17 @@ def padded(x: Node, pairs, fill_value=0, inside: Node | None = None) -> Node:
     `fill_value`, as one kernel and no host cat: x's base read through a clamped view (ir/build.py
     clamped_view) whose offset starts in the padding, and `fill_value` where an element's
     coordinate falls outside x (a mask of index arithmetic, computed in the kernel, whose load runs
-    only inside: codegen/lower.py)."""
+    only inside: codegen/lower.py).  A user's number (F.pad's value) is a runtime one; the
+    library's own fills (convolutions', pooling's, col2im's) pass a structural constant, a literal
+    in the kernel, not a buffer: col2im's 27 masked terms of a 3-d max pooling's gradient had
+    bound 83 buffers, and Metal's argument table of 31 split its kernel in four.  `inside`: the
+    caller's box_mask of the same box, shared."""
     base, spec = base_and_spec(x)
     lead = x.ndim - len(pairs)
     shape = tuple(x.shape[:lead]) + tuple(n + lo + hi for n, (lo, hi) in zip(x.shape[lead:], pairs))
     box = tuple((0, n) for n in x.shape[:lead]) + tuple((lo, lo + n) for n, (lo, _) in zip(x.shape[lead:], pairs))
     offset = spec.offset - sum(lo * a for (lo, _), a in zip(pairs, spec.strides[lead:]))
-    inside = box_mask(shape, box) if inside is None else inside     # (a caller's mask of the same box: shared)
+    inside = box_mask(shape, box) if inside is None else inside
     if inside is None:
         return x
     if x.numel == 0:                                # (all padding: nothing to read)
