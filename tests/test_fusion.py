@@ -143,8 +143,9 @@ def test_max_pool_gradient_never_writes_its_windows(shape, kw):
     inside col2im's kernel from the windows' first positions and the pooled gradient, never
     written whole (ir/build_conv.py `_tree`: the (N, C, *out, *kernel) tensor was 9x the pooled
     output), and its pad's mask is not applied to the gradient (autograd/derivatives.py `_where`):
-    forward pad and max, backward first positions, col2im, the crop: 5 kernels (6 before).  The
-    pads' fills are literals, not buffers: a 3-d pool's 27 terms fit Metal's argument table."""
+    forward pad and max, backward first positions, col2im's phases (the slices of each stride
+    residue, one kernel) and their interleaving, the crop: 6 kernels.  The pads' fills are
+    literals, not buffers: a 3-d pool's 27 terms (8 phases) fit Metal's argument table."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     x.reshape(-1)[::7] = x.reshape(-1)[0]                      # ties: the first maximum takes it
@@ -156,8 +157,8 @@ def test_max_pool_gradient_never_writes_its_windows(shape, kw):
     ty.backward(torch.from_numpy(g))
     for backend in ("cpu", "metal-emu"):
         plan = lt.realize.kernel_plan([lx.grad], backend)
-        assert [launch.kind for launch in plan.kernels] == ["kernel"] * 5, plan
-        assert max(launch.buffers for launch in plan.kernels) <= 4, plan
+        assert [launch.kind for launch in plan.kernels] == ["kernel"] * 6, plan
+        assert max(launch.buffers for launch in plan.kernels) <= 2 ** (len(shape) - 2) + 2, plan   # (phases + 2 reads)
         windows = math.prod(ty.shape) * kw["kernel_size"] ** (len(shape) - 2)
         assert max(math.prod(n.shape) for launch in plan.launches for n, _ in launch.writes) < windows, plan
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)

@@ -106,14 +106,17 @@ def test_conv_launches(case):
 
 
 # conv_transpose2d(x, w, b) then relu: one product (the columns), col2im summing them into the
-# output (one kernel), the bias and relu with the crop of the padding (one kernel); a batch of few
+# output: strided, the slices of each stride residue (one kernel of a phase each) and their
+# interleaving (one kernel), then the bias and relu with the crop of the padding (one kernel); at
+# stride 1 one phase, summed with the bias and relu where no padding is cropped; a batch of few
 # positions joins the product's columns (a copy of x first)
 CONV_TRANSPOSE_PLANS = [
     ("strided, padded", (1, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1),
-     ["library", "kernel", "kernel"]),
+     ["library", "kernel", "kernel", "kernel"]),
     ("grouped, dilated, batch in columns", (2, 4, 5, 5), (4, 2, 2, 3), dict(groups=2, dilation=(2, 1)),
-     ["kernel", "library", "kernel", "kernel"]),
-    ("many positions", (2, 4, 17, 16), (4, 3, 4, 4), dict(stride=2, padding=1), ["library", "kernel", "kernel"]),
+     ["kernel", "library", "kernel"]),
+    ("many positions", (2, 4, 17, 16), (4, 3, 4, 4), dict(stride=2, padding=1),
+     ["library", "kernel", "kernel", "kernel"]),
 ]
 
 
