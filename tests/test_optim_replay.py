@@ -46,20 +46,15 @@ def _same(lp, tp, rtol=2e-6, atol=1e-6):
         np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=atol)
 
 
+# (conftest.py's autouse _backend_restored puts the previous backend back after each test)
 @pytest.fixture
 def on_reference():
-    previous = lt.get_backend()
     lt.set_backend("reference")
-    yield
-    lt.set_backend(previous)
 
 
 @pytest.fixture
 def on_cpu():
-    previous = lt.get_backend()
     lt.set_backend("cpu")
-    yield
-    lt.set_backend(previous)
 
 
 @pytest.mark.parametrize("name,kwargs", CONFIGS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CONFIGS)])
