@@ -385,8 +385,9 @@ def _amax_first(a, out, g):
         term = C("mul", iota(x.shape, d), constant(step)) if step != 1 else iota(x.shape, d)
         flat = term if flat is None else C("add", flat, term)
         step *= x.shape[d]
-    # (int32 positions: half the bytes, and a window's kernel compares them beside float lanes)
-    first = C("amin", C("where", hit, C("to", flat, D.int32), step), dims, True)
+    # (int32 positions where a slice fits: half the bytes, compared beside float lanes)
+    positions = C("to", flat, D.int32) if step < 2 ** 31 else flat
+    first = C("amin", C("where", hit, positions, step), dims, True)
     return {"self": C("where", C("eq", flat, first), unreduce(g, x, dim, keep), constant(0.0))}
 
 

@@ -690,8 +690,8 @@ class _Renderer:
         """A reduction over a non-innermost dim (sum(x, 0)) whose rows are columns in memory: the
         "columns" template walks the reduced dim outermost and accumulates a block of outputs, so
         it reads memory contiguously; in C also a reduction over several dims of at most
-        C_WINDOW_COLUMNS elements (a pooling's window), whatever its layout.  Only single-pass reductions (C: without
-        argmax), and only for dialects that have the template."""
+        C_WINDOW_COLUMNS elements (a pooling's window), whatever its layout.  Only single-pass
+        reductions (C: without argmax), and only for dialects that have the template."""
         k = self.k
         if ("columns" not in self.d.templates or k.pattern != "reduce" or len(k.stages) != 4
                 or not k.outer or not (self.d.gpu or stages[2].simd) or k.row_cache):

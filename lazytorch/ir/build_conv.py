@@ -243,10 +243,10 @@ def _tree(gwin: Node, lead: int, nd: int, limit: int = 32):
     recording of col2im keyed by it replays only for the same tree.  A subtree of constants and
     ramps folds to a constant at each position."""
     kdims = range(lead + nd, lead + 2 * nd)
-    operands: list[Node] = []
+    operands: dict[int, tuple[int, Node]] = {}      # id -> (index, node): an operand read twice is one
     seen = [0]
 
-    def walk(n: Node):                 # -> (template, kind): kind "const", "number" or "tensor"
+    def walk(n: Node):                 # -> (template, kind): kind "const" or "tensor"
         seen[0] += 1
         if seen[0] > limit:
             return None
@@ -257,8 +257,8 @@ def _tree(gwin: Node, lead: int, nd: int, limit: int = 32):
         if n.ndim != gwin.ndim:
             return None
         if all(n.shape[d] == 1 for d in kdims) or _kernel_broadcast(n, kdims):
-            operands.append(n)
-            return ("operand", len(operands) - 1), "tensor"
+            index = operands.setdefault(id(n), (len(operands), n))[0]
+            return ("operand", index), "tensor"
         if n.op not in PUSHED_OPS or (n.attrs and n.attrs != {"alpha": 1}):     # (add's default)
             return None
         children = [walk(i) for i in n.inputs]
@@ -273,7 +273,7 @@ def _tree(gwin: Node, lead: int, nd: int, limit: int = 32):
     got = walk(gwin)
     if got is None or got[1] != "tensor":
         return None
-    return got[0], [_window_free(n, kdims) for n in operands]
+    return got[0], [_window_free(n, kdims) for _, n in operands.values()]
 
 
 def _window_free(n: Node, kdims) -> Node:
