@@ -164,6 +164,28 @@ def test_max_pool_gradient_never_writes_its_windows(shape, kw):
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_gradient():
+    """The forward's product (decomposed while the passes run) and the weight gradient's (built
+    by its rule) read the same padded input's columns: one pad and one column copy.  The pad's
+    box constants came plain from the program's copy and structural from the decomposition, and
+    sharing told them apart (passes/simplify.py `sharing`): each was written twice."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 3, 8, 8)).astype(np.float32), rng.standard_normal((5, 3, 4, 4)).astype(np.float32)
+    g = rng.standard_normal((4, 5, 4, 4)).astype(np.float32)
+    lx, lw = lt.tensor(x, requires_grad=True), lt.tensor(w, requires_grad=True)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ly = lt.nn.functional.conv2d(lx, lw, stride=2, padding=1)
+    ty = torch.nn.functional.conv2d(tx, tw, stride=2, padding=1)
+    (lgw,), (tgw,) = lt.autograd.grad(ly, [lw], lt.from_numpy(g)), torch.autograd.grad(ty, [tw], torch.from_numpy(g))
+    for backend in ("cpu", "metal-emu"):
+        plan = lt.realize.kernel_plan([ly, lgw], backend)
+        written = [tuple(n.shape) for launch in plan.launches for n, _ in launch.writes]
+        assert written.count((4, 3, 10, 10)) == 1, plan                      # the padded input
+        assert sum(math.prod(s) == 4 * 3 * 16 * 16 for s in written) == 1, plan   # its columns
+    np.testing.assert_allclose(ly.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(lgw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_small_window_reductions_use_the_columns_template_on_c(capsys):
     """A reduction over several dims of at most 16 elements (a pooling's 3 x 3 windows) walks
     them outermost over a block of outputs in C (codegen/render.py C_WINDOW_COLUMNS), NaN kept;

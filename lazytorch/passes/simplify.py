@@ -171,7 +171,10 @@ def sharing() -> Callable[[Node], Node | None]:
                 attrs = tuple(attrs.items()) if len(attrs) == 1 else tuple(sorted(attrs.items()))
             # (a dtype by its id: DType hashes in Python, and dtypes are singletons)
             if op == "scalar":                  # (a constant's value and its Python type are part of it)
-                key = (op, attrs or (), (), n.shape, id(n.dtype), n.value, type(n.value).__name__)
+                # (not its attrs: normalize made the program's structural constants plain, and a
+                # decomposition's own keep theirs; a constant pad's box built by both then read
+                # the input twice, the forward's columns and the weight gradient's each copied)
+                key = (op, (), (), n.shape, id(n.dtype), n.value, type(n.value).__name__)
             else:
                 key = (op, attrs or (), n.inputs, n.shape, id(n.dtype))
             found = table.setdefault(key, n)
