@@ -200,6 +200,16 @@ case("max_pool2d_overlap", lambda ns, x: F(ns).max_pool2d(x, 3, stride=2, paddin
 case("avg_pool2d", lambda ns, x: F(ns).avg_pool2d(x, 2), (2, 3, 6, 4))
 case("avg_pool1d_overlap", lambda ns, x: F(ns).avg_pool1d(x, 3, stride=1), (2, 2, 8))
 case("unfold", lambda ns, x: F(ns).unfold(x, 2, stride=1), (1, 2, 4, 5))
+# windows that do not overlap: col2im is a permutation, padded where the stride leaves gaps or no
+# window reaches (ir/build_conv.py _col2im_disjoint)
+case("conv_transpose2d_one_position", lambda ns, x, w: F(ns).conv_transpose2d(x, w), (2, 5, 1, 1), (5, 3, 4, 4))
+case("conv_transpose2d_gaps", lambda ns, x, w, b: F(ns).conv_transpose2d(x, w, b, stride=3, padding=1,
+                                                                        output_padding=2), (2, 4, 3, 4), (4, 3, 2, 2), (3,))
+case("conv_transpose3d_stride_kernel", lambda ns, x, w: F(ns).conv_transpose3d(x, w, stride=2), (1, 2, 2, 3, 2),
+     (2, 2, 2, 2, 2))
+case("conv2d_patches", lambda ns, x, w: F(ns).conv2d(x, w, stride=4), (2, 3, 10, 9), (6, 3, 4, 4))
+case("conv2d_gaps", lambda ns, x, w: F(ns).conv2d(x, w, stride=3, padding=1), (2, 3, 10, 9), (6, 3, 2, 2))
+case("max_pool2d_disjoint_odd", lambda ns, x: F(ns).max_pool2d(x, 2), (2, 3, 7, 5))
 
 # losses built from primitives (registry/loss.yaml), layer norms of the conv family
 case("nll_loss", lambda ns, x, t: F(ns).nll_loss(F(ns).log_softmax(x, 1), t), (4, 5), ("int", (4,), 5))

@@ -24,7 +24,8 @@ CODEGEN_CASES = {
             "linear", "matmul_batched_bcast", "setitem_view", "inplace_chain", "slice_step", "cat", "gather",
             "add_bcast", "div_bcast", "maximum", "where", "amax_dim", "var_dim", "sum_dims_keep", "gelu", "tanh",
             "conv2d", "conv2d_s1_groups", "conv2d_s1_many_channels", "conv_transpose2d", "max_pool2d_overlap",
-            "expand", "to_float64"],
+            "expand", "to_float64", "conv_transpose2d_gaps", "conv_transpose2d_one_position", "conv2d_gaps",
+            "max_pool2d_disjoint_odd"],
     "metal-emu": ["layer_norm", "cross_entropy", "setitem_view", "mul_bcast"],
 }
 

@@ -117,6 +117,12 @@ CONV_TRANSPOSE_PLANS = [
      ["kernel", "library", "kernel"]),
     ("many positions", (2, 4, 17, 16), (4, 3, 4, 4), dict(stride=2, padding=1),
      ["library", "kernel", "kernel", "kernel"]),
+    # windows that do not overlap: col2im permutes the product (ir/build_conv.py
+    # _col2im_disjoint), a view of it for one input position, else one copy (padded at gaps)
+    ("one input position", (2, 5, 1, 1), (5, 3, 4, 4), {}, ["library", "kernel"]),
+    ("stride = kernel", (2, 4, 17, 16), (4, 3, 2, 2), dict(stride=2), ["library", "kernel", "kernel"]),
+    ("gaps between windows", (2, 4, 17, 16), (4, 3, 2, 2), dict(stride=3, padding=1, output_padding=2),
+     ["library", "kernel", "kernel"]),
 ]
 
 

@@ -154,12 +154,46 @@ def col2im(gwin: Node, size, kernel, stride, dilation) -> Node:
     those tensors, read through the slice's pad, instead of gwin written whole and read back (its
     3 x 3 windows' tensor was 9x the pooled output)."""
     nd = len(kernel)
+    if _disjoint(gwin.shape[gwin.ndim - 2 * nd:gwin.ndim - nd], kernel, stride, dilation):
+        return _col2im_disjoint(gwin, tuple(size), tuple(kernel), tuple(stride))
     tree = _tree(gwin, gwin.ndim - 2 * nd, nd)
     if tree is None:
         return _col2im(gwin, tuple(size), tuple(kernel), tuple(stride), tuple(dilation))
     template, operands = tree
     return _col2im_tree(template, tuple(gwin.shape), tuple(size), tuple(kernel), tuple(stride), tuple(dilation),
                         *operands)
+
+
+def _disjoint(out, kernel, stride, dilation) -> bool:
+    """Whether no two windows share an element: along every dim the taps are contiguous
+    (dilation 1) and one window's stride apart at least, or there is one window.  A transposed
+    convolution of a 1 x 1 input (DCGAN's first layer: its col2im summed 16 masked terms per
+    element, recomputed in each of batch norm's three reductions over it), of stride = kernel
+    (a U-Net's 2 x 2 up-convolutions), a patch embedding's gradient, pooling of stride = kernel."""
+    return all((d == 1 or k == 1) and (o == 1 or s >= k) for o, k, s, d in zip(out, kernel, stride, dilation))
+
+
+@recorded
+def _col2im_disjoint(gwin: Node, size, kernel, stride) -> Node:
+    """col2im of windows that do not overlap (`_disjoint`): each element of the output is one
+    element of gwin or a zero no window covers, so it is gwin permuted, (N, C, *out, *kernel) ->
+    (N, C, o0, k0, o1, k1, ...), padded (each k to the stride, each o as far as size needs), merged
+    and cropped to size: one copy, and none where the merge is a view (a 1 x 1 input's)."""
+    nd = len(kernel)
+    lead = gwin.ndim - 2 * nd
+    out = gwin.shape[lead:lead + nd]
+    steps = [k if o == 1 else s for o, k, s in zip(out, kernel, stride)]
+    rows = [max(o, -(-n // st)) for o, n, st in zip(out, size, steps)]
+    order = list(range(lead)) + [lead + j + half * nd for j in range(nd) for half in (0, 1)]
+    whole = call("permute", gwin, tuple(order))
+    pairs = [p for o, r, k, st in zip(out, rows, kernel, steps) for p in ((0, r - o), (0, st - k))]
+    if any(hi for _, hi in pairs):
+        whole = padded(whole, pairs, constant(0))
+    whole = call("reshape", whole, tuple(gwin.shape[:lead]) + tuple(r * st for r, st in zip(rows, steps)))
+    for j, n in enumerate(size):
+        if whole.shape[lead + j] != n:
+            whole = call("narrow", whole, lead + j, 0, n)
+    return whole
 
 
 def _phased(term: Callable, lead: tuple[int, ...], out, size, kernel, stride, dilation) -> Node:
