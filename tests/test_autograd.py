@@ -172,6 +172,40 @@ def test_error_second_backward_through_freed_graph():
         y.backward()
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_backward_frees_the_forward_graph(native, monkeypatch):
+    """A backward without retain_graph lets go of what each record saved (autograd/engine.py
+    FREED_INPUTS), as torch frees saved tensors: once the loss and the gradient are evaluated, the
+    forward graph dies
+    by reference count while the loss tensor lives on, with no cyclic collection; the gradient is
+    right and a second backward still raises."""
+    import gc
+    import weakref
+    from lazytorch.autograd import engine
+    if not native:
+        monkeypatch.setattr(engine, "_walk", engine._walk_py)      # (the C walk's definition)
+    x = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    w = lt.tensor(x, requires_grad=True)
+    h = (w.sin() * 2.0).exp()
+    inner = weakref.ref(h.node)
+    loss = (h * w).sum().tanh()             # (a top op that saves: a sum keeps what it reads)
+    del h
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        loss.backward()
+        lt.eval(loss, w.grad)                   # (an unevaluated gradient still reads the forward)
+        assert inner() is None
+    finally:
+        if was:
+            gc.enable()
+    tw = torch.tensor(x, requires_grad=True)
+    ((tw.sin() * 2.0).exp() * tw).sum().tanh().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
 def test_error_gradient_shape_mismatch():
     x = lt.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="Mismatch in shape"):

@@ -1963,6 +1963,7 @@ def test_backward_walk_errors(monkeypatch):
     from lazytorch.autograd.state import RECORDS
     y = (w.sin() * w).sum() + (w * 3.0).sum()
     roots, seeds, records = [y.node], [lt.ones(()).node], [RECORDS[n] for n in engine._order([y.node])]
+    saved = [None if rec.snapshot is None else rec.snapshot.inputs for rec in records]   # (freed: let go of)
 
     def calls():                                 # (no Tensor made: no live-tensor entries piling up)
         for _ in range(50):
@@ -1970,8 +1971,10 @@ def test_backward_walk_errors(monkeypatch):
             engine.run_backward(roots, seeds, False, accumulate=False, capture=[w.node])
             with pytest.raises(RuntimeError):
                 engine.run_backward(roots, seeds, False, accumulate=False)
-            for rec in records:
+            for rec, inputs in zip(records, saved):
                 rec.freed = False
+                if inputs is not None:
+                    rec.snapshot.inputs = inputs
     assert_memory_flat(calls)
 
 

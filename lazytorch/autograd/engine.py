@@ -299,7 +299,15 @@ def _walk_py(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bo
                 grads.setdefault(id(inp), []).append(gi)
         if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
             rec.freed = True
+            rec.snapshot.inputs = ()        # (FREED_INPUTS)
     return captured
+
+
+# FREED_INPUTS: a record a backward without retain_graph went through lets go of its snapshot's
+# inputs, as torch frees what a node saved: the forward graph below it dies with the backward,
+# not with the last tensor that reaches it (a step's `loss` lived into the next step's
+# evaluation, so each young collection there walked ~900 of its nodes: ResNet-18's lazy step).
+# A second backward meets the record before anything below it and raises FREED, as before.
 
 
 def _retained(kept, g: Node) -> None:

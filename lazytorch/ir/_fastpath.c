@@ -3393,7 +3393,12 @@ static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int
         PyObject *op = bw_slot(snap, self->node_at[N_OP], "op");
         int saves = op == NULL ? -1 : PySet_Contains(self->saves_nothing, op);
         if (saves < 0) goto done;
-        if (!saves) Py_XSETREF(SLOT(rec, self->record_at[R_FREED]), Py_NewRef(Py_True));
+        if (!saves) {                           /* rec.freed = True; rec.snapshot.inputs = () (FREED_INPUTS) */
+            PyObject *none = PyTuple_New(0);
+            if (none == NULL) goto done;
+            Py_XSETREF(SLOT(rec, self->record_at[R_FREED]), Py_NewRef(Py_True));
+            Py_XSETREF(SLOT(snap, self->node_at[N_INPUTS]), none);
+        }
     }
     r = 0;
 done:

@@ -255,11 +255,14 @@ def record(nodes: list[Node], flat: tuple, result: Any) -> Recording | None:
         return ref
 
     refs = []
-    for o in outs:
-        r = visit(o)
-        if r is None or r[0] != MADE:
-            return None
-        refs.append(r[1])
+    try:
+        for o in outs:
+            r = visit(o)
+            if r is None or r[0] != MADE:
+                return None
+            refs.append(r[1])
+    finally:
+        visit = None     # (a closure calling itself is a cycle: it held this call's graph until a collection)
     return Recording(steps, refs[0] if result.__class__ is Node else tuple(refs))
 
 
