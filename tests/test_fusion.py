@@ -164,14 +164,17 @@ def test_max_pool_gradient_never_writes_its_windows(shape, kw):
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
-def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_gradient():
+@pytest.mark.parametrize("size", [8, 36])
+def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_gradient(size):
     """The forward's product (decomposed while the passes run) and the weight gradient's (built
     by its rule) read the same padded input's columns: one pad and one column copy.  The pad's
     box constants came plain from the program's copy and structural from the decomposition, and
-    sharing told them apart (passes/simplify.py `sharing`): each was written twice."""
+    sharing told them apart (passes/simplify.py `sharing`): each was written twice.  Past 256
+    output positions (size 36: 18 x 18) the forward had its own per-sample columns."""
     rng = np.random.default_rng(0)
-    x, w = rng.standard_normal((4, 3, 8, 8)).astype(np.float32), rng.standard_normal((5, 3, 4, 4)).astype(np.float32)
-    g = rng.standard_normal((4, 5, 4, 4)).astype(np.float32)
+    n, out = 4 if size == 8 else 2, size // 2
+    x, w = rng.standard_normal((n, 3, size, size)).astype(np.float32), rng.standard_normal((5, 3, 4, 4)).astype(np.float32)
+    g = rng.standard_normal((n, 5, out, out)).astype(np.float32)
     lx, lw = lt.tensor(x, requires_grad=True), lt.tensor(w, requires_grad=True)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     ly = lt.nn.functional.conv2d(lx, lw, stride=2, padding=1)
@@ -180,8 +183,8 @@ def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_grad
     for backend in ("cpu", "metal-emu"):
         plan = lt.realize.kernel_plan([ly, lgw], backend)
         written = [tuple(n.shape) for launch in plan.launches for n, _ in launch.writes]
-        assert written.count((4, 3, 10, 10)) == 1, plan                      # the padded input
-        assert sum(math.prod(s) == 4 * 3 * 16 * 16 for s in written) == 1, plan   # its columns
+        assert written.count((n, 3, size + 2, size + 2)) == 1, plan          # the padded input
+        assert sum(math.prod(s) == n * 3 * 16 * out * out for s in written) == 1, plan   # its columns
     np.testing.assert_allclose(ly.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(lgw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-4)
 
