@@ -5,7 +5,7 @@ convolution, a generated kernel by its pattern), so that what the GPU does beyon
 shows by kind.  The steps are benchmarks/conv_models.py's (`training_steps`: the same weights,
 SGD, the loss read on the host).
 
-    PYTHONPATH=$PWD python benchmarks/gpu_train_kernels.py [--batch 64] [--size 224] [--steps 3] [--top 14]
+    PYTHONPATH=$PWD python benchmarks/gpu_train_kernels.py [--batch 64] [--size 224] [--steps 3] [--top 14] [--forward]
 """
 from __future__ import annotations
 
@@ -75,22 +75,25 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=14, help="busiest kernels listed")
+    ap.add_argument("--forward", action="store_true", help="the forward in eval mode instead of a training step")
     args = ap.parse_args()
     import torch
 
     import lazytorch as lt
-    from benchmarks.conv_models import models, training_steps
+    from benchmarks.conv_models import forwards, models, training_steps
     lt.set_backend("cuda")
-    args.device, args.train = "cuda", True
+    args.device, args.train = "cuda", not args.forward
     x = np.random.default_rng(4).standard_normal((args.batch, 3, args.size, args.size)).astype(np.float32)
     tnet, lnet = models("cuda")
-    calls = training_steps(argparse.Namespace(device="cuda", batch=args.batch, steps=1), tnet, lnet,
-                           torch.from_numpy(x).to("cuda"), lt.from_numpy(x))
+    made = forwards if args.forward else training_steps
+    calls = made(argparse.Namespace(device="cuda", batch=args.batch, steps=1, compiled=False), tnet, lnet,
+                 torch.from_numpy(x).to("cuda"), lt.from_numpy(x))
     for call in calls.values():              # (compiles, captures)
         for _ in range(3):
             call()
     LAUNCHES.update(launches())
-    print(f"ResNet-18 training step (SGD) on cuda, input {[args.batch, 3, args.size, args.size]}, "
+    what = "forward (eval mode)" if args.forward else "training step (SGD)"
+    print(f"ResNet-18 {what} on cuda, input {[args.batch, 3, args.size, args.size]}, "
           f"{args.steps} profiled steps each; per step:")
     for name, call in calls.items():
         count, total, groups, top = profile(call, args.steps, args.top)
