@@ -445,7 +445,7 @@ def options_for(backend: str) -> Options:
     except Exception:   # noqa: BLE001  (metal/cuda off their hardware: plan with the strictest cap)
         b = Backend
     return Options(max_buffers=b.max_buffers, evaluate=run_node, library_bias=getattr(b, "library_bias", False),
-                   library_ops=getattr(b, "library_ops", frozenset()))
+                   library_ops=getattr(b, "library_ops", frozenset()), guarded_reads=getattr(b, "guarded_reads", False))
 
 
 def plan_for(order: list[Node], roots: list[Node], backend: str | None = None) -> KernelPlan:

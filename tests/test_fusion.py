@@ -180,13 +180,45 @@ def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_grad
     ly = lt.nn.functional.conv2d(lx, lw, stride=2, padding=1)
     ty = torch.nn.functional.conv2d(tx, tw, stride=2, padding=1)
     (lgw,), (tgw,) = lt.autograd.grad(ly, [lw], lt.from_numpy(g)), torch.autograd.grad(ty, [tw], torch.from_numpy(g))
-    for backend in ("cpu", "metal-emu"):
+    for backend, pads in (("cpu", 1), ("metal-emu", 0)):       # (metal reads the pad through its mask)
         plan = lt.realize.kernel_plan([ly, lgw], backend)
         written = [tuple(n.shape) for launch in plan.launches for n, _ in launch.writes]
-        assert written.count((n, 3, size + 2, size + 2)) == 1, plan          # the padded input
+        assert written.count((n, 3, size + 2, size + 2)) == pads, plan                  # the padded input
         assert sum(math.prod(s) == n * 3 * 16 * out * out for s in written) == 1, plan   # its columns
     np.testing.assert_allclose(ly.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(lgw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_copied_views_of_a_pad_read_it_through_its_mask_on_the_gpu_backends():
+    """passes/guard.py: on metal (and cuda) a view of a constant pad that is copied, and whose dims
+    each step along one dim of the pad (windows, a slice, a permute), reads the unpadded input
+    through the pad's mask in the copy's kernel: the pad is not written.  A view read by anything
+    else (a pointwise op, a reduction) or that merges the pad's dims (a flattening reshape) keeps
+    the pad.  Values against torch; cpu keeps every pad (its masked loads do not vectorise)."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 6)).astype(np.float32)
+    t = torch.from_numpy(x)
+
+    def padded(m, pads, value=0.0):
+        return m.nn.functional.pad(m.tensor(x) if m is lt else t, pads, value=value)
+    cases = [   # (the program on lazytorch or torch, whether metal-emu writes the pad)
+        (lambda m: padded(m, (1, 2, 2, 0), -1.5)[:, :, 1:, ::2].contiguous(), False),
+        (lambda m: padded(m, (1, 1, 1, 1)).permute(0, 2, 3, 1).contiguous(), False),
+        (lambda m: padded(m, (1, 1, 1, 1)).unfold(2, 3, 1).unfold(3, 3, 2).contiguous(), False),
+        (lambda m: padded(m, (1, 1, 1, 1))[:, :, 1:].exp(), True),
+        (lambda m: padded(m, (1, 1)).reshape(2, -1)[:, 5:].contiguous(), True),
+    ]
+    for make, written in cases:
+        y = make(lt)
+        for backend, pad_kept in (("cpu", True), ("metal-emu", written)):
+            plan = lt.realize.kernel_plan([y], backend)
+            pads = [n for launch in plan.launches for n, _ in launch.writes if n.op == "where"]
+            assert bool(pads) == pad_kept, (backend, plan)
+            previous = lt.get_backend()
+            lt.set_backend(backend)
+            try:
+                np.testing.assert_allclose(make(lt).numpy(), make(torch).numpy(), rtol=1e-6, atol=1e-6)
+            finally:
+                lt.set_backend(previous)
 
 
 def test_small_window_reductions_use_the_columns_template_on_c(capsys):

@@ -346,6 +346,11 @@ def view_of(x: Node, spec: V.ViewSpec) -> Node:
     return Node("view", (base,), {"view": spec}, spec.shape, x.dtype)
 
 
+# The `clamp` of a view whose reader's mask is no box: a view of a constant pad read through the
+# pad's mask (passes/guard.py).  Made only in the passes, after autograd: it has no gradient.
+GUARDED = "guarded"
+
+
 def clamped_view(base: Node, spec: V.ViewSpec, box: tuple[tuple[int, int], ...]) -> Node:
     """A view that reaches outside `base` except in `box` ((start, stop) per dim), where its reader
     masks the value out (a padded read: ir/build_shape_ops.py padded): element i reads

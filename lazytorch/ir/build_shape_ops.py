@@ -231,15 +231,18 @@ def _box_dims(shape, box) -> list[tuple[int, int, int]]:
     return [(d, start, stop) for d, ((start, stop), n) in enumerate(zip(box, shape)) if (start, stop) != (0, n)]
 
 
-def is_box_mask(node: Node, shape: tuple[int, ...], box) -> bool:
+def is_box_mask(node: Node, shape: tuple[int, ...], box, program: bool = False) -> bool:
     """Whether `node` is box_mask(shape, box) as built there (read, not built: a gradient rule asks
-    this of every constant pad's mask)."""
+    this of every constant pad's mask).  `program`: node is of a compiled program's copy
+    (passes/normalize.py), whose structural constants are plain scalars (its runtime numbers are
+    params); in a graph being built only a structural constant's value is fixed."""
     dims = _box_dims(shape, box)
     if not dims:
         return False
 
     def is_constant(n: Node, value: int) -> bool:
-        return n.op == "scalar" and n.attrs.get("value", None) == value and not isinstance(n.value, bool)
+        fixed = n.value if program and not n.inputs else n.attrs.get("value", None)
+        return n.op == "scalar" and fixed == value and not isinstance(n.value, bool)
 
     def in_dim(n: Node, d: int, start: int, stop: int) -> bool:
         if n.op != "logical_and" or len(n.inputs) != 2:

@@ -25,6 +25,7 @@ from ..ir.node import Node, tracing
 from ..ir.printer import dump_nodes
 from .decompose import decompose
 from .fuse import MAX_BUFFERS, build_plan
+from .guard import guard_views
 from .legalize import legalize
 from .plan import KernelPlan
 from .simplify import Evaluate, simplify
@@ -39,6 +40,8 @@ class Options:
     library_ops: frozenset[str] = frozenset()   # composites the backend runs whole (decompose's keep)
     composites: bool = True                 # False: the driver found no composite in the program
                                             # (decompose.has_composites): decompose has no walk
+    guarded_reads: bool = False             # views of constant pads read through the pad's mask
+                                            # (passes/guard.py: the GPU backends)
 
 
 Pass = Callable[[list[Node], Options], list[Node]]
@@ -47,6 +50,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("decompose", lambda roots, o: decompose(roots, o.library_ops, o.composites)),
     ("legalize", lambda roots, o: legalize(roots)),
     ("simplify", lambda roots, o: simplify(roots, o.evaluate)),
+    ("guard", lambda roots, o: guard_views(roots) if o.guarded_reads else roots),
 ]
 FUSE = "fuse"
 

@@ -91,6 +91,9 @@ class Backend:
     # buffers live in the backend's own memory (the GPU's): a leaf's host data is uploaded once and
     # the leaf keeps the device copy (realize.keep_uploads), instead of an upload in every run
     device_memory: bool = False
+    # views of constant pads read through the pad's mask instead of the pad written first
+    # (passes/guard.py): GPUs, whose masked loads cost what a plain copy's do
+    guarded_reads: bool = False
 
     # ---- data ----
     def from_host(self, arr: np.ndarray) -> Buffer:

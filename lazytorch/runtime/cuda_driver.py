@@ -922,6 +922,7 @@ class DriverBackend(Backend):
     name = "cuda"
     device_memory = True
     library_bias = False         # a linear layer's bias joins the following kernel (no GEMM epilogue)
+    guarded_reads = True
     library_ops = frozenset()    # attention decomposes: GEMM, one row kernel, GEMM
 
     def __init__(self) -> None:

@@ -226,6 +226,7 @@ class MetalEmuBackend(Backend):
     # plans as the metal backend does: a linear layer's bias goes to the GEMM, sdpa stays whole
     library_bias = True
     library_ops = frozenset({"scaled_dot_product_attention"})
+    guarded_reads = True
 
     def scalar(self, value, dtype):
         """Scalar params as the Metal kernel reads them (float64 as float32: codegen/gpu.py)."""

@@ -168,6 +168,7 @@ def to_mx(arr: np.ndarray, dtype: DType):
 
 class MlxBackend(Backend):
     library_bias = True          # fusion hands a linear layer's bias to the GEMM (mx.addmm)
+    guarded_reads = True         # (passes/guard.py)
     device_memory = True         # leaves keep their uploaded MLX arrays (realize.keep_uploads)
     library_ops = frozenset({"scaled_dot_product_attention"})    # mx.fast's fused attention
 
