@@ -241,7 +241,7 @@ def is_box_mask(node: Node, shape: tuple[int, ...], box, program: bool = False) 
         return False
 
     def is_constant(n: Node, value: int) -> bool:
-        fixed = n.value if program and not n.inputs else n.attrs.get("value", None)
+        fixed = n.value if program else n.attrs.get("value", None)
         return n.op == "scalar" and fixed == value and not isinstance(n.value, bool)
 
     def in_dim(n: Node, d: int, start: int, stop: int) -> bool:

@@ -26,6 +26,7 @@ from ..ir import views as V
 from ..ir.build import GUARDED, call, constant
 from ..ir.build_shape_ops import is_box_mask
 from ..ir.creation import iota
+from ..ir.graph import toposort
 from ..ir.node import Node
 from .rewrite import rewrite
 
@@ -38,7 +39,7 @@ def guard_views(roots: list[Node]) -> list[Node]:
     backend ran that kernel on the host).  Views are told by their spec and their pad's box and
     shape, since the rewrite rebuilds a view whose input graph changed."""
     readers: dict[tuple, set[str]] = {}
-    for n in _walk(roots):
+    for n in toposort(roots):
         for i in n.inputs:
             key = _key(i)
             if key is not None:
@@ -57,19 +58,8 @@ def _key(n: Node) -> tuple | None:
     return (n.attrs["view"], cv.attrs.get("clamp"), n.inputs[0].shape) if cv.op == "view" else None
 
 
-def _walk(roots: list[Node]):
-    seen, stack = set(), list(roots)
-    while stack:
-        n = stack.pop()
-        if id(n) not in seen:
-            seen.add(id(n))
-            yield n
-            stack.extend(n.inputs)
-
-
 def _guarded(n: Node) -> Node | None:
-    if n.op != "view" or "clamp" in n.attrs:
-        return None
+    """n (a view of a `where`: `_key`) as the pad's masked read, or None."""
     pad = n.inputs[0]
     box = _pad_box(pad)
     if box is None:
