@@ -192,9 +192,10 @@ def test_convolution_columns_are_copied_once_for_the_forward_and_the_weight_grad
 def test_copied_views_of_a_pad_read_it_through_its_mask_on_the_gpu_backends():
     """passes/guard.py: on metal (and cuda) a view of a constant pad that is copied, and whose dims
     each step along one dim of the pad (windows, a slice, a permute), reads the unpadded input
-    through the pad's mask in the copy's kernel: the pad is not written.  A view read by anything
-    else (a pointwise op, a reduction) or that merges the pad's dims (a flattening reshape) keeps
-    the pad.  Values against torch; cpu keeps every pad (its masked loads do not vectorise)."""
+    through the pad's mask in the copy's kernel: the pad is not written; so do pooling's windows
+    (a max or a sum over them).  A view read by a pointwise op or that merges the pad's dims (a
+    flattening reshape) keeps the pad.  Values against torch; cpu keeps every pad (its masked
+    loads do not vectorise)."""
     x = np.random.default_rng(3).standard_normal((2, 3, 5, 6)).astype(np.float32)
     t = torch.from_numpy(x)
 
@@ -204,6 +205,8 @@ def test_copied_views_of_a_pad_read_it_through_its_mask_on_the_gpu_backends():
         (lambda m: padded(m, (1, 2, 2, 0), -1.5)[:, :, 1:, ::2].contiguous(), False),
         (lambda m: padded(m, (1, 1, 1, 1)).permute(0, 2, 3, 1).contiguous(), False),
         (lambda m: padded(m, (1, 1, 1, 1)).unfold(2, 3, 1).unfold(3, 3, 2).contiguous(), False),
+        (lambda m: m.nn.functional.max_pool2d(padded(m, ()), 3, stride=2, padding=1), False),
+        (lambda m: m.nn.functional.avg_pool2d(padded(m, ()), 3, stride=1, padding=1), False),
         (lambda m: padded(m, (1, 1, 1, 1))[:, :, 1:].exp(), True),
         (lambda m: padded(m, (1, 1)).reshape(2, -1)[:, 5:].contiguous(), True),
     ]

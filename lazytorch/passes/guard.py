@@ -11,9 +11,10 @@ base itself (the view composed with the clamped one), read where each padded coo
 function of the view's indices, lies inside the box (index arithmetic from iotas), and the fill
 elsewhere, so the copy that makes the columns reads x itself.  Its view's `clamp` is GUARDED: its
 reader's mask is no box (no gradient: passes run after autograd; its flat index is clipped into
-the buffer where no mask guards it, as a clamped view's is).  Only views that are copied
-(`guard_views`) and whose every dim steps along one dim of the pad, within it, are rewritten
-(windows, permutes, slices, broadcasts; not a reshape that merges dims).  Backends opt in
+the buffer where no mask guards it, as a clamped view's is).  Only views that are copied or
+reduced over (pooling's windows; `guard_views`) and whose every dim steps along one dim of the
+pad, within it, are rewritten (windows, permutes, slices, broadcasts; not a reshape that merges
+dims).  Backends opt in
 (`Backend.guarded_reads`): the C backend's masked loads do not vectorise (gcc 12), so there the
 pad's plain copy and the windows' plain copy run faster than one masked copy (a 64-channel 3 x 3
 layer at 8 x 32^2, one thread: 5.8 against 3.1 ms).
@@ -34,21 +35,24 @@ from .rewrite import rewrite
 def guard_views(roots: list[Node]) -> list[Node]:
     """The graph with each view of a constant pad read through the pad's mask (module docstring),
     where the view is only copied (a convolution's columns: `contiguous`, or read by a product
-    through a reshape): its mask is broadcast index arithmetic, which the GPU backends' row and
-    reduction templates do not take where it is not right-aligned (max pooling's windows: the cuda
-    backend ran that kernel on the host).  Views are told by their spec and their pad's box and
-    shape, since the rewrite rebuilds a view whose input graph changed."""
+    through a reshape) or reduced (a pooling's windows): read by a pointwise op, its mask would be
+    a broadcast of a computed value, which the GPU backends' templates do not take where it is
+    not right-aligned (a max pooling's backward: the cuda backend ran such a kernel on the host).
+    Views are told by their spec and their pad's box and shape, since the rewrite rebuilds a view
+    whose input graph changed."""
     readers: dict[tuple, set[str]] = {}
     for n in toposort(roots):
         for i in n.inputs:
             key = _key(i)
             if key is not None:
                 readers.setdefault(key, set()).add(n.op)
-    copied = {k for k, ops in readers.items() if ops <= COPIES}
+    copied = {k for k, ops in readers.items() if ops <= READERS}
     return rewrite(roots, lambda n: _guarded(n) if _key(n) in copied else None, leaves_kept=("param", "scalar"))
 
 
-COPIES = frozenset({"contiguous", "matmul"})
+# what may read a rewritten view: a copy (a convolution's columns), a product, a window reduction
+# (pooling's forward); not a pointwise op, which the view would then feed with a mask broadcast
+READERS = frozenset({"contiguous", "matmul", "amax", "amin", "sum"})
 
 
 def _key(n: Node) -> tuple | None:
