@@ -185,7 +185,7 @@ def main() -> None:
     p.add_argument("--train", action="store_true", help="a training step (cross-entropy, SGD) per call")
     p.add_argument("--model", default="resnet18", choices=("resnet18", "dcgan"))
     p.add_argument("--phases", action="store_true", help="with --train: the lazy step's phases")
-    p.add_argument("--warmup", type=int, default=4, help="untimed calls after the first")
+    p.add_argument("--warmup", type=int, default=6, help="untimed calls after the first")
     p.add_argument("--steps", type=int, default=1, help="training steps per timed call, the loss read "
                    "after the last (a loop that logs every N steps); times are per step")
     args = p.parse_args()
@@ -214,7 +214,7 @@ def main() -> None:
         err = float(np.abs(got - expected).max())
         assert err < 1e-3 * max(1.0, float(np.abs(expected).max())), (name, err)
         for _ in range(args.warmup):    # (on cuda a loop's two CUDA graphs are captured on its
-            call()                      #  fourth and fifth calls: runtime/cuda_graph.py)
+            call()                      #  fourth to seventh calls: runtime/cuda_graph.py)
     # the warm-up's compiles leave the collector's oldest generation due a full collection (100-200
     # ms over torch's heap on an H200 host), which lands in whichever round comes next: made here,
     # once, so the rounds' means show the steady state's own collections, as a long loop's do
