@@ -180,7 +180,12 @@ def train_run(module_name: str) -> Callable:
     block = max(s["block"] for s in (BY_NAME["W10"].sizes, BY_NAME["W10"].quick_sizes))
     t = tg.Trainer(module, tg.Config(vocab=len(chars), block=block), 10 ** 6, 3e-3)
 
+    placed = []
+
     def step(x, y):
+        if not placed and module_name == "torch":   # (built on the CPU; a GPU column's batches are
+            t.model.to(x.device)                    #  on the GPU: the parameters follow, in place)
+            placed.append(True)
         _, loss = t.model(x, y)
         t.opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -325,3 +325,27 @@ def test_cross_entropys_target_pick_runs_on_the_device(monkeypatch):
     scalar = kernel_plan([lt.gather(lt.tensor(3.0), 0, lt.tensor(0))], backend="cuda")
     (picked,) = [launch for launch in scalar.launches if launch.kind == "reference"]
     assert cuda_driver.device_reference_launch(picked) is None
+
+
+def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeypatch):
+    """A traced step's positions (`arange(T)` in lt.compile's trace) are an iota inlined into the
+    position embedding's reference launch: on the host it kept the compiled training step out of
+    CUDA graphs (W10 on an H200: no capture, no replay).  The driver runtime makes the positions
+    once, on the host, keeps them on the device with the launch, and runs the embedding there."""
+    from lazytorch.ir.creation import iota
+    from lazytorch.realize import kernel_plan
+    from lazytorch.tensor import Tensor
+
+    class Uploaded:
+        def __init__(self, arr):
+            self.arr, self.ptr, self.shape, self.dtype = arr, 4096, arr.shape, D.from_numpy(arr.dtype)
+    made: list = []
+    monkeypatch.setattr(cuda_driver, "DeviceBuffer", lambda shape, dtype: ("flag", shape, dtype))
+    monkeypatch.setattr(cuda_driver, "_uploaded", lambda arr: made.append(Uploaded(arr)) or made[-1])
+    table = lt.tensor(np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32))
+    plan = kernel_plan([lt.nn.functional.embedding(Tensor(iota((8,), 0)), table)], backend="cuda")
+    (host,) = [launch for launch in plan.launches if launch.kind == "reference"]
+    assert [n.op for n in host.nodes] == ["iota", "embedding"]
+    assert cuda_driver.device_reference_launch(host) is not None
+    assert len(made) == 1 and made[0].arr.dtype == np.int64
+    np.testing.assert_array_equal(made[0].arr, np.arange(8))

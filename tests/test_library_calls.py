@@ -282,6 +282,18 @@ def _device_reference(program, *arrays):
     return np.asarray(out)
 
 
+def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device_of_mlx_backends():
+    """A traced step's positions (an iota inlined into the position embedding's launch) are made
+    by MLX on the device, so the launch is no host round trip; checked against torch."""
+    import torch
+    from lazytorch.ir.creation import iota
+    from lazytorch.tensor import Tensor
+    weight = np.random.default_rng(0).standard_normal((9, 4)).astype(np.float32)
+    got = _device_reference(lambda m, w: F(m).embedding(Tensor(iota((2, 6), 1)), w), weight)
+    want = F(torch).embedding(torch.arange(6).expand(2, 6), torch.from_numpy(weight)).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("ids_shape", [(2, 3), (5,), (0,), ()])
 def test_embedding_runs_on_the_device_of_mlx_backends(dtype, ids_shape):

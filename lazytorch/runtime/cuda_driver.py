@@ -671,14 +671,17 @@ class Strided:
         return Strided.of(buf)
 
 
-def _views_of_reads(launch, views) -> bool:
-    """Every view node reads a buffer of the launch (views over views are left to the host)."""
-    read = {id(n) for n, _ in launch.reads}
+def _views_of_reads(launch, views, made=()) -> bool:
+    """Every view node reads a buffer of the launch, or a value `made` for it (views over views are
+    left to the host)."""
+    read = {id(n) for n, _ in launch.reads} | {id(n) for n in made}
     return all(id(v.inputs[0]) in read for v in views)
 
 
-def _env(launch, views, reads: Sequence[DeviceBuffer]) -> dict[int, Strided]:
+def _env(launch, views, reads: Sequence[DeviceBuffer], constants: dict | None = None) -> dict[int, Strided]:
     env = {id(node): Strided.of(r) for (node, _), r in zip(launch.reads, reads)}
+    if constants:
+        env.update(constants)
     for node in views:
         env[id(node)] = env[id(node.inputs[0])].view(node.attrs["view"])
     return env
@@ -870,9 +873,13 @@ _INDEXED = {      # the device-run reference ops that read indices: (op) -> whet
 
 def device_reference_launch(launch) -> LaunchFn | None:
     """A reference launch of views, one cat, embedding or gather written to the launch's only
-    buffer, run on the device; None otherwise (the host runs it)."""
+    buffer, run on the device; None otherwise (the host runs it).  An `iota` inlined into it (a
+    traced step's positions, `arange(T)`, read by the position embedding) is made on the host once
+    and kept on the device with the launch: run on the host, the launch had kept lt.compile's
+    training step out of CUDA graphs."""
     views = [n for n in launch.nodes if n.op == "view"]
-    computed = [n for n in launch.nodes if n.op != "view"]
+    made = [n for n in launch.nodes if n.op == "iota"]
+    computed = [n for n in launch.nodes if n.op not in ("view", "iota")]
     if len(launch.writes) != 1 or len(computed) > 1 or (computed and computed[0].op not in ("cat", *_INDEXED)):
         return None
     node = computed[0] if computed else launch.writes[0][0]
@@ -880,12 +887,13 @@ def device_reference_launch(launch) -> LaunchFn | None:
         return None
     if node.op in _INDEXED and not _INDEXED[node.op](node):
         return None
-    if not _views_of_reads(launch, views):
+    if not _views_of_reads(launch, views, made):
         return None
     flag = DeviceBuffer((1,), D.int32) if node.op in _INDEXED else None
+    constants = {id(n): Strided.of(_uploaded(run_node(n, []))) for n in made}
 
     def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> DeferredCheck | None:
-        env = _env(launch, views, reads)
+        env = _env(launch, views, reads, constants)
         out = writes[0]
         if node.op == "view":
             env[id(node)].copy_to(out)
@@ -901,10 +909,17 @@ def device_reference_launch(launch) -> LaunchFn | None:
             else:
                 _take(node, env, out, flag, keep)
             # (the error reads the inputs again on the host: `reads` keeps their buffers alive)
-            return DeferredCheck(flag, lambda: _host_error(node, [np.asarray(_materialized(_env(launch, views, reads)[id(i)]))
+            return DeferredCheck(flag, lambda: _host_error(node, [np.asarray(_materialized(_env(launch, views, reads, constants)[id(i)]))
                                                                   for i in node.inputs]))
         return None
     return fn
+
+
+def _uploaded(arr: np.ndarray) -> DeviceBuffer:
+    arr = np.ascontiguousarray(arr)
+    buf = DeviceBuffer(arr.shape, D.from_numpy(arr.dtype))
+    buf.copy_from_host(arr)
+    return buf
 
 
 def _materialized(v: Strided) -> DeviceBuffer:

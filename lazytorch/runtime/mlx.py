@@ -503,7 +503,16 @@ def _cat(node, *arrays):
 # Reference launches the MLX backends run as MLX calls on the device instead of on the host (a host
 # launch copies every buffer it reads to host memory and its results back: a model's embedding
 # table, 47 MB for MiniLM, on every call).  op -> implementation(node, *input arrays).
-DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding, "gather": _gather, "cat": _cat, "view": _view}
+def _iota(node):
+    """The int64 index along dim, broadcast (an iota inlined into a reference launch: a traced
+    step's positions read by the position embedding)."""
+    mx, size, dim = _mx(), node.attrs["size"], node.attrs["dim"]
+    ramp = mx.arange(size[dim], dtype=mx.int64).reshape([n if k == dim else 1 for k, n in enumerate(size)])
+    return mx.broadcast_to(ramp, size)
+
+
+DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding, "gather": _gather, "cat": _cat, "view": _view,
+                                         "iota": _iota}
 
 
 def device_reference_launch(launch) -> LaunchFn | None:
