@@ -331,7 +331,8 @@ def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeyp
     """A traced step's positions (`arange(T)` in lt.compile's trace) are an iota inlined into the
     position embedding's reference launch: on the host it kept the compiled training step out of
     CUDA graphs (W10 on an H200: no capture, no replay).  The driver runtime makes the positions
-    once, on the host, keeps them on the device with the launch, and runs the embedding there."""
+    once, on the host, keeps them on the device with the launch, and runs the embedding there;
+    a fill joined by cat likewise."""
     from lazytorch.ir.creation import iota
     from lazytorch.realize import kernel_plan
     from lazytorch.tensor import Tensor
@@ -349,3 +350,14 @@ def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeyp
     assert cuda_driver.device_reference_launch(host) is not None
     assert len(made) == 1 and made[0].arr.dtype == np.int64
     np.testing.assert_array_equal(made[0].arr, np.arange(8))
+    made.clear()                                # (a fill joined by cat: the same)
+    x = lt.tensor(np.ones((4, 3), np.float32))
+    plan = kernel_plan([lt.cat([x, lt.zeros(4, 2)], 1)], backend="cuda")
+    (host,) = [launch for launch in plan.launches if launch.kind == "reference"]
+    assert [n.op for n in host.nodes] == ["scalar", "full", "cat"]
+    assert cuda_driver.device_reference_launch(host) is not None
+    assert [m.arr.tolist() for m in made] == [[[0.0, 0.0]] * 4]
+    made.clear()                                # (a fill of a runtime scalar stays on the host)
+    plan = kernel_plan([lt.cat([x, lt.full((4, 2), 2.5)], 1)], backend="cuda")
+    (host,) = [launch for launch in plan.launches if launch.kind == "reference"]
+    assert cuda_driver.device_reference_launch(host) is None and not made

@@ -284,7 +284,8 @@ def _device_reference(program, *arrays):
 
 def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device_of_mlx_backends():
     """A traced step's positions (an iota inlined into the position embedding's launch) are made
-    by MLX on the device, so the launch is no host round trip; checked against torch."""
+    by MLX on the device, so the launch is no host round trip; so is a fill joined by cat;
+    checked against torch."""
     import torch
     from lazytorch.ir.creation import iota
     from lazytorch.tensor import Tensor
@@ -292,6 +293,8 @@ def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device_of_mlx_
     got = _device_reference(lambda m, w: F(m).embedding(Tensor(iota((2, 6), 1)), w), weight)
     want = F(torch).embedding(torch.arange(6).expand(2, 6), torch.from_numpy(weight)).numpy()
     np.testing.assert_array_equal(got, want)
+    got = _device_reference(lambda m, w: m.cat([w, m.zeros(9, 2)], 1), weight)
+    np.testing.assert_array_equal(got, torch.cat([torch.from_numpy(weight), torch.zeros(9, 2)], 1).numpy())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

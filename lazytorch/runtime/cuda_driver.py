@@ -672,9 +672,9 @@ class Strided:
 
 
 def _views_of_reads(launch, views, made=()) -> bool:
-    """Every view node reads a buffer of the launch, or a value `made` for it (views over views are
-    left to the host)."""
-    read = {id(n) for n, _ in launch.reads} | {id(n) for n in made}
+    """Every view node reads a buffer of the launch, or a value made for it (`made`: their node
+    ids; views over views are left to the host)."""
+    read = {id(n) for n, _ in launch.reads} | set(made)
     return all(id(v.inputs[0]) in read for v in views)
 
 
@@ -873,13 +873,13 @@ _INDEXED = {      # the device-run reference ops that read indices: (op) -> whet
 
 def device_reference_launch(launch) -> LaunchFn | None:
     """A reference launch of views, one cat, embedding or gather written to the launch's only
-    buffer, run on the device; None otherwise (the host runs it).  An `iota` inlined into it (a
-    traced step's positions, `arange(T)`, read by the position embedding) is made on the host once
-    and kept on the device with the launch: run on the host, the launch had kept lt.compile's
-    training step out of CUDA graphs."""
+    buffer, run on the device; None otherwise (the host runs it).  Constants inlined into it (an
+    iota: a traced step's positions, `arange(T)`, read by the position embedding; a fill joined by
+    cat) are made on the host once and kept on the device with the launch: run on the host, such
+    a launch had kept lt.compile's training step out of CUDA graphs."""
     views = [n for n in launch.nodes if n.op == "view"]
-    made = [n for n in launch.nodes if n.op == "iota"]
-    computed = [n for n in launch.nodes if n.op not in ("view", "iota")]
+    made = _constants(launch.nodes)
+    computed = [n for n in launch.nodes if n.op != "view" and id(n) not in made]
     if len(launch.writes) != 1 or len(computed) > 1 or (computed and computed[0].op not in ("cat", *_INDEXED)):
         return None
     node = computed[0] if computed else launch.writes[0][0]
@@ -890,7 +890,8 @@ def device_reference_launch(launch) -> LaunchFn | None:
     if not _views_of_reads(launch, views, made):
         return None
     flag = DeviceBuffer((1,), D.int32) if node.op in _INDEXED else None
-    constants = {id(n): Strided.of(_uploaded(run_node(n, []))) for n in made}
+    read = {id(i) for n in views + computed for i in n.inputs}
+    constants = {k: Strided.of(_uploaded(value)) for k, value in made.items() if k in read}
 
     def fn(reads: Sequence[DeviceBuffer], writes: Sequence[DeviceBuffer]) -> DeferredCheck | None:
         env = _env(launch, views, reads, constants)
@@ -913,6 +914,19 @@ def device_reference_launch(launch) -> LaunchFn | None:
                                                                   for i in node.inputs]))
         return None
     return fn
+
+
+CONSTANT_OPS = frozenset({"iota", "full", "scalar"})
+
+
+def _constants(nodes) -> dict[int, np.ndarray]:
+    """The values of a launch's nodes that read only constants (its iotas, fills and their
+    scalars), computed on the host, by id (nodes come in topological order)."""
+    made: dict[int, np.ndarray] = {}
+    for n in nodes:
+        if n.op in CONSTANT_OPS and all(id(i) in made for i in n.inputs):
+            made[id(n)] = run_node(n, [made[id(i)] for i in n.inputs])
+    return made
 
 
 def _uploaded(arr: np.ndarray) -> DeviceBuffer:

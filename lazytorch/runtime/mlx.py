@@ -511,8 +511,17 @@ def _iota(node):
     return mx.broadcast_to(ramp, size)
 
 
+def _scalar(node):
+    return _mx().array(node.value, dtype=mx_dtype(node.dtype))
+
+
+def _full(node, value):
+    """value (a 0-d array: a constant or a runtime scalar) over the node's shape (a fill joined by cat)."""
+    return _mx().broadcast_to(value.astype(mx_dtype(node.dtype)), node.shape)
+
+
 DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding, "gather": _gather, "cat": _cat, "view": _view,
-                                         "iota": _iota}
+                                         "iota": _iota, "scalar": _scalar, "full": _full}
 
 
 def device_reference_launch(launch) -> LaunchFn | None:
