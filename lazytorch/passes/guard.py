@@ -14,10 +14,9 @@ reader's mask is no box (no gradient: passes run after autograd; its flat index 
 the buffer where no mask guards it, as a clamped view's is).  Only views that are copied or
 reduced over (pooling's windows; `guard_views`) and whose every dim steps along one dim of the
 pad, within it, are rewritten (windows, permutes, slices, broadcasts; not a reshape that merges
-dims).  Backends opt in
-(`Backend.guarded_reads`): the C backend's masked loads do not vectorise (gcc 12), so there the
-pad's plain copy and the windows' plain copy run faster than one masked copy (a 64-channel 3 x 3
-layer at 8 x 32^2, one thread: 5.8 against 3.1 ms).
+dims).  Backends opt in (`Backend.guarded_reads`): the C backend's masked loads do not vectorise
+(gcc 12), so there the pad's plain copy and the windows' plain copy run faster than one masked
+copy (a 64-channel 3 x 3 layer at 8 x 32^2, one thread: 5.8 against 3.1 ms).
 """
 from __future__ import annotations
 

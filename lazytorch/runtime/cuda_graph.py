@@ -24,9 +24,9 @@ allocator's own order of free blocks had given a training step new addresses at 
 Those addresses are promised to the plan: freed, no other allocation takes them (another plan's
 runs, this plan's plain runs' temps), so plans that run in turn (a lazy step and an lt.compile
 of it, DCGAN's two networks) each keep their two keys; and the allocator's cache keeps them past
-its cap (`Device.free`: a step whose temps fill the cache had lost them to the driver).  A key is captured the
-second time it is seen (a key seen once may never come again: a capture costs a run's host time and
-an instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan
+its cap (`Device.free`: a step whose temps fill the cache had lost them to the driver).  A key is
+captured the second time it is seen (a key seen once may never come again: a capture costs a
+run's host time and an instantiation) and up to MAX_GRAPHS are kept per plan, least recently used first out.  A plan
 whose keys churn through more than that (ten results kept alive in a list, say) stops capturing
 once it has evicted MAX_GRAPHS graphs, and replays the graphs it has.  A graph keeps its launches'
 error flags, not their checks (whose error closures hold the run's inputs, which would pin those

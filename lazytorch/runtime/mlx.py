@@ -500,9 +500,6 @@ def _cat(node, *arrays):
     return _mx().concatenate(arrays, axis=node.attrs["dim"])
 
 
-# Reference launches the MLX backends run as MLX calls on the device instead of on the host (a host
-# launch copies every buffer it reads to host memory and its results back: a model's embedding
-# table, 47 MB for MiniLM, on every call).  op -> implementation(node, *input arrays).
 def _iota(node):
     """The int64 index along dim, broadcast (an iota inlined into a reference launch: a traced
     step's positions read by the position embedding)."""
@@ -520,6 +517,9 @@ def _full(node, value):
     return _mx().broadcast_to(value.astype(mx_dtype(node.dtype)), node.shape)
 
 
+# Reference launches the MLX backends run as MLX calls on the device instead of on the host (a host
+# launch copies every buffer it reads to host memory and its results back: a model's embedding
+# table, 47 MB for MiniLM, on every call).  op -> implementation(node, *input arrays).
 DEVICE_REFERENCE: dict[str, Callable] = {"embedding": _embedding, "gather": _gather, "cat": _cat, "view": _view,
                                          "iota": _iota, "scalar": _scalar, "full": _full}
 
