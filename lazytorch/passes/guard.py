@@ -67,7 +67,7 @@ def _guarded(n: Node) -> Node | None:
     box = _pad_box(pad)
     if box is None:
         return None
-    cond, cv, fill = pad.inputs
+    _, cv, fill = pad.inputs
     steps = _steps(n.attrs["view"], pad.shape)
     if steps is None:
         return None
@@ -77,17 +77,28 @@ def _guarded(n: Node) -> Node | None:
     offset = coff + sum(c * s for c, s in zip(coords_at, cs))
     view = Node("view", (cv.inputs[0],), {"view": V.ViewSpec(spec.shape, strides, offset), "clamp": GUARDED},
                 spec.shape, cv.dtype)
+    inside = _inside(box, steps, spec.shape, coords_at, pad.shape)
+    if inside is None:
+        return None                                    # (the view reads inside the box only: the
+    out = call("where", inside, view, fill)            #  simplifier's business, not this pass's)
+    return out if out.dtype is n.dtype and out.shape == n.shape else None
+
+
+def _inside(box, steps, shape, coords_at, pad_shape) -> Node | None:
+    """Where a view (of `shape`, stepping `steps` from the pad coordinates `coords_at`) lies inside
+    the pad's box: per boxed dim, the padded coordinate (iotas times steps plus the start) tested
+    against the bounds the view crosses; None where it never leaves the box."""
     inside = None
     for d, (lo, hi) in enumerate(box):
-        if (lo, hi) == (0, pad.shape[d]):
+        if (lo, hi) == (0, pad_shape[d]):
             continue
-        terms = [(k, a) for k, (dd, a) in enumerate(steps) if dd == d and a and spec.shape[k] > 1]
+        terms = [(k, a) for k, (dd, a) in enumerate(steps) if dd == d and a and shape[k] > 1]
         least = coords_at[d]
-        most = least + sum(a * (spec.shape[k] - 1) for k, a in terms)
+        most = least + sum(a * (shape[k] - 1) for k, a in terms)
         coord = constant(coords_at[d]) if not terms else None
         for k, a in terms:
-            at = [1] * len(spec.shape)
-            at[k] = spec.shape[k]
+            at = [1] * len(shape)
+            at[k] = shape[k]
             term = iota(tuple(at), k)
             term = term if a == 1 else call("mul", term, constant(a))
             coord = term if coord is None else call("add", coord, term)
@@ -97,10 +108,7 @@ def _guarded(n: Node) -> Node | None:
             ([call("lt", coord, constant(hi))] if most >= hi else [])
         for t in tests:
             inside = t if inside is None else call("logical_and", inside, t)
-    if inside is None:
-        return None                                    # (the view reads inside the box only: the
-    out = call("where", inside, view, fill)            #  simplifier's business, not this pass's)
-    return out if out.dtype is n.dtype and out.shape == n.shape else None
+    return inside
 
 
 def _pad_box(pad: Node):
