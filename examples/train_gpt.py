@@ -64,7 +64,7 @@ def gpt(torch, cfg: Config):
             self.head.weight = self.wte.weight                   # tied, as GPT-2's
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.blocks:
                 x = block(x)
             logits = self.head(self.ln_f(x))

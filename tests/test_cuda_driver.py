@@ -10,11 +10,13 @@ makes on the host, checked against numpy.  On a GPU the op suite runs on it
 from __future__ import annotations
 
 import ctypes
+import gc
 import math
 import os
 import shutil
 import subprocess
 import threading
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -347,9 +349,18 @@ def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeyp
     plan = kernel_plan([lt.nn.functional.embedding(Tensor(iota((8,), 0)), table)], backend="cuda")
     (host,) = [launch for launch in plan.launches if launch.kind == "reference"]
     assert [n.op for n in host.nodes] == ["iota", "embedding"]
-    assert cuda_driver.device_reference_launch(host) is not None
+    fn = cuda_driver.device_reference_launch(host)
+    assert fn is not None
     assert len(made) == 1 and made[0].arr.dtype == np.int64
     np.testing.assert_array_equal(made[0].arr, np.arange(8))
+    # the launch keeps the positions' buffer as long as it lives (freed, the allocator handed it
+    # to the step's next tensor: W10's lt.compile on an H200 read garbage positions)
+    positions = weakref.ref(made.pop())
+    gc.collect()
+    assert positions() is not None
+    del fn
+    gc.collect()
+    assert positions() is None
     made.clear()                                # (a fill joined by cat: the same)
     x = lt.tensor(np.ones((4, 3), np.float32))
     plan = kernel_plan([lt.cat([x, lt.zeros(4, 2)], 1)], backend="cuda")

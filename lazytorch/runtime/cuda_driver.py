@@ -634,18 +634,19 @@ def copy_strided(src_ptr: int, dst_ptr: int, itemsize: int, shape: Sequence[int]
 class Strided:
     """A value a library or device-reference launch reads: a buffer seen through element strides
     and an offset (a read buffer as it is, or a view node over one)."""
-    __slots__ = ("ptr", "shape", "strides", "offset", "dtype")
+    __slots__ = ("ptr", "shape", "strides", "offset", "dtype", "owner")
 
-    def __init__(self, ptr: int, shape, strides, offset: int, dtype: DType):
+    def __init__(self, ptr: int, shape, strides, offset: int, dtype: DType, owner: DeviceBuffer | None = None):
         self.ptr, self.shape, self.strides, self.offset, self.dtype = ptr, tuple(shape), tuple(strides), offset, dtype
+        self.owner = owner      # the buffer at ptr, kept alive as long as this value is read
 
     @classmethod
     def of(cls, buf: DeviceBuffer) -> "Strided":
-        return cls(buf.ptr, buf.shape, contiguous_strides(buf.shape), 0, buf.dtype)
+        return cls(buf.ptr, buf.shape, contiguous_strides(buf.shape), 0, buf.dtype, buf)
 
     def view(self, spec) -> "Strided":
         """The view `spec` of this value (a contiguous buffer: _views_of_reads)."""
-        return Strided(self.ptr, spec.shape, spec.strides, spec.offset, self.dtype)
+        return Strided(self.ptr, spec.shape, spec.strides, spec.offset, self.dtype, self.owner)
 
     @property
     def itemsize(self) -> int:
@@ -659,7 +660,8 @@ class Strided:
         """This matrix (or batch of them) broadcast to the batch dims `batch` (stride 0 where broadcast)."""
         lead = len(batch) - (len(self.shape) - 2)
         strides = [0] * lead + [0 if d == 1 else s for d, s in zip(self.shape[:-2], self.strides[:-2])]
-        return Strided(self.ptr, (*batch, *self.shape[-2:]), (*strides, *self.strides[-2:]), self.offset, self.dtype)
+        return Strided(self.ptr, (*batch, *self.shape[-2:]), (*strides, *self.strides[-2:]), self.offset, self.dtype,
+                       self.owner)
 
     def contiguous(self, keep: list) -> "Strided":
         """This value in a fresh contiguous buffer (kept alive in `keep` until the launch ends)."""
