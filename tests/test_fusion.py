@@ -243,6 +243,33 @@ def test_small_window_reductions_use_the_columns_template_on_c(capsys):
     np.testing.assert_array_equal(narrow.numpy(), [15.0, 31.0])
 
 
+def _weight_gradient(dims):
+    """A layer norm's weight gradient: products stored beside their column sums, and the sums
+    squared (gradient clipping's norm) plus a per-column value."""
+    def fn(m, x, y, w):
+        p = x * y * w
+        s = p.sum(dims)
+        return p, s, s * s + w
+    return fn
+
+
+@pytest.mark.parametrize("shape,dims,layout", [((512, 256), 0, None), ((300, 270), 0, None), ((7, 3, 40), (0, 1), None),
+                                               ((1, 5), 0, None), ((0, 4), 0, None), ((6, 9), 0, "transposed")])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_column_sums_beside_their_products_are_one_kernel_walked_by_columns_in_c(shape, dims, layout, dtype, capsys):
+    """One row kernel of one pass; C renders it with the columns template (the rows template's
+    strided walk took 0.50 ms at (512, 256), 0.04 ms now: two such kernels were a sixth of W10's
+    kernel time)."""
+    x, y, w = sample(shape, dtype, layout=layout), sample(shape, dtype, seed=1), sample(shape[-1:], dtype, seed=2)
+    outs = _weight_gradient(dims)(lt, x.lt, y.lt, w.lt)
+    plan = lt.kernel_plan(*outs)
+    assert [(l.kind, l.pattern) for l in plan.kernels] == [("kernel", "row")], str(plan)
+    if shape[0] > 1 and layout is None:
+        lt.show_kernels(*outs, backend="cpu")
+        assert "row over columns" in capsys.readouterr().out
+    check(_weight_gradient(dims), x, y, w, atol=1e-3, rtol=1e-4)     # (sums of up to 512 products)
+
+
 def test_buffer_cap_splits_groups():
     xs = [sample((4, 8), seed=i) for i in range(40)]
 

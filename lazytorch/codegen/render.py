@@ -691,10 +691,14 @@ class _Renderer:
         "columns" template walks the reduced dim outermost and accumulates a block of outputs, so
         it reads memory contiguously; in C also a reduction over several dims of at most
         C_WINDOW_COLUMNS elements (a pooling's window), whatever its layout.  Only single-pass
-        reductions (C: without argmax), and only for dialects that have the template."""
+        reductions (C: without argmax), and only for dialects that have the template.  In C also a
+        row kernel of one pass (a layer norm's weight gradient, its products stored beside their
+        column sums): the element stores run in the pass, once each (a GPU columns kernel's idle
+        lanes repeat their last output's work)."""
         k = self.k
-        if ("columns" not in self.d.templates or k.pattern != "reduce" or len(k.stages) != 4
-                or not k.outer or not (self.d.gpu or stages[2].simd) or k.row_cache):
+        patterns = ("reduce",) if self.d.gpu else ("reduce", "row")
+        if ("columns" not in self.d.templates or k.pattern not in patterns or len(k.stages) != 4 or not k.outer
+                or not (self.d.gpu or stages[2].simd) or k.row_cache):
             return False
         loads = [k.accesses[op.attrs["access"]] for op in k.stages[2].ops if op.op == "load"]
         walked = [a for a in loads if any(a.inner)]
