@@ -329,6 +329,39 @@ def test_cross_entropys_target_pick_runs_on_the_device(monkeypatch):
     assert cuda_driver.device_reference_launch(picked) is None
 
 
+def test_an_index_launchs_error_holds_its_reads_weakly(monkeypatch):
+    """An embedding's deferred check reads its inputs again on the host for torch's message, but
+    holds them weakly: its flags may be read N runs later (a loop that reads its loss every N
+    steps), and a table held that long kept its block from the next runs' outputs (no CUDA graph
+    key came twice).  Gone by then, the error says the index is not known."""
+    from lazytorch.realize import kernel_plan
+
+    class Buf:
+        def __init__(self, shape, dtype, nbytes=None):
+            self.shape, self.dtype, self.ptr = tuple(shape), dtype, 4096
+            self.nbytes = math.prod(self.shape) * np.dtype(dtype.np).itemsize
+
+    class Dev:
+        def settle(self, flag): pass
+        def zero(self, ptr, n): pass
+        def launch(self, *args): pass
+    monkeypatch.setattr(cuda_driver, "DeviceBuffer", Buf)
+    monkeypatch.setattr(cuda_driver, "device", lambda: Dev())
+    monkeypatch.setattr(cuda_driver, "_helpers", lambda: {"lt_take4_int64": None})
+    table = lt.tensor(np.ones((16, 4), np.float32))
+    plan = kernel_plan([lt.nn.functional.embedding(lt.tensor(np.arange(8)), table)], backend="cuda")
+    (launch,) = [l for l in plan.launches if l.kind == "reference"]
+    fn = cuda_driver.device_reference_launch(launch)
+    reads = [Buf(n.shape, n.dtype) for n, _ in launch.reads]
+    alive = weakref.ref(reads[0])
+    check = fn(reads, [Buf((8, 4), D.float32)])
+    del reads
+    gc.collect()
+    assert alive() is None
+    error = check.error()
+    assert isinstance(error, IndexError) and "embedding" in str(error) and "freed" in str(error)
+
+
 def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeypatch):
     """A traced step's positions (`arange(T)` in lt.compile's trace) are an iota inlined into the
     position embedding's reference launch: on the host it kept the compiled training step out of

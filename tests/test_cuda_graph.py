@@ -16,7 +16,9 @@ device; the number of graphs per plan stays bounded.
 """
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -88,6 +90,15 @@ class Device(cuda_driver.Device):
         for work in exe:
             work()
 
+    def download(self, ptr, nbytes, shape, dtype):
+        return self.memory[ptr][:nbytes].view(dtype).reshape(shape).copy()
+
+    def _read(self, unread) -> None:                  # (the work is done: no events to wait for)
+        for flags, raise_error, _ in unread:
+            if any(_array(self, f).any() for f in flags):
+                raise_error()
+                return
+
     def destroy_graph(self, exe) -> None:
         self.destroyed += 1
 
@@ -116,11 +127,14 @@ class Backend:
     """Launches that compute their nodes on the fake memory, with their buffers' addresses and
     scalars' values taken when the work is queued (what a graph bakes in).  `checked`: the first
     launch returns a deferred check whose error closure holds the run's reads (as the embedding
-    launch's does); `interrupt`: a launch queued during a capture raises KeyboardInterrupt."""
+    launch's does); `interrupt`: a launch queued during a capture raises KeyboardInterrupt.
+    `deferred`: runs' flags wait with the device until it reads them (Device.check_later: a loop
+    reads them when it reads a result), and the check's closure holds its reads weakly, as the
+    driver's index launches do."""
     name = "cuda"
 
-    def __init__(self, dev: Device, checked: bool = False):
-        self.dev, self.checked, self.interrupt = dev, checked, False
+    def __init__(self, dev: Device, checked: bool = False, deferred: bool = False):
+        self.dev, self.checked, self.interrupt, self.deferred = dev, checked, False, deferred
         self.flag = Buffer(dev, (1,), D.int32)
 
     def empty(self, shape, dtype):
@@ -133,10 +147,12 @@ class Backend:
         return lambda value, dtype: Scalar(value)
 
     def any_flag_set(self, flags):
-        return False
+        return self.deferred and any(_array(self.dev, f).any() for f in flags)
 
     def check_flags(self, flags, raise_error):
-        if self.any_flag_set(flags):
+        if self.deferred:
+            self.dev._unread.append((flags, raise_error, None))
+        elif self.any_flag_set(flags):
             raise_error()
 
     def compile_launch(self, launch, plan):
@@ -156,6 +172,9 @@ class Backend:
                     _view(memory[ptr], n.shape, n.dtype)[...] = value
             self.dev.enqueue(work)
             if self.checked and first:
+                if self.deferred:
+                    held = [weakref.ref(r) for r in reads]
+                    return DeferredCheck(self.flag, lambda: IndexError(f"index out of range in {[r() for r in held]}"))
                 return DeferredCheck(self.flag, lambda: IndexError(str(reads)))
         return fn
 
@@ -365,6 +384,36 @@ def test_a_loop_that_feeds_its_outputs_back_replays_two_graphs(dev):
     # call 1 reads the first buffer; 2 and 3 see the two keys first, 4 and 5 capture, 6-12 replay
     assert _delta(before) == {"captures": 2, "replays": 7, "failures": 0}
     assert len(graphed.graphs) == 2
+
+
+def test_a_loop_that_reads_its_flags_every_few_runs_replays_and_reports_errors(dev):
+    """A loop that reads a result (and so the runs' error flags) every few runs, as a training
+    loop that logs its loss every 10 steps: a replay's flags are read at the latest when the plan
+    runs next, before its outputs are made, so its error closure no longer holds the weights'
+    blocks and the keys alternate (held until a result was read, no key came twice after a
+    capture: ResNet-18's lazy step on an H200 captured 8 graphs and replayed none).  A set flag
+    raises the op's own error at that read, or at the next run."""
+    x = lt.tensor(np.ones((4, 6), np.float32))
+    lt.eval(x)
+    graphed, plan, backend = _graphed(dev, [x.cos()], checked=True, deferred=True)
+    w = Buffer(dev, (4, 6), D.float32)
+    _array(dev, w)[...] = 0.0
+    want = np.zeros((4, 6), np.float32)
+    before = dict(cuda_graph.STATS)
+    for k in range(12):
+        (w,) = graphed.run([w])
+        want = np.cos(want)
+        if k % 5 == 4:                  # (a result read: the flags with it)
+            dev.read_flags()
+            np.testing.assert_allclose(_array(dev, w), want, rtol=1e-6)
+    # calls 1 and 2 see the two keys first, 3 and 4 capture, 5-12 replay
+    assert _delta(before) == {"captures": 2, "replays": 8, "failures": 0}
+    for reading in (dev.read_flags, lambda: graphed.run([w])):     # (a result read; the next run)
+        (w,) = graphed.run([w])
+        _array(dev, backend.flag)[...] = 1          # (an index out of range in that run)
+        with pytest.raises(IndexError, match="index out of range in"):
+            reading()
+        _array(dev, backend.flag)[...] = 0
 
 
 def test_a_loop_replays_when_its_temps_fill_the_allocators_cache(dev, monkeypatch):

@@ -911,9 +911,9 @@ def device_reference_launch(launch) -> LaunchFn | None:
                 _gather(node, env, out, flag)
             else:
                 _take(node, env, out, flag, keep)
-            # (the error reads the inputs again on the host: `reads` keeps their buffers alive)
-            return DeferredCheck(flag, lambda: _host_error(node, [np.asarray(_materialized(_env(launch, views, reads, constants)[id(i)]))
-                                                                  for i in node.inputs]))
+            # (the error reads the inputs again on the host, where they are still alive)
+            held = _held_weakly(reads)
+            return DeferredCheck(flag, lambda: _host_error(node, launch, views, held(), constants))
         return None
     return fn
 
@@ -944,8 +944,29 @@ def _materialized(v: Strided) -> DeviceBuffer:
     return buf
 
 
-def _host_error(node, inputs) -> BaseException:
-    run_node(node, inputs)
+def _held_weakly(reads: Sequence[Any]) -> Callable[[], list | None]:
+    """A launch's reads back when called, or None where a buffer among them is gone (its other
+    reads, host scalars, are held).  A run's flags may be read several runs later (a loop that
+    reads its loss every N steps): an error closure that held a run's buffers (a training step's
+    embedding table) until then kept their blocks from the next runs' outputs, whose CUDA graph
+    keys then never came twice (runtime/cuda_graph.py)."""
+    refs = [weakref.ref(r) if isinstance(r, DeviceBuffer) else (lambda r=r: r) for r in reads]
+
+    def get() -> list | None:
+        values = [ref() for ref in refs]
+        return None if any(v is None for v in values) else values
+    return get
+
+
+def _host_error(node, launch, views, reads: list | None, constants) -> BaseException:
+    """The op's own error, from its inputs read back to the host (None: freed before the flag
+    was read, so the index is not known)."""
+    if reads is None:
+        return IndexError(f"{node.op}: an index was out of range; the run's inputs were freed before its error "
+                          "flag was read, so the index is not shown (read a result of every run, e.g. "
+                          "loss.item(), to see it)")
+    env = _env(launch, views, reads, constants)
+    run_node(node, [np.asarray(_materialized(env[id(i)])) for i in node.inputs])
     return AssertionError(f"{node.op}: the device found an index out of range, the host none")
 
 

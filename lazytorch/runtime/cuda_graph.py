@@ -30,7 +30,9 @@ run's host time and an instantiation) and up to MAX_GRAPHS are kept per plan, le
 whose keys churn through more than that (ten results kept alive in a list, say) stops capturing
 once it has evicted MAX_GRAPHS graphs, and replays the graphs it has.  A graph keeps its launches'
 error flags, not their checks (whose error closures hold the run's inputs, which would pin those
-addresses): a flag set after a replay reruns the plan plainly, which raises the launch's error.
+addresses): a flag set after a replay reruns the plan plainly, which raises the launch's error; the
+replay's flags are read at the latest when the plan runs next, before its outputs are allocated
+(held longer, the replay's args kept their blocks from the next run's outputs).
 
 Not captured: plans with host launches, traced runs (LAZYTORCH_DEBUG), plans whose outputs are not
 each written by one launch, and every run once a second thread has used the device (work another
@@ -156,6 +158,7 @@ class GraphedPlan:
                 tuple(k for k in range(len(plan.params)) if k not in by_value), buffer_type, scalar_key)
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
+        self.flagged = False            # (a replay's flags wait to be read: _check_replay)
         self.evictions = 0
         if self.on:
             _plans.add(self)
@@ -166,6 +169,9 @@ class GraphedPlan:
         dev.current()                   # (a thread new to the device counts before the test)
         if not self.on or deferred is not None or len(dev.threads) > 1:
             return ex.run(args, deferred)
+        if self.flagged:                # (the last replay's error closure holds its args: _check_replay)
+            self.flagged = False
+            dev.read_flags()
         outs = self._outputs()
         key = self._addressed_key(args, outs)
         graph = self.graphs.get(key)
@@ -188,8 +194,19 @@ class GraphedPlan:
             dev.read_flags()
         dev.launch_graph(graph.exe)
         if graph.flags:
-            ex.backend.check_flags(graph.flags, lambda: _rerun(ex, args))
+            self._check_replay(graph, args)
         return outs
+
+    def _check_replay(self, graph: "_Graph", args: Sequence[Any]) -> None:
+        """The replay's flags, read with the next host read or at the start of this plan's next
+        run, whichever comes first: a set flag reruns the plan plainly on the run's args, which
+        raises the launch's own error.  Held until a host read, the args kept their blocks from
+        the next run's outputs in a loop that reads its loss every N steps, whose keys then
+        never came twice (ResNet-18's lazy step at 16 x 128² on an H200: 8 captures, no replay).
+        (The replay of a graph with flags waits for the GPU to finish its last run anyway.)"""
+        ex = self.executor
+        ex.backend.check_flags(graph.flags, lambda: _rerun(ex, args))
+        self.flagged = True
 
     def _outputs(self) -> list:
         """The run's output buffers, written in place by the plan or its graph: each back at its
