@@ -21,6 +21,7 @@ _softmax_backward_data and MLX's LayerNormVJP are.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -541,7 +542,19 @@ def _slice_write(n: Node) -> tuple[int, int, tuple[int, ...], Node] | None:
     order (reshaped to `box`, it is the slice).  Else None."""
     if n.op != "view_assign" or n.inputs[0].op != "full" or getattr(n.inputs[0].inputs[0], "value", 1) != 0:
         return None
-    spec, base = n.attrs["view"], tuple(n.shape)
+    found = _slice_box(n.attrs["view"], tuple(n.shape))
+    if found is None:
+        return None
+    d, start, sub, relative = found
+    layout = _bijective_inverse(n.inputs[1], sub, relative, layout_only=True)
+    return None if layout is None else (d, start, sub, layout)
+
+
+@functools.lru_cache(maxsize=1024)
+def _slice_box(spec: V.ViewSpec, base: tuple[int, ...]) -> tuple[int, int, tuple[int, ...], V.ViewSpec] | None:
+    """(dim, start, box, the view relative to the box) when `spec` reads a box of a contiguous
+    `base`, whole except along one dim; else None.  Geometry alone, so cached: a training step's
+    backward asks it of the same split pieces at every step (W10: a third of its backward's build)."""
     if spec.numel == 0 or not base:
         return None
     bstrides = V.contiguous_strides(base)
@@ -561,8 +574,7 @@ def _slice_write(n: Node) -> tuple[int, int, tuple[int, ...], Node] | None:
     sub = base[:d] + (hi[d] - origin[d],) + base[d + 1:]
     sstrides = V.contiguous_strides(sub)
     relative = V.ViewSpec(spec.shape, tuple(sum(ck * sk for ck, sk in zip(c, sstrides)) for c in steps), 0)
-    layout = _bijective_inverse(n.inputs[1], sub, relative, layout_only=True)
-    return None if layout is None else (d, origin[d], sub, layout)
+    return d, origin[d], sub, relative
 
 
 def _digits(offset: int, strides: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -638,6 +650,22 @@ def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec, layout_only: bool 
     """When the view reads every base element exactly once, its inverse is again a view of g:
     flip the reversed dims, order the dims by stride, reshape to the base (`layout_only`: stop
     before that reshape, at the base's elements in order as a view of g, dims of size 1 dropped)."""
+    found = _inverse_steps(spec, tuple(base_shape))
+    if found is None:
+        return None
+    neg, kept, perm = found
+    if neg:
+        g = C("flip", g, neg)
+    g = C("reshape", g, kept)
+    if perm is not None:
+        g = C("permute", g, perm)
+    return g if layout_only else C("reshape", g, tuple(base_shape))
+
+
+@functools.lru_cache(maxsize=1024)
+def _inverse_steps(spec: V.ViewSpec, base_shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None] | None:
+    """_bijective_inverse's geometry (cached as _slice_box is): the dims to flip, the shape with
+    dims of size 1 dropped, and the permutation that orders them by stride (None: in order)."""
     if spec.numel != math.prod(base_shape) or spec.numel == 0:
         return None
     dims = [d for d in range(len(spec.shape)) if spec.shape[d] != 1]
@@ -649,13 +677,8 @@ def _bijective_inverse(g: Node, base_shape, spec: V.ViewSpec, layout_only: bool 
     start = spec.offset + sum((spec.shape[d] - 1) * spec.strides[d] for d in neg)
     if start != 0:
         return None
-    if neg:
-        g = C("flip", g, neg)
-    g = C("reshape", g, tuple(spec.shape[d] for d in dims))
-    perm = [dims.index(d) for d in order]
-    if perm != sorted(perm):
-        g = C("permute", g, perm)
-    return g if layout_only else C("reshape", g, tuple(base_shape))
+    perm = tuple(dims.index(d) for d in order)
+    return tuple(neg), tuple(spec.shape[d] for d in dims), (perm if list(perm) != sorted(perm) else None)
 
 
 @rule("view")
