@@ -91,3 +91,29 @@ def test_deferred_checks_are_read_once_after_the_run():
         run([False] + [True] * (n - 1))
     assert len(ran) == n                                  # every launch ran before the one read
     assert any(plan.launches[1].name in note for note in e.value.__notes__)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "bool"])
+def test_a_host_cat_is_written_into_the_buffer_it_is_given(dtype, monkeypatch):
+    """A cat the host runs for a host backend (the cpu's reference launches) writes its value into
+    the plan's buffer, with no value made first and copied in: W10's qkv gradients, a cat of
+    three transposed views, 92 -> 52 us.  Values against torch, transposed and empty pieces."""
+    import torch
+    from lazytorch.realize import kernel_plan
+    from lazytorch.runtime import executor
+    made = []
+    monkeypatch.setattr(executor, "run_launch", lambda *a: made.append(a) or pytest.fail("not written into"))
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal(s) * 4 for s in ((4, 3), (4, 0), (4, 5))]
+    ts = [torch.tensor(v).to(getattr(torch, dtype)) for v in values]
+    xs = [lt.tensor(t.float().numpy() if dtype == "bfloat16" else t.numpy()).to(getattr(lt, dtype)) for t in ts]
+    lt.eval(*xs)
+    plan = kernel_plan([lt.cat([x.t() for x in xs], 0)], backend="cpu")
+    (launch,) = [l for l in plan.launches if l.kind == "reference"]
+    out = np.full(launch.writes[0][1].shape, 7, launch.writes[0][0].dtype.np if dtype != "bfloat16" else np.uint16)
+    reads = [np.asarray(x._node.buffer) for x in xs if x.numel]
+    assert executor.host_fallback(lt.runtime.get_backend("cpu"), launch)(reads, [out]) is None and not made
+    want = torch.cat([t.t() for t in ts], 0)
+    got = out.view(np.uint16).astype(np.uint32) << 16 if dtype == "bfloat16" else out
+    expected = want.view(torch.int16).numpy().view(np.uint16).astype(np.uint32) << 16 if dtype == "bfloat16" else want.numpy()
+    np.testing.assert_array_equal(got, expected)

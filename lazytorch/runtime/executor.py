@@ -25,7 +25,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..passes.plan import KernelPlan, Launch, describe_launch
 from . import buffer_pool
-from .reference import run_launch
+from .reference import run_launch, run_launch_into, written_into
 
 Buffer = Any
 LaunchFn = Callable[[Sequence[Buffer], Sequence[Buffer]], Any]   # returns true: the error flag was set
@@ -40,10 +40,16 @@ class DeferredCheck(NamedTuple):
 
 
 def host_fallback(backend, launch: Launch) -> LaunchFn:
-    """Run the launch's nodes on the host, copying buffers across when the backend is a device."""
+    """Run the launch's nodes on the host, copying buffers across when the backend is a device
+    (a cat on a host backend: written straight into its buffer)."""
+    into = written_into(launch)
+
     def fn(reads: Sequence[Buffer], writes: Sequence[Buffer]) -> None:
-        outs = run_launch(launch, [backend.to_host(b) for b in reads])
-        for buf, value in zip(writes, outs):
+        hosts = [backend.to_host(b) for b in reads]
+        if into and isinstance(writes[0], np.ndarray):
+            run_launch_into(launch, hosts, writes[0])
+            return
+        for buf, value in zip(writes, run_launch(launch, hosts)):
             copy_into(backend, buf, value)
     return fn
 
