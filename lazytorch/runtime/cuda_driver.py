@@ -663,12 +663,12 @@ class Strided:
         return Strided(self.ptr, (*batch, *self.shape[-2:]), (*strides, *self.strides[-2:]), self.offset, self.dtype,
                        self.owner)
 
-    def contiguous(self, keep: list) -> "Strided":
-        """This value in a fresh contiguous buffer (kept alive in `keep` until the launch ends)."""
+    def contiguous(self) -> "Strided":
+        """This value in a fresh contiguous buffer (its owner: freed once the launch that reads it
+        is queued, which the stream-ordered allocator allows)."""
         if self.strides == contiguous_strides(self.shape):
             return self
         buf = DeviceBuffer(self.shape, self.dtype)
-        keep.append(buf)
         self.copy_to(buf)
         return Strided.of(buf)
 
@@ -821,9 +821,9 @@ def _copied(ptr: int, copy: _Copy) -> DeviceBuffer:
 
 # ---------------------------------------------------------------- device reference launches
 
-def _take(node, env, out: DeviceBuffer, flag: DeviceBuffer, keep: list) -> None:
+def _take(node, env, out: DeviceBuffer, flag: DeviceBuffer) -> None:
     """embedding: rows of the table at the indices (contiguous copies first where views)."""
-    index, table = (env[id(i)].contiguous(keep) for i in node.inputs)
+    index, table = (env[id(i)].contiguous() for i in node.inputs)
     row = math.prod(table.shape[1:])
     n = out.nbytes // table.itemsize
     if n == 0:
@@ -903,14 +903,13 @@ def device_reference_launch(launch) -> LaunchFn | None:
         elif node.op == "cat":
             _cat_into(node, env, out)
         else:
-            keep: list = []
             dev = device()
             dev.settle(flag)            # (an earlier run's unread value first: it is zeroed now)
             dev.zero(flag.ptr, 4)
             if node.op == "gather":
                 _gather(node, env, out, flag)
             else:
-                _take(node, env, out, flag, keep)
+                _take(node, env, out, flag)
             # (the error reads the inputs again on the host, where they are still alive)
             held = _held_weakly(reads)
             return DeferredCheck(flag, lambda: _host_error(node, launch, views, held(), constants))
