@@ -206,6 +206,66 @@ def test_backward_frees_the_forward_graph(native, monkeypatch):
         loss.backward()
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_loss_whose_last_ops_save_nothing_lets_go_of_the_forward_after_backward(native, monkeypatch):
+    """Records whose rules read no saved value (a sum, an add, a view) keep stand-ins of their
+    inputs once a backward without retain_graph went through them (autograd/engine.py
+    FREED_EDGES): a loss kept into the next step of a loop (read every N steps) held its whole
+    forward graph, down to the weights the step read, as its sum's and add's inputs."""
+    import gc
+    import weakref
+    from lazytorch.autograd import engine
+    if not native:
+        monkeypatch.setattr(engine, "_walk", engine._walk_py)
+    x = np.random.default_rng(1).standard_normal(16).astype(np.float32)
+    w = lt.tensor(x, requires_grad=True)
+    h = (w.sin() * 2.0).exp()
+    inner = weakref.ref(h.node)
+    loss = lt.stack([(h * w).sum() + h.mean(), -h.sum()]).view(2, 1)[0]
+    del h
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        loss.backward()
+        lt.eval(loss, w.grad)
+        assert inner() is None
+    finally:
+        if was:
+            gc.enable()
+    tw = torch.tensor(x, requires_grad=True)
+    th = (tw.sin() * 2.0).exp()
+    tloss = torch.stack([(th * tw).sum() + th.mean(), -th.sum()]).view(2, 1)[0]
+    tloss.backward()
+    np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()                     # (below the stand-ins: exp and mul saved, and were freed)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_backward_again_through_records_that_save_nothing_matches_torch(native, monkeypatch):
+    """A second backward (and autograd.grad of an intermediate) through records a first backward
+    left with stand-ins: the gradients torch gives, also where the intermediate is reached both
+    through a stand-in and through a record made after the first backward."""
+    from lazytorch.autograd import engine
+    if not native:
+        monkeypatch.setattr(engine, "_walk", engine._walk_py)
+    a = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    got, want = [], []
+    for lib, out in ((lt, got), (torch, want)):
+        x = lib.tensor(a, requires_grad=True)
+        y = x + 0.5
+        z = (y.view(12) - 1.0).sum() + y.mean()
+        z.backward()
+        z.backward()                        # (nothing on the path saved a value: allowed)
+        out.append(x.grad)
+        out.append(lib.autograd.grad(z, y)[0])
+        both = (y * 3.0).sum() + z          # y: through a new record and through z's stand-ins
+        out.extend(lib.autograd.grad(both, [y, x]))
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_error_gradient_shape_mismatch():
     x = lt.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="Mismatch in shape"):

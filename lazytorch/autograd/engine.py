@@ -19,7 +19,7 @@ from ..ir.node import SITE, TRACE, Node, collector_paused, effects_now, user_sit
 from ..ir.registry import get
 from . import derivatives as R
 from .grad_mode import set_grad_enabled
-from .state import RECORDS, Record
+from .state import RECORDS, Record, edge, edge_of
 
 # Node ops that are not registry ops (or whose node does not follow the op's schema).
 POSITIONAL = {"view": ("self",), "contiguous": ("self",), "view_assign": ("self", "src"), "to": ("self",),
@@ -254,6 +254,9 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
     are built with grad mode on: the tensors that wrap them are recorded like any forward
     value (state.track), so they can be differentiated again (higher-order gradients)."""
     wanted = {id(n) for n in capture}
+    # (a captured node an earlier backward left as a stand-in in some snapshots: FREED_EDGES)
+    edges = {id(e): id(n) for n in capture if (e := edge_of(n)) is not None}
+    wanted.update(edges)
     captured: dict[int, Node] = {}
     # Every gradient node names the user's line that called backward: found once here, not by a
     # walk up the stack per node built (as the Tensor API's general route does)
@@ -262,7 +265,12 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph
         SITE.site = user_site(2)
     try:
         with set_grad_enabled(create_graph):
-            return _walk(roots, root_grads, retain_graph, accumulate, wanted, captured, create_graph)
+            captured = _walk(roots, root_grads, retain_graph, accumulate, wanted, captured, create_graph)
+            for at_edge, at_node in edges.items():
+                g = captured.pop(at_edge, None)
+                if g is not None:
+                    captured[at_node] = g if at_node not in captured else summed([captured[at_node], g], create_graph)
+            return captured
     finally:
         SITE.site = site
 
@@ -294,12 +302,16 @@ def _walk_py(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bo
             continue
         if rec.freed:
             raise RuntimeError(FREED)
-        for inp, gi in zip(rec.snapshot.inputs, input_grads(rec, node, g, create_graph)):
+        given = input_grads(rec, node, g, create_graph)
+        for inp, gi in zip(rec.snapshot.inputs, given):
             if gi is not None:
                 grads.setdefault(id(inp), []).append(gi)
-        if not retain_graph and rec.snapshot.op not in R.SAVES_NOTHING:
-            rec.freed = True
-            rec.snapshot.inputs = ()        # (FREED_INPUTS)
+        if not retain_graph:
+            if rec.snapshot.op not in R.SAVES_NOTHING:
+                rec.freed = True
+                rec.snapshot.inputs = ()    # (FREED_INPUTS)
+            else:
+                release(rec, given)         # (FREED_EDGES)
     return captured
 
 
@@ -308,6 +320,28 @@ def _walk_py(roots: Sequence[Node], root_grads: Sequence[Node], retain_graph: bo
 # not with the last tensor that reaches it (a step's `loss` lived into the next step's
 # evaluation, so each young collection there walked ~900 of its nodes: ResNet-18's lazy step).
 # A second backward meets the record before anything below it and raises FREED, as before.
+#
+# FREED_EDGES: a record whose rule reads no saved value (SAVES_NOTHING) may be walked again, as in
+# torch, so its snapshot keeps its inputs -- but as stand-ins (state.py `edge`: shape, dtype and
+# Record, no inputs or buffer) once a backward without retain_graph went through it.  The real
+# inputs held the forward graph below them (the intermediate nodes no evaluation stored keep their
+# inputs), as torch's AddBackward holds only edges: a training step's loss that lived into the next
+# step (a loop reading it every N steps) kept the weights of two steps before alive through its
+# sum's and add's records, and on cuda their blocks from the next step's outputs, whose CUDA graph
+# keys then never came twice (DCGAN's lazy step: 12.5 ms a step, against 7.5 reading every step).
+# A later backward reaches a stand-in's record as it would its node's: a node also reached
+# through a snapshot that still holds it is walked twice with parts of its cotangent, which every
+# rule, being linear in it, turns into parts of the same gradients (only records that save nothing
+# can be reached twice: one that saves was freed by the backward that made the stand-in).
+
+
+def release(rec: Record, given: Sequence[Node | None]) -> None:
+    """FREED_EDGES: the inputs of `rec`'s snapshot that took a gradient (`given`, in input order)
+    replaced by their stand-ins."""
+    snap = rec.snapshot
+    snap.inputs = tuple([edge(i) if gi is not None and i.autograd.__class__ is Record else i
+                         for i, gi in zip(snap.inputs, given)]
+                        + list(snap.inputs[len(given):]))
 
 
 def _retained(kept, g: Node) -> None:
@@ -340,7 +374,8 @@ if NATIVE is not None:
     _walk = NATIVE.BackwardWalker(
         node_type=Node, record_type=Record, signature=replay.signature, rules=_RULES, ids=_RULE_ID_MEMO.table,
         saves_nothing=R.SAVES_NOTHING, trace=TRACE, site=SITE, input_grads=input_grads, summed=summed,
-        accumulate_leaf=accumulate_leaf, retained=_retained, memo_on=_memo_on, sum_key=_SUM, freed=FREED)
+        accumulate_leaf=accumulate_leaf, retained=_retained, memo_on=_memo_on, sum_key=_SUM, freed=FREED,
+        release=release)
 
 
 def remember_roots(tensors) -> None:

@@ -37,9 +37,10 @@ MODE = Mode()
 class Record:
     """A grad-requiring node's entry: its snapshot (None for a leaf), which inputs need grad,
     the leaf tensor that accumulates .grad, the tensor that retains its grad, and whether
-    a backward without retain_graph already went through it."""
+    a backward without retain_graph already went through it; `edge`: a weak reference to the
+    node's stand-in in walked snapshots (`edge`)."""
 
-    __slots__ = ("snapshot", "needs", "leaf", "retain", "freed")
+    __slots__ = ("snapshot", "needs", "leaf", "retain", "freed", "edge")
 
     def __init__(self, snapshot: Node | None, needs: tuple[bool, ...], leaf=None):
         self.snapshot = snapshot
@@ -47,6 +48,7 @@ class Record:
         self.leaf = leaf            # weakref to the leaf Tensor
         self.retain = None          # weakref to a Tensor that called retain_grad()
         self.freed = False
+        self.edge = None
 
 
 class _Records:
@@ -94,6 +96,25 @@ class _NoGrad:
     def discard(self, node: Node) -> None:
         if node.autograd is False:
             node.autograd = None
+
+
+def edge(node: Node) -> Node:
+    """`node`'s stand-in in the snapshots a backward without retain_graph went through (engine.py
+    FREED_EDGES): its shape, dtype and Record, no inputs or buffer.  One per Record while some
+    snapshot holds it, so every snapshot that reached the node reaches the same stand-in."""
+    rec = node.autograd
+    made = rec.edge() if rec.edge is not None else None
+    if made is None:
+        made = Node.with_key("edge", (), {}, node.shape, node.dtype, None)
+        made.autograd = rec
+        rec.edge = weakref.ref(made)
+    return made
+
+
+def edge_of(node: Node) -> Node | None:
+    """The stand-in of `node` that snapshots still hold (None: none)."""
+    rec = node.autograd
+    return rec.edge() if rec.__class__ is Record and rec.edge is not None else None
 
 
 RECORDS = _Records()

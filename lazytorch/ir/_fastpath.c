@@ -2827,6 +2827,7 @@ typedef struct {
     PyObject *input_grads, *summed, *accumulate_leaf, *retained, *memo_on;   /* engine.py's */
     PyObject *sum_key;           /* engine.py _SUM: a sum's key in `rules` is (sum_key, signature) */
     PyObject *freed;             /* engine.py FREED, the message */
+    PyObject *release;           /* engine.py release: a walked record's inputs as stand-ins (FREED_EDGES) */
     PyObject *no_kwargs;         /* an empty dict: the signature's kwargs (never handed out else) */
     Py_ssize_t node_at[N_SLOTS];
     Py_ssize_t record_at[R_SLOTS];
@@ -2839,7 +2840,7 @@ static const Py_ssize_t WALKER_HELD[] = {
     offsetof(BackwardWalker, trace), offsetof(BackwardWalker, site), offsetof(BackwardWalker, input_grads),
     offsetof(BackwardWalker, summed), offsetof(BackwardWalker, accumulate_leaf),
     offsetof(BackwardWalker, retained), offsetof(BackwardWalker, memo_on), offsetof(BackwardWalker, sum_key),
-    offsetof(BackwardWalker, freed), offsetof(BackwardWalker, no_kwargs)};
+    offsetof(BackwardWalker, freed), offsetof(BackwardWalker, release), offsetof(BackwardWalker, no_kwargs)};
 static PyObject *REPLAY_NAME;     /* "replay" */
 
 #define BW_ABSENT (-1)            /* a node the order has not met (index_find's) */
@@ -3398,6 +3399,11 @@ static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int
             if (none == NULL) goto done;
             Py_XSETREF(SLOT(rec, self->record_at[R_FREED]), Py_NewRef(Py_True));
             Py_XSETREF(SLOT(snap, self->node_at[N_INPUTS]), none);
+        } else {                                /* release(rec, grads) (FREED_EDGES) */
+            PyObject *call[2] = {rec, grads};
+            PyObject *done_ = PyObject_Vectorcall(self->release, call, 2, NULL);
+            if (done_ == NULL) goto done;
+            Py_DECREF(done_);
         }
     }
     r = 0;
@@ -3499,16 +3505,19 @@ static PyObject *walker_vectorcall(PyObject *op, PyObject *const *args, size_t n
 
 static PyObject *walker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *node_type, *record_type, *signature, *rules, *ids, *saves_nothing, *trace, *site, *input_grads;
-    PyObject *summed, *accumulate_leaf, *retained, *memo_on, *sum_key, *freed;
+    PyObject *summed, *accumulate_leaf, *retained, *memo_on, *sum_key, *freed, *release;
     static char *kw[] = {"node_type", "record_type", "signature", "rules", "ids", "saves_nothing", "trace", "site",
-                         "input_grads", "summed", "accumulate_leaf", "retained", "memo_on", "sum_key", "freed", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OO!O!O!O!OOOOOOOU:BackwardWalker", kw, &PyType_Type,
+                         "input_grads", "summed", "accumulate_leaf", "retained", "memo_on", "sum_key", "freed",
+                         "release", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OO!O!O!O!OOOOOOOUO:BackwardWalker", kw, &PyType_Type,
                                      &node_type, &PyType_Type, &record_type, &signature, &PyDict_Type, &rules,
                                      &PyDict_Type, &ids, &PyFrozenSet_Type, &saves_nothing, &PyList_Type, &trace, &site,
-                                     &input_grads, &summed, &accumulate_leaf, &retained, &memo_on, &sum_key, &freed))
+                                     &input_grads, &summed, &accumulate_leaf, &retained, &memo_on, &sum_key, &freed,
+                                     &release))
         return NULL;
-    PyObject *calls[] = {signature, input_grads, summed, accumulate_leaf, retained, memo_on};
-    const char *call_names[] = {"signature", "input_grads", "summed", "accumulate_leaf", "retained", "memo_on"};
+    PyObject *calls[] = {signature, input_grads, summed, accumulate_leaf, retained, memo_on, release};
+    const char *call_names[] = {"signature", "input_grads", "summed", "accumulate_leaf", "retained", "memo_on",
+                                "release"};
     for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
         if (!PyCallable_Check(calls[i]))
             return PyErr_Format(PyExc_TypeError, "BackwardWalker: %s must be callable", call_names[i]);
@@ -3517,7 +3526,7 @@ static PyObject *walker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (self == NULL) return NULL;
     self->vectorcall = walker_vectorcall;
     PyObject *values[] = {node_type, record_type, signature, rules, ids, saves_nothing, trace, site, input_grads,
-                          summed, accumulate_leaf, retained, memo_on, sum_key, freed};   /* (WALKER_HELD's order) */
+                          summed, accumulate_leaf, retained, memo_on, sum_key, freed, release};   /* (WALKER_HELD's order) */
     hold((PyObject *)self, WALKER_HELD + 1, values, sizeof values / sizeof *values);
     if ((self->no_kwargs = PyDict_New()) == NULL ||
         slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
