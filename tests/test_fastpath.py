@@ -1931,10 +1931,10 @@ def test_backward_walk_errors(monkeypatch):
             walk(*args)
     good = dict(node_type=engine.Node, record_type=engine.Record, signature=engine.replay.signature,
                 rules={}, ids={}, saves_nothing=frozenset(), trace=[False], site=None, input_grads=len, summed=len,
-                accumulate_leaf=len, retained=len, memo_on=len, sum_key="s", freed="freed", release=len)
+                accumulate_leaf=len, retained=len, memo_on=len, sum_key="s", freed="freed")
     assert type(type(walk)(**good)) is type(walk)
     for bad in (dict(rules=[]), dict(saves_nothing=set()), dict(input_grads=None), dict(node_type=object),
-                dict(record_type=int), dict(trace=(False,)), dict(freed=1), dict(release=None)):
+                dict(record_type=int), dict(trace=(False,)), dict(freed=1)):
         with pytest.raises(TypeError):
             type(walk)(**{**good, **bad})
 

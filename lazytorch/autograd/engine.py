@@ -374,8 +374,7 @@ if NATIVE is not None:
     _walk = NATIVE.BackwardWalker(
         node_type=Node, record_type=Record, signature=replay.signature, rules=_RULES, ids=_RULE_ID_MEMO.table,
         saves_nothing=R.SAVES_NOTHING, trace=TRACE, site=SITE, input_grads=input_grads, summed=summed,
-        accumulate_leaf=accumulate_leaf, retained=_retained, memo_on=_memo_on, sum_key=_SUM, freed=FREED,
-        release=release)
+        accumulate_leaf=accumulate_leaf, retained=_retained, memo_on=_memo_on, sum_key=_SUM, freed=FREED)
 
 
 def remember_roots(tensors) -> None:

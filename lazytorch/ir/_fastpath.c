@@ -2809,8 +2809,9 @@ CALLABLE_TYPE(view_bases, ViewBases, "ViewBases", "ir/replay.py's _bases(nodes) 
  * calls, the signature's and the replay's Python, a `needs` entry's truth, key comparisons, a
  * collection inside an allocation): each node is held by the order, each record, snapshot,
  * inputs tuple and cache entry while it is used, read from the node where the Python reads it. */
-enum { R_SNAPSHOT, R_NEEDS, R_LEAF, R_RETAIN, R_FREED, R_SLOTS };
-static const char *RECORD_SLOTS[R_SLOTS] = {"snapshot", "needs", "leaf", "retain", "freed"};
+enum { R_SNAPSHOT, R_NEEDS, R_LEAF, R_RETAIN, R_FREED, R_EDGE, R_SLOTS };
+static const char *RECORD_SLOTS[R_SLOTS] = {"snapshot", "needs", "leaf", "retain", "freed", "edge"};
+static PyObject *EDGE_NAME;       /* "edge" */
 enum { SPEC_ARG, SPEC_MADE, SPEC_BASE };   /* engine.py _ARG, _MADE, _BASE */
 
 typedef struct {
@@ -2827,7 +2828,6 @@ typedef struct {
     PyObject *input_grads, *summed, *accumulate_leaf, *retained, *memo_on;   /* engine.py's */
     PyObject *sum_key;           /* engine.py _SUM: a sum's key in `rules` is (sum_key, signature) */
     PyObject *freed;             /* engine.py FREED, the message */
-    PyObject *release;           /* engine.py release: a walked record's inputs as stand-ins (FREED_EDGES) */
     PyObject *no_kwargs;         /* an empty dict: the signature's kwargs (never handed out else) */
     Py_ssize_t node_at[N_SLOTS];
     Py_ssize_t record_at[R_SLOTS];
@@ -2840,7 +2840,7 @@ static const Py_ssize_t WALKER_HELD[] = {
     offsetof(BackwardWalker, trace), offsetof(BackwardWalker, site), offsetof(BackwardWalker, input_grads),
     offsetof(BackwardWalker, summed), offsetof(BackwardWalker, accumulate_leaf),
     offsetof(BackwardWalker, retained), offsetof(BackwardWalker, memo_on), offsetof(BackwardWalker, sum_key),
-    offsetof(BackwardWalker, freed), offsetof(BackwardWalker, release), offsetof(BackwardWalker, no_kwargs)};
+    offsetof(BackwardWalker, freed), offsetof(BackwardWalker, no_kwargs)};
 static PyObject *REPLAY_NAME;     /* "replay" */
 
 #define BW_ABSENT (-1)            /* a node the order has not met (index_find's) */
@@ -3321,6 +3321,65 @@ static PyObject *bw_sum(BackwardWalker *self, PyObject *parts, int create_graph,
 
 /* One turn of the Python's loop for a node whose cotangents have all arrived (g, summed): 0, or
  * -1 with an exception. */
+/* state.py edge: `node`'s stand-in (shape, dtype and Record `rec`; no inputs or buffer), one per
+ * Record while a snapshot holds it, found through the Record's weak `edge`.  A new reference. */
+static PyObject *bw_edge(BackwardWalker *self, PyObject *node, PyObject *rec) {
+    PyObject *ref = SLOT(rec, self->record_at[R_EDGE]);
+    if (ref != NULL && PyWeakref_CheckRef(ref)) {
+        PyObject *made = PyWeakref_GET_OBJECT(ref);
+        if (made != Py_None) return Py_NewRef(made);
+    }
+    PyObject *shape = SLOT(node, self->node_at[N_SHAPE]), *dtype = SLOT(node, self->node_at[N_DTYPE]);
+    if (shape == NULL || dtype == NULL)
+        return PyErr_Format(PyExc_AttributeError, "backward: a node's shape or dtype is not set");
+    PyObject *inputs = PyTuple_New(0), *attrs = PyDict_New();
+    PyObject *made = inputs && attrs ? self->node_type->tp_alloc(self->node_type, 0) : NULL;
+    if (made == NULL) {
+        Py_XDECREF(inputs);
+        Py_XDECREF(attrs);
+        return NULL;
+    }
+    SLOT(made, self->node_at[N_INPUTS]) = inputs;
+    SLOT(made, self->node_at[N_ATTRS]) = attrs;
+    put(made, self->node_at[N_OP], EDGE_NAME);
+    put(made, self->node_at[N_SHAPE], shape);
+    put(made, self->node_at[N_DTYPE], dtype);
+    put(made, self->node_at[N_KEY], Py_None);
+    put(made, self->node_at[N_BUFFER], Py_None);
+    put(made, self->node_at[N_VALUE], Py_None);
+    put(made, self->node_at[N_ORIGIN], Py_None);
+    put(made, self->node_at[N_TREE], Py_None);
+    put(made, self->node_at[N_AUTOGRAD], rec);
+    PyObject *weak = PyWeakref_NewRef(made, NULL);
+    if (weak == NULL) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    Py_XSETREF(SLOT(rec, self->record_at[R_EDGE]), weak);
+    return made;
+}
+
+/* engine.py release (FREED_EDGES): the snapshot's inputs that took a gradient (`grads`, in input
+ * order) replaced by their stand-ins.  0, or -1 with an exception (the snapshot left as it was). */
+static int bw_release(BackwardWalker *self, PyObject *snap, PyObject *inputs, PyObject *grads) {
+    Py_ssize_t n = PyTuple_GET_SIZE(inputs), given = PySequence_Fast_GET_SIZE(grads);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *input = PyTuple_GET_ITEM(inputs, i), *state = NULL, *made;
+        if (i < given && PySequence_Fast_GET_ITEM(grads, i) != Py_None && Py_TYPE(input) == self->node_type)
+            state = SLOT(input, self->node_at[N_AUTOGRAD]);
+        made = state != NULL && Py_TYPE(state) == self->record_type ? bw_edge(self, input, state) : Py_NewRef(input);
+        if (made == NULL) {
+            Py_DECREF(out);
+            return -1;
+        }
+        PyTuple_SET_ITEM(out, i, made);
+    }
+    Py_XSETREF(SLOT(snap, self->node_at[N_INPUTS]), out);
+    return 0;
+}
+
 static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int accumulate, PyObject *wanted,
                    PyObject *captured, int create_graph, int memo) {
     BackwardWalker *self = w->self;
@@ -3399,11 +3458,8 @@ static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int
             if (none == NULL) goto done;
             Py_XSETREF(SLOT(rec, self->record_at[R_FREED]), Py_NewRef(Py_True));
             Py_XSETREF(SLOT(snap, self->node_at[N_INPUTS]), none);
-        } else {                                /* release(rec, grads) (FREED_EDGES) */
-            PyObject *call[2] = {rec, grads};
-            PyObject *done_ = PyObject_Vectorcall(self->release, call, 2, NULL);
-            if (done_ == NULL) goto done;
-            Py_DECREF(done_);
+        } else if (bw_release(self, snap, inputs, grads) < 0) {     /* release(rec, grads) (FREED_EDGES) */
+            goto done;
         }
     }
     r = 0;
@@ -3505,19 +3561,16 @@ static PyObject *walker_vectorcall(PyObject *op, PyObject *const *args, size_t n
 
 static PyObject *walker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *node_type, *record_type, *signature, *rules, *ids, *saves_nothing, *trace, *site, *input_grads;
-    PyObject *summed, *accumulate_leaf, *retained, *memo_on, *sum_key, *freed, *release;
+    PyObject *summed, *accumulate_leaf, *retained, *memo_on, *sum_key, *freed;
     static char *kw[] = {"node_type", "record_type", "signature", "rules", "ids", "saves_nothing", "trace", "site",
-                         "input_grads", "summed", "accumulate_leaf", "retained", "memo_on", "sum_key", "freed",
-                         "release", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OO!O!O!O!OOOOOOOUO:BackwardWalker", kw, &PyType_Type,
+                         "input_grads", "summed", "accumulate_leaf", "retained", "memo_on", "sum_key", "freed", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OO!O!O!O!OOOOOOOU:BackwardWalker", kw, &PyType_Type,
                                      &node_type, &PyType_Type, &record_type, &signature, &PyDict_Type, &rules,
                                      &PyDict_Type, &ids, &PyFrozenSet_Type, &saves_nothing, &PyList_Type, &trace, &site,
-                                     &input_grads, &summed, &accumulate_leaf, &retained, &memo_on, &sum_key, &freed,
-                                     &release))
+                                     &input_grads, &summed, &accumulate_leaf, &retained, &memo_on, &sum_key, &freed))
         return NULL;
-    PyObject *calls[] = {signature, input_grads, summed, accumulate_leaf, retained, memo_on, release};
-    const char *call_names[] = {"signature", "input_grads", "summed", "accumulate_leaf", "retained", "memo_on",
-                                "release"};
+    PyObject *calls[] = {signature, input_grads, summed, accumulate_leaf, retained, memo_on};
+    const char *call_names[] = {"signature", "input_grads", "summed", "accumulate_leaf", "retained", "memo_on"};
     for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
         if (!PyCallable_Check(calls[i]))
             return PyErr_Format(PyExc_TypeError, "BackwardWalker: %s must be callable", call_names[i]);
@@ -3526,7 +3579,7 @@ static PyObject *walker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (self == NULL) return NULL;
     self->vectorcall = walker_vectorcall;
     PyObject *values[] = {node_type, record_type, signature, rules, ids, saves_nothing, trace, site, input_grads,
-                          summed, accumulate_leaf, retained, memo_on, sum_key, freed, release};   /* (WALKER_HELD's order) */
+                          summed, accumulate_leaf, retained, memo_on, sum_key, freed};   /* (WALKER_HELD's order) */
     hold((PyObject *)self, WALKER_HELD + 1, values, sizeof values / sizeof *values);
     if ((self->no_kwargs = PyDict_New()) == NULL ||
         slot_offsets(self->node_type, NODE_SLOTS, N_SLOTS, self->node_at) < 0 ||
@@ -3547,6 +3600,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
     SCALAR = PyUnicode_InternFromString("scalar");
+    EDGE_NAME = PyUnicode_InternFromString("edge");
     BUFFER = PyUnicode_InternFromString("buffer");
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
