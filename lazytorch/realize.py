@@ -60,9 +60,12 @@ class Compiled:
 # ---------------------------------------------------------------- programs
 
 def pending_roots(nodes: Iterable[Node]) -> list[Node]:
+    """The nodes with something to compute, once each: not stored already, and not a leaf (a
+    number or param is a value as it is: no tensor holds one, and a program returning one would
+    store a float64 number on devices that have none)."""
     roots, seen = [], set()
     for n in nodes:
-        if not n.realized and id(n) not in seen:
+        if not n.realized and id(n) not in seen and n.op not in LEAF_OPS:
             seen.add(id(n))
             roots.append(n)
     return roots

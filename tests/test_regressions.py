@@ -462,3 +462,25 @@ def test_float_int_float_round_trip_has_no_negative_zero(backend, src, via, to):
         v = got.float().numpy()
         assert not np.signbit(v[v == 0]).any()                           # torch: every zero is +0.0
     check(lambda m, x: True / x.to(getattr(m, via)), x)                  # the campaign's form: +inf
+
+
+# fixed: a program whose roots held a Python number also read by a float32 op kept two params of
+# one slot (passes/legalize.py: the number retyped for the op, and as itself for the root); the
+# retyped one was bound to no buffer and the generated kernel read a null pointer (a crash on cpu).
+# An eval no longer computes a number (realize.py pending_roots); the executor refuses a plan that
+# reads a buffer nothing binds or writes.
+@pytest.mark.parametrize("divisor", [16.0, 3])
+def test_a_number_root_beside_the_op_that_reads_it(backend, divisor):
+    from lazytorch import realize
+    from lazytorch.ir.graph import toposort
+    from lazytorch.passes import pipeline
+    from lazytorch.passes.normalize import normalize
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
+    y = lt.tensor(x) / divisor
+    number = y.node.inputs[1]
+    assert number.op == "scalar"
+    params, roots = normalize(toposort([y.node, number]), [y.node, number])
+    pipeline.run(roots, verify=True)            # (VerifyError: two params share a slot)
+    realize.eval_nodes([y.node, number], realize.LIVE)
+    np.testing.assert_allclose(y.numpy(), (torch.tensor(x) / divisor).numpy(), rtol=1e-6)
+    assert number.op == "scalar" and number.value == divisor

@@ -160,6 +160,10 @@ class Legalizer:
 def legalize(roots: list[Node]) -> list[Node]:
     rule = Legalizer()
     out = rewrite(roots, settled=rule.node, leaves_kept=LEAF_OPS)    # (a leaf casts nothing)
+    # a param that is itself a root is read as it is too: its value goes out (an eval of a Python
+    # number beside a float32 op that reads it had kept two params of one slot, and the retyped
+    # one, bound to no buffer, was read as a null pointer)
+    rule.raw.update(r for r in roots if r.op == "param")
     conflicts = rule.conflicts()
     if conflicts:
         # a param read both retyped and as itself: its retyped copy becomes a cast of it again

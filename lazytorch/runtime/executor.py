@@ -122,9 +122,14 @@ class PlanExecutor:
         # so the value alone is what a run gives them (a CUDA graph's key: runtime/cuda_graph.py)
         self.by_value = [k for k, p in enumerate(plan.params) if self._fast_scalar(p) is not None]
         last_read: dict[int, int] = {}
+        bound = {p.id for p in plan.params}
         for i, launch in enumerate(plan.launches):
             for _, b in launch.reads:
                 last_read[b.id] = i
+                if b.id not in bound:   # (a generated kernel would read a null pointer)
+                    raise RuntimeError(f"lazytorch internal error: launch {launch.name} reads buffer {b.id} "
+                                       f"({b.kind}), which no param binds and no earlier launch writes")
+            bound.update(b.id for _, b in launch.writes)
         # `joined`: launches the next launch may run inside (a product and its epilogue, runtime/
         # cpu.py): what they read stays alive, its memory unshared, until that launch has run too
         for i in joined:
