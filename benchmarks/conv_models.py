@@ -13,6 +13,7 @@ the weights; the first steps' losses are checked against torch's).  `--device cu
     python -m benchmarks.conv_models --model dcgan [--batch 64] [--device cuda]
     python -m benchmarks.conv_models --train --phases [--rounds 150]   # the lazy step's phases
     python -m benchmarks.conv_models --train --steps 10   # the loss read every 10 steps, as a loop logs
+    python -m benchmarks.conv_models --train --block 5    # 5 calls of each framework in a row per round
 
 Printed per framework: the first call, median, min, mean and max of the rounds (a lazy training
 loop's throughput is its mean: a periodic collection or recompile shows there, not in the median).
@@ -186,6 +187,9 @@ def main() -> None:
     p.add_argument("--model", default="resnet18", choices=("resnet18", "dcgan"))
     p.add_argument("--phases", action="store_true", help="with --train: the lazy step's phases")
     p.add_argument("--warmup", type=int, default=6, help="untimed calls after the first")
+    p.add_argument("--block", type=int, default=1, help="timed calls of one framework in a row per round "
+                   "(1: the frameworks alternate call by call; more: as a loop runs its own step back to "
+                   "back, the host's caches warm with its own work)")
     p.add_argument("--steps", type=int, default=1, help="training steps per timed call, the loss read "
                    "after the last (a loop that logs every N steps); times are per step")
     args = p.parse_args()
@@ -221,21 +225,23 @@ def main() -> None:
     gc.collect()
     for _ in range(args.rounds):
         for name, call in calls.items():
-            if name == "lazy" and args.phases:
-                PHASES.start()
-            t = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - t)
-            if name == "lazy" and args.phases:
-                PHASES.mark("download")
-                PHASES.on = False
+            for _ in range(args.block):
+                if name == "lazy" and args.phases:
+                    PHASES.start()
+                t = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - t)
+                if name == "lazy" and args.phases:
+                    PHASES.mark("download")
+                    PHASES.on = False
     times = {k: [t / args.steps for t in ts] for k, ts in times.items()}
     base = statistics.median(times["torch"])
     what = "ResNet-18 " + ("training step (SGD)" if args.train else "forward")
     if args.model == "dcgan":
         what = "DCGAN training step (Adam, discriminator then generator)"
     steps = f" of {args.steps} steps (times per step)" if args.steps > 1 else ""
-    print(f"{what} on {args.device}, input {shape}, {args.rounds} rounds{steps}, "
+    block = f" of {args.block} calls in a row" if args.block > 1 else ""
+    print(f"{what} on {args.device}, input {shape}, {args.rounds} rounds{block}{steps}, "
           f"load {os.getloadavg()[0]:.2f}")
     for name, ts in times.items():
         med = statistics.median(ts)
@@ -243,7 +249,7 @@ def main() -> None:
               f"min {min(ts) * 1e3:7.2f} ms  mean {statistics.mean(ts) * 1e3:7.2f} ms  "
               f"max {max(ts) * 1e3:8.1f} ms  {med / base:5.2f}x torch")
     if PHASES.times:
-        PHASES.report(args.rounds * args.steps)
+        PHASES.report(args.rounds * args.block * args.steps)
     if args.device == "cuda":
         from lazytorch.runtime import cuda_graph
         print(f"  CUDA graphs (warm-up included) {cuda_graph.STATS}")
