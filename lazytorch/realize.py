@@ -65,9 +65,11 @@ def pending_roots(nodes: Iterable[Node]) -> list[Node]:
     store a float64 number on devices that have none)."""
     roots, seen = [], set()
     for n in nodes:
-        if not n.realized and id(n) not in seen and n.op not in LEAF_OPS:
-            seen.add(id(n))
-            roots.append(n)
+        if n.op not in LEAF_OPS:        # (a stored node is a "buffer" leaf)
+            i = id(n)
+            if i not in seen:
+                seen.add(i)
+                roots.append(n)
     return roots
 
 
@@ -99,10 +101,12 @@ def in_program_order(nodes: list[Node], inside: Positions, memo: Positions) -> l
     return sorted(nodes, key=lambda n: reaches(n, inside, memo))
 
 
-def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()) -> tuple[list[Node], Program]:
+def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = (),
+                pending: bool = False) -> tuple[list[Node], Program]:
     """(roots, program) of the pending values of `nodes` and of the live values synced with them
-    (`live`: LIVE, the live tensors, or the pending nodes to consider)."""
-    roots = pending_roots(nodes)
+    (`live`: LIVE, the live tensors, or the pending nodes to consider).  `pending`: `nodes` is a
+    list of pending_roots already."""
+    roots = nodes if pending else pending_roots(nodes)
     if not roots:
         return roots, Program([], (), [])
     prog = program(roots)
@@ -111,7 +115,7 @@ def program_for(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ()
         more = LIVE.synced(prog, roots)
     else:
         # (a live root itself, the common case, adds nothing: only other pending values are looked at)
-        others = [n for n in live if id(n) not in ids and n.op != "buffer" and n.op not in LEAF_OPS]
+        others = [n for n in live if id(n) not in ids and n.op not in LEAF_OPS]
         more = synced_roots(prog, others) if others else []
     more = [n for n in more if id(n) not in ids and not ids.add(id(n))]
     if more:
@@ -474,7 +478,7 @@ def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ())
     """Compute the pending `nodes` (and the `live` values synced with them: `LIVE` for the live
     tensors) and cut the graph there."""
     if nodes.__class__ is list and len(nodes) == 1:     # (one tensor's value, the common case)
-        roots = nodes if nodes[0].op != "buffer" else []
+        roots = nodes if nodes[0].op not in LEAF_OPS else []
     else:
         roots = pending_roots(nodes)
     if not roots:
@@ -483,7 +487,7 @@ def eval_nodes(nodes: Iterable[Node], live: "Iterable[Node] | LiveTensors" = ())
         live = list(live)
     if len(roots) == 1 and roots[0].tree is not None and _eval_tree(roots[0], live):
         return
-    roots, prog = program_for(roots, live)
+    roots, prog = program_for(roots, live, pending=True)
     if len(prog.order) > WARN_NODES:
         warn_long_history(roots[0], len(prog.order))
     name = backend_name()
