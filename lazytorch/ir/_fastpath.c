@@ -2792,8 +2792,8 @@ CALLABLE_TYPE(view_bases, ViewBases, "ViewBases", "ir/replay.py's _bases(nodes) 
  * that need grad, in order, each node after them), then outputs first, each node's cotangents
  * (the one, or engine.py summed of several, in arrival order), the gradient it hands `captured`,
  * the retained tensor's (engine.py _retained) and the leaf's (accumulate_leaf), the FREED test,
- * its rule's results and the freed mark.  A rule application (or a sum) whose recorded one the
- * memo holds is replayed here as input_grads (summed) and _replayed replay it: the table's entry
+ * its rule's results and the freed mark (or the stand-ins: bw_release).  A rule application (or
+ * a sum) whose recorded one the memo holds is replayed here as input_grads (summed) and _replayed replay it: the table's entry
  * for the key (snapshot key, needs, signature of (inputs, node, g)), the Recording's replay and
  * its spec.  Every other one (no signature, not in the table, create_graph, the memo off or in
  * check mode: `memo_on()`, read once a walk) calls input_grads (summed).
@@ -3319,8 +3319,6 @@ static PyObject *bw_sum(BackwardWalker *self, PyObject *parts, int create_graph,
     return total;
 }
 
-/* One turn of the Python's loop for a node whose cotangents have all arrived (g, summed): 0, or
- * -1 with an exception. */
 /* state.py edge: `node`'s stand-in (shape, dtype and Record `rec`; no inputs or buffer), one per
  * Record while a snapshot holds it, found through the Record's weak `edge`.  A new reference. */
 static PyObject *bw_edge(BackwardWalker *self, PyObject *node, PyObject *rec) {
@@ -3380,6 +3378,8 @@ static int bw_release(BackwardWalker *self, PyObject *snap, PyObject *inputs, Py
     return 0;
 }
 
+/* One turn of the Python's loop for a node whose cotangents have all arrived (g, summed): 0, or
+ * -1 with an exception. */
 static int bw_turn(BwWalk *w, PyObject *node, PyObject *g, int retain_graph, int accumulate, PyObject *wanted,
                    PyObject *captured, int create_graph, int memo) {
     BackwardWalker *self = w->self;
