@@ -360,6 +360,10 @@ def test_an_index_launchs_error_holds_its_reads_weakly(monkeypatch):
     assert alive() is None
     error = check.error()
     assert isinstance(error, IndexError) and "embedding" in str(error) and "freed" in str(error)
+    assert "out of bounds for a table of 16 rows (valid indices are 0..15)" in str(error)
+    # a gather's bound, from its input's shape along its dim (cross_entropy's target pick)
+    picked = lt.gather(lt.tensor(np.ones((4, 3), np.float32)), -1, lt.tensor(np.zeros((4, 1), np.int64)))
+    assert cuda_driver._bounds(picked.node) == "for dim 1 with size 3 (valid indices are 0..2)"
 
 
 def test_an_embedding_of_positions_made_in_its_launch_runs_on_the_device(monkeypatch):

@@ -957,13 +957,22 @@ def _held_weakly(reads: Sequence[Any]) -> Callable[[], list | None]:
     return get
 
 
+def _bounds(node) -> str:
+    """What a valid index of an indexed op is, from its inputs' shapes (_INDEXED's ops)."""
+    if node.op == "embedding":
+        n = node.inputs[1].shape[0]
+        return f"for a table of {n} rows (valid indices are 0..{n - 1})"
+    dim = node.attrs["dim"] % len(node.inputs[0].shape)
+    n = node.inputs[0].shape[dim]
+    return f"for dim {dim} with size {n} (valid indices are 0..{n - 1})"
+
+
 def _host_error(node, launch, views, reads: list | None, constants) -> BaseException:
     """The op's own error, from its inputs read back to the host (None: freed before the flag
     was read, so the index is not known)."""
     if reads is None:
-        return IndexError(f"{node.op}: an index was out of range; the run's inputs were freed before its error "
-                          "flag was read, so the index is not shown (read a result of every run, e.g. "
-                          "loss.item(), to see it)")
+        return IndexError(f"{node.op}: an index is out of bounds {_bounds(node)}; the run's inputs were freed "
+                          "before its error flag was read, so the index itself is not shown")
     env = _env(launch, views, reads, constants)
     run_node(node, [np.asarray(_materialized(env[id(i)])) for i in node.inputs])
     return AssertionError(f"{node.op}: the device found an index out of range, the host none")
